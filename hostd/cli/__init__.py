@@ -1,0 +1,1 @@
+"""The `hostd` command line. Only this package imports rich."""

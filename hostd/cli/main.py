@@ -1,0 +1,73 @@
+"""`hostd` entry point: parse the command line and dispatch to one command module.
+
+Command modules are imported lazily, so `hostd topics` does not pay for what `hostd chat`
+needs (CLI start-up time is a benchmark target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from hostd import __version__
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_protocol_schema(args: argparse.Namespace) -> int:
+    from hostd_protocol.schema_export import wire_schema_json
+
+    text = wire_schema_json()
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_drivers(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hostd.driver_registry import DriverRegistry
+
+    table = Table(title="hostd drivers")
+    table.add_column("driver")
+    table.add_column("available")
+    table.add_column("description / reason")
+    for info in DriverRegistry.discover().infos():
+        table.add_row(
+            info.name,
+            "yes" if info.available else "[red]no[/red]",
+            info.description if info.available else info.reason,
+        )
+    Console().print(table)
+    return 0
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
+    parser = argparse.ArgumentParser(prog="hostd", description="hostd: local agent host daemon")
+    parser.add_argument("--version", action="version", version=f"hostd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handlers: dict[str, Handler] = {}
+
+    p = sub.add_parser("protocol-schema", help="write the wire protocol's JSON Schema")
+    p.add_argument("output", nargs="?", default="-", help="file to write (default: stdout)")
+    handlers["protocol-schema"] = _cmd_protocol_schema
+
+    sub.add_parser("drivers", help="list installed drivers and why any is unavailable")
+    handlers["drivers"] = _cmd_drivers
+
+    return parser, handlers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, handlers = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return handlers[args.command](args)

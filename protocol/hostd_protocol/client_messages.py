@@ -1,0 +1,577 @@
+"""The client <-> host channel: requests from windows, replies and topic events from the daemon.
+
+Connection life:
+
+1. client -> `Hello` (protocol version). The first frame also picks the encoding for the whole
+   connection: a body starting with `{` is JSON, anything else msgpack. The host answers
+   `Welcome` or `ErrorReply(code="version_mismatch" | "handshake_error")` and closes.
+2. client -> requests, each with a client-chosen integer `id`; each is answered by exactly one
+   `Reply(id, result)` or `ErrorReply(id, code, message)`. Replies may come out of order.
+3. After `Attach`, the host pushes topic events (the `*Event` types below). Each carries the
+   topic's `seq`, strictly increasing per topic, so a window can detect gaps and reconnect with
+   `Attach(since=seq)`: it gets exactly the missed events and then `ReplayEnd`, or `Resync` when
+   the replay buffer no longer reaches back that far (take a fresh snapshot with `Attach`).
+
+Rows: a topic's history is a list of `MessageRow`s ordered by `position`. A window rebuilds it
+from the `Attach` snapshot plus `RowOpened` / `RowAppended` / `RowUpdated` / `RowRemoved`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from hostd_protocol.common import (
+    Capabilities,
+    Chunk,
+    CompactionAnchor,
+    HistoryMessage,
+    RowRole,
+    RowStatus,
+    SendIntent,
+    TopicState,
+    TurnStatus,
+    Usage,
+    _Frozen,
+)
+
+# --- shared records -----------------------------------------------------------------------------
+
+
+class TopicInfo(_Frozen, frozen=True):
+    """A topic as clients see it."""
+
+    id: str
+    title: str = ""
+    assistant: str = ""
+    driver: str = ""
+    model: str = ""
+    working_dir: str = ""
+    state: TopicState = "idle"
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    #: The latest event seq of the topic.
+    seq: int = 0
+    options: dict[str, Any] = {}
+
+
+class MessageRow(_Frozen, frozen=True):
+    """One row of a topic's history.
+
+    `parts` holds the content; consecutive text (or thinking) deltas are merged into one part.
+    A `marker` row (compaction anchor) has `anchor` set and is not a message.
+    """
+
+    id: str
+    topic_id: str
+    role: RowRole
+    status: RowStatus
+    position: int
+    turn_id: str = ""
+    parts: list[Chunk] = []
+    error: str = ""
+    error_code: str = ""
+    anchor: CompactionAnchor | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    #: Set on a finished assistant row that produced no output at all.
+    empty: bool = False
+    meta: dict[str, Any] = {}
+
+
+ApprovalStatus = Literal["open", "allowed", "denied", "timed_out", "cancelled"]
+
+
+class ApprovalInfo(_Frozen, frozen=True):
+    """A tool-permission request from a driver, answerable by any window."""
+
+    id: str
+    topic_id: str
+    turn_id: str
+    tool: str
+    input: dict[str, Any] = {}
+    description: str = ""
+    status: ApprovalStatus = "open"
+    answered_by: str = ""
+    reason: str = ""
+    created_at: float = 0.0
+
+
+class Snapshot(_Frozen, frozen=True):
+    """Everything a window needs to draw a topic, consistent as of event `seq`."""
+
+    topic: TopicInfo
+    seq: int
+    rows: list[MessageRow] = []
+    approvals: list[ApprovalInfo] = []
+    active_turn_id: str = ""
+    #: True when older rows exist than the ones included (page with `History`).
+    truncated: bool = False
+
+
+class DriverInfo(_Frozen, frozen=True):
+    """A driver found through the `hostd.drivers` entry point group."""
+
+    name: str
+    available: bool
+    description: str = ""
+    version: str = ""
+    #: Why the driver is unavailable, and what to do about it.
+    reason: str = ""
+
+
+# --- client -> host -----------------------------------------------------------------------------
+
+
+class Hello(_Frozen, frozen=True, tag="hello"):
+    """Handshake; must be the first frame."""
+
+    protocol_version: tuple[int, int]
+    client: str = ""
+    #: An opaque token; required only on an (opt-in) network listener.
+    token: str = ""
+
+
+class CreateTopic(_Frozen, frozen=True, tag="create-topic"):
+    id: int
+    title: str = ""
+    assistant: str = ""
+    driver: str = ""
+    model: str = ""
+    working_dir: str = ""
+    options: dict[str, Any] = {}
+
+
+class ListTopics(_Frozen, frozen=True, tag="list-topics"):
+    id: int
+
+
+class GetTopic(_Frozen, frozen=True, tag="get-topic"):
+    id: int
+    topic_id: str
+
+
+class RenameTopic(_Frozen, frozen=True, tag="rename-topic"):
+    id: int
+    topic_id: str
+    title: str
+
+
+class DeleteTopic(_Frozen, frozen=True, tag="delete-topic"):
+    id: int
+    topic_id: str
+
+
+class Attach(_Frozen, frozen=True, tag="attach"):
+    """Subscribe to a topic. Without `since`: snapshot then live events. With `since`: replay."""
+
+    id: int
+    topic_id: str
+    since: int | None = None
+    #: How many of the newest rows the snapshot carries (older ones via `History`).
+    max_rows: int = 500
+
+
+class Detach(_Frozen, frozen=True, tag="detach"):
+    id: int
+    topic_id: str
+
+
+class SendMessage(_Frozen, frozen=True, tag="send"):
+    """A user message. `intent` says what to do if a turn is running (see `SendIntent`)."""
+
+    id: int
+    topic_id: str
+    text: str
+    intent: SendIntent = "auto"
+    #: Client-chosen idempotency key: a resend with the same key is not stored twice.
+    client_msg_id: str = ""
+    #: Per-send option overrides, merged over assistant and topic options.
+    options: dict[str, Any] = {}
+    #: Messages the client sends along (its own transcript); overlap with history is removed.
+    history: list[HistoryMessage] = []
+
+
+class Stop(_Frozen, frozen=True, tag="stop"):
+    id: int
+    topic_id: str
+
+
+class AnswerApproval(_Frozen, frozen=True, tag="answer-approval"):
+    id: int
+    topic_id: str
+    approval_id: str
+    allow: bool
+    reason: str = ""
+
+
+class EditQueued(_Frozen, frozen=True, tag="edit-queued"):
+    id: int
+    topic_id: str
+    row_id: str
+    text: str
+
+
+class DiscardQueued(_Frozen, frozen=True, tag="discard-queued"):
+    id: int
+    topic_id: str
+    row_id: str
+
+
+class SendNow(_Frozen, frozen=True, tag="send-now"):
+    """Stop the running turn and run the queued row `row_id` next."""
+
+    id: int
+    topic_id: str
+    row_id: str
+
+
+class ContinueTurn(_Frozen, frozen=True, tag="continue"):
+    """Continue the last failed or stopped turn from its stored resume data."""
+
+    id: int
+    topic_id: str
+
+
+class History(_Frozen, frozen=True, tag="history"):
+    """A page of rows, newest first from `before_position` (exclusive), returned oldest first."""
+
+    id: int
+    topic_id: str
+    before_position: int | None = None
+    limit: int = 100
+
+
+class PrewarmTopic(_Frozen, frozen=True, tag="prewarm"):
+    id: int
+    topic_id: str
+
+
+class Status(_Frozen, frozen=True, tag="status"):
+    id: int
+
+
+class ListDrivers(_Frozen, frozen=True, tag="list-drivers"):
+    id: int
+
+
+class Ping(_Frozen, frozen=True, tag="ping"):
+    id: int
+
+
+class Shutdown(_Frozen, frozen=True, tag="shutdown"):
+    """Stop the daemon gracefully: stop turns, flush the store, remove the socket."""
+
+    id: int
+
+
+ClientMessage = (
+    Hello
+    | CreateTopic
+    | ListTopics
+    | GetTopic
+    | RenameTopic
+    | DeleteTopic
+    | Attach
+    | Detach
+    | SendMessage
+    | Stop
+    | AnswerApproval
+    | EditQueued
+    | DiscardQueued
+    | SendNow
+    | ContinueTurn
+    | History
+    | PrewarmTopic
+    | Status
+    | ListDrivers
+    | Ping
+    | Shutdown
+)
+
+# --- results (inside `Reply`) -------------------------------------------------------------------
+
+
+class Empty(_Frozen, frozen=True, tag="empty"):
+    """A request that returns nothing but success."""
+
+
+class TopicResult(_Frozen, frozen=True, tag="topic"):
+    topic: TopicInfo
+
+
+class TopicListResult(_Frozen, frozen=True, tag="topic-list"):
+    topics: list[TopicInfo]
+
+
+class AttachResult(_Frozen, frozen=True, tag="attached"):
+    """Answer to `Attach`.
+
+    mode "snapshot": `snapshot` is set; live events with seq > snapshot.seq follow.
+    mode "replay": missed events follow, then `ReplayEnd`, then live events.
+    """
+
+    topic_id: str
+    mode: Literal["snapshot", "replay"]
+    snapshot: Snapshot | None = None
+
+
+SendDisposition = Literal["started", "steered", "queued"]
+
+
+class SendResult(_Frozen, frozen=True, tag="sent"):
+    """The message is committed to the store. `disposition` says what happened to it."""
+
+    row_id: str
+    disposition: SendDisposition
+    turn_id: str = ""
+    position: int = 0
+
+
+class HistoryResult(_Frozen, frozen=True, tag="history-page"):
+    rows: list[MessageRow]
+    has_more: bool = False
+
+
+class StatusResult(_Frozen, frozen=True, tag="daemon-status"):
+    pid: int
+    version: str
+    uptime_s: float
+    topics: int = 0
+    active_turns: int = 0
+    connections: int = 0
+    drivers_running: int = 0
+    warm_drivers: int = 0
+    data_dir: str = ""
+    socket_path: str = ""
+
+
+class DriverListResult(_Frozen, frozen=True, tag="driver-list"):
+    drivers: list[DriverInfo]
+
+
+class Pong(_Frozen, frozen=True, tag="pong"):
+    time: float = 0.0
+
+
+Result = (
+    Empty
+    | TopicResult
+    | TopicListResult
+    | AttachResult
+    | SendResult
+    | HistoryResult
+    | StatusResult
+    | DriverListResult
+    | Pong
+)
+
+# --- host -> client -----------------------------------------------------------------------------
+
+
+class Welcome(_Frozen, frozen=True, tag="welcome"):
+    protocol_version: tuple[int, int]
+    server_version: str = ""
+    max_frame_size: int = 0
+    connection_id: str = ""
+
+
+class Reply(_Frozen, frozen=True, tag="reply"):
+    id: int
+    result: Result
+
+
+class ErrorReply(_Frozen, frozen=True, tag="error"):
+    """A typed error. `id` is None for errors not tied to a request (e.g. framing)."""
+
+    code: str
+    message: str
+    id: int | None = None
+    details: dict[str, Any] = {}
+
+
+class RowOpened(_Frozen, frozen=True, tag="row-opened"):
+    """A row appeared (user message stored, queued message, assistant answer, marker)."""
+
+    topic_id: str
+    seq: int
+    row: MessageRow
+
+
+class RowAppended(_Frozen, frozen=True, tag="row-appended"):
+    """Content for an open row. Consecutive text deltas may arrive merged."""
+
+    topic_id: str
+    seq: int
+    row_id: str
+    chunk: Chunk
+
+
+class RowUpdated(_Frozen, frozen=True, tag="row-updated"):
+    """A row changed. Fields left None are unchanged."""
+
+    topic_id: str
+    seq: int
+    row_id: str
+    status: RowStatus | None = None
+    position: int | None = None
+    turn_id: str | None = None
+    error: str | None = None
+    error_code: str | None = None
+    empty: bool | None = None
+    #: Replaces all parts (used when a queued message is edited).
+    parts: list[Chunk] | None = None
+
+
+class RowRemoved(_Frozen, frozen=True, tag="row-removed"):
+    topic_id: str
+    seq: int
+    row_id: str
+
+
+class TurnStarted(_Frozen, frozen=True, tag="turn-started"):
+    topic_id: str
+    seq: int
+    turn_id: str
+    driver: str = ""
+    model: str = ""
+    capabilities: Capabilities = Capabilities()
+
+
+class TurnEnded(_Frozen, frozen=True, tag="turn-ended"):
+    """Exactly one per turn, whatever happened."""
+
+    topic_id: str
+    seq: int
+    turn_id: str
+    status: TurnStatus
+    error: str = ""
+    error_code: str = ""
+    #: True when the turn produced no output at all (not a plain success).
+    empty: bool = False
+
+
+class StateChanged(_Frozen, frozen=True, tag="state-changed"):
+    topic_id: str
+    seq: int
+    state: TopicState
+
+
+class Rolled(_Frozen, frozen=True, tag="rolled"):
+    """A steer boundary: `closed_row_id` (A1a) ended, `steer_row_id` (U2) placed after it,
+    `new_row_id` (A2) opened. The matching row events precede this one with lower seqs."""
+
+    topic_id: str
+    seq: int
+    turn_id: str
+    closed_row_id: str
+    steer_row_ids: list[str]
+    new_row_id: str
+
+
+class ApprovalRequested(_Frozen, frozen=True, tag="approval-requested"):
+    topic_id: str
+    seq: int
+    approval: ApprovalInfo
+
+
+class ApprovalResolved(_Frozen, frozen=True, tag="approval-resolved"):
+    topic_id: str
+    seq: int
+    approval_id: str
+    status: ApprovalStatus
+    answered_by: str = ""
+    reason: str = ""
+
+
+class UsageUpdated(_Frozen, frozen=True, tag="usage-updated"):
+    topic_id: str
+    seq: int
+    turn_id: str
+    usage: Usage
+
+
+class NoticeEvent(_Frozen, frozen=True, tag="notice"):
+    """Something to show the user that is not part of the answer (e.g. API retry, resume lost,
+    store write failed)."""
+
+    topic_id: str
+    seq: int
+    code: str
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+class TopicChanged(_Frozen, frozen=True, tag="topic-changed"):
+    topic_id: str
+    seq: int
+    topic: TopicInfo
+
+
+class TopicDeleted(_Frozen, frozen=True, tag="topic-deleted"):
+    topic_id: str
+    seq: int
+
+
+class ReplayEnd(_Frozen, frozen=True, tag="replay-end"):
+    """End of an `Attach(since=...)` replay; `seq` is the last replayed (or `since`)."""
+
+    topic_id: str
+    seq: int
+
+
+class Resync(_Frozen, frozen=True, tag="resync"):
+    """This window missed events the host can no longer replay. Take a fresh snapshot."""
+
+    topic_id: str
+    seq: int
+    reason: str = ""
+
+
+TopicEvent = (
+    RowOpened
+    | RowAppended
+    | RowUpdated
+    | RowRemoved
+    | TurnStarted
+    | TurnEnded
+    | StateChanged
+    | Rolled
+    | ApprovalRequested
+    | ApprovalResolved
+    | UsageUpdated
+    | NoticeEvent
+    | TopicChanged
+    | TopicDeleted
+    | ReplayEnd
+    | Resync
+)
+
+ServerMessage = (
+    Welcome
+    | Reply
+    | ErrorReply
+    | RowOpened
+    | RowAppended
+    | RowUpdated
+    | RowRemoved
+    | TurnStarted
+    | TurnEnded
+    | StateChanged
+    | Rolled
+    | ApprovalRequested
+    | ApprovalResolved
+    | UsageUpdated
+    | NoticeEvent
+    | TopicChanged
+    | TopicDeleted
+    | ReplayEnd
+    | Resync
+)
+
+
+def request_id_of(msg: msgspec.Struct) -> int | None:
+    """The request id of a client message, or None for `Hello`."""
+    value = getattr(msg, "id", None)
+    return value if isinstance(value, int) else None

@@ -1,0 +1,105 @@
+"""Types shared by both channels: content chunks, capabilities, usage, statuses.
+
+A chunk is one piece of an assistant answer. Drivers emit chunks; the host stores them in the
+row's parts and forwards them to windows unchanged, so both channels use these same structs.
+
+Schema evolution (msgspec rules): a new field always has a default, tags never change, and
+decoders ignore unknown fields, so an old reader survives a newer writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+#: The protocol version both channels speak. Bump the major on an incompatible change; the
+#: handshake refuses a different major with `VersionMismatch`.
+PROTOCOL_VERSION: tuple[int, int] = (1, 0)
+
+RowStatus = Literal["queued", "pending", "success", "error", "stopped", "draft"]
+RowRole = Literal["user", "assistant", "marker"]
+TurnStatus = Literal["success", "error", "stopped"]
+SendIntent = Literal["start", "steer", "queue", "auto"]
+TopicState = Literal["idle", "answering", "compacting", "closed"]
+
+
+class _Frozen(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base for wire structs: immutable, keyword-only, defaults not sent."""
+
+
+# --- chunks -------------------------------------------------------------------------------------
+
+
+class TextDelta(_Frozen, frozen=True, tag="text"):
+    """Visible answer text, appended to the row's current text part."""
+
+    text: str
+
+
+class ThinkingDelta(_Frozen, frozen=True, tag="thinking"):
+    """Model reasoning text; UIs show it collapsed."""
+
+    text: str
+
+
+class ToolCall(_Frozen, frozen=True, tag="tool-call"):
+    """The model asked to run a tool. `input` is the tool's arguments as decoded JSON."""
+
+    call_id: str
+    name: str
+    input: dict[str, Any] = {}
+
+
+class ToolResult(_Frozen, frozen=True, tag="tool-result"):
+    """The result of the tool call named by `call_id`."""
+
+    call_id: str
+    output: str
+    is_error: bool = False
+
+
+Chunk = TextDelta | ThinkingDelta | ToolCall | ToolResult
+
+
+# --- capabilities, usage, compaction ------------------------------------------------------------
+
+
+class Capabilities(_Frozen, frozen=True):
+    """What a driver can do; announced in its handshake and forwarded in turn start."""
+
+    inject_steering: bool = False
+    compaction: bool = False
+    resume: bool = False
+    approvals: bool = False
+    warm: bool = False
+    #: The driver needs the host to send history with each turn (stateless vendors).
+    needs_history: bool = False
+
+
+class Usage(_Frozen, frozen=True):
+    """Token and cost accounting for (part of) a turn. Fields the vendor does not report are 0."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class CompactionAnchor(_Frozen, frozen=True):
+    """Where a compaction happened and what it did; stored as a marker row."""
+
+    trigger: Literal["manual", "auto", "reactive"] = "auto"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    duration_ms: int = 0
+    summary: str = ""
+
+
+class HistoryMessage(_Frozen, frozen=True):
+    """One message of conversation history, as sent to stateless drivers or by clients."""
+
+    role: Literal["system", "user", "assistant"]
+    text: str
+    id: str = ""

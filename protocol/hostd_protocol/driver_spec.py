@@ -1,0 +1,38 @@
+"""How a driver distribution tells hostd what it is and how to launch it.
+
+A driver distribution declares an entry point in the group `hostd.drivers` whose value is a
+`DriverSpec`, e.g. in its pyproject.toml:
+
+    [project.entry-points."hostd.drivers"]
+    scripted = "hostd_scripted.spec:SPEC"
+
+The module holding the spec must import quickly and must not import the vendor SDK: the
+daemon loads every spec at start-up to list drivers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import msgspec
+
+ENTRY_POINT_GROUP = "hostd.drivers"
+
+
+class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a driver is and how to start it."""
+
+    name: str
+    #: Module run as `python -m <module>` with the daemon's interpreter.
+    module: str
+    description: str = ""
+    version: str = ""
+    #: Environment variables the driver needs from the daemon's environment or its config
+    #: (API keys, base URLs). Only these are passed on; nothing else of the daemon's.
+    env: tuple[str, ...] = ()
+    #: Extra argv after `-m module`.
+    args: tuple[str, ...] = ()
+
+    def argv(self, python: str | None = None) -> list[str]:
+        """The command line that starts this driver."""
+        return [python or sys.executable, "-m", self.module, *self.args]
