@@ -1,0 +1,97 @@
+"""The seam between the sans-IO topic runtime and the trio shell that runs it.
+
+The runtime (`hostd.topic_runtime.TopicRuntime`) takes inputs (client requests, driver events,
+time) and returns a list of `Effect`s. The shell (`hostd.daemon`) carries them out, in list
+order, without interpreting them:
+
+- `Emit`: fan the event out to every attached window and into the topic's replay buffer. The
+  runtime has already stamped it with the next `seq` (strictly increasing per topic).
+- `SaveRow` / `DeleteRow` / `SaveApproval` / `SaveResumeToken` / `SaveTurn`: hand to the store
+  writer. `durable=True` marks a boundary the store must commit before the shell acknowledges
+  anything that follows (a user message, a status change); plain content updates are batched
+  on the flush interval. The shell coalesces repeated `SaveRow`s of one row between flushes,
+  so emitting one per chunk is cheap: the row object is immutable, the store keeps the newest.
+- `StartTurn`: make sure the topic's driver session is open (single-flight, warm-aware), then
+  send it `send`. If opening fails, feed `TopicRuntime.driver_lost` back.
+- `ToDriver`: send a command to the topic's open driver session (redirect, interrupt,
+  approval response). If no session is open, feed `driver_lost`.
+- `SetTimer`: call `TopicRuntime.tick(now)` at or after `deadline` (monotonic seconds, the
+  same clock as the `now` arguments). A later `SetTimer` with the same `name` replaces it;
+  `deadline=None` cancels it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicEvent
+from hostd_protocol.common import TurnStatus
+from hostd_protocol.driver_messages import HostCommand, Send
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    event: TopicEvent
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRow:
+    row: MessageRow
+    durable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRow:
+    row_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveApproval:
+    approval: ApprovalInfo
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResumeToken:
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveTurn:
+    """A turn's record: written at start (status None = running) and at its end."""
+
+    turn_id: str
+    status: TurnStatus | None
+    error: str = ""
+    error_code: str = ""
+    #: Resume data, stored only when the turn did not succeed (DESIGN invariant 7).
+    resume_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StartTurn:
+    turn_id: str
+    send: Send
+
+
+@dataclass(frozen=True, slots=True)
+class ToDriver:
+    command: HostCommand
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    name: str
+    deadline: float | None
+
+
+Effect = (
+    Emit
+    | SaveRow
+    | DeleteRow
+    | SaveApproval
+    | SaveResumeToken
+    | SaveTurn
+    | StartTurn
+    | ToDriver
+    | SetTimer
+)
