@@ -15,6 +15,11 @@ order, without interpreting them:
   send it `send`. If opening fails, feed `TopicRuntime.driver_lost` back.
 - `ToDriver`: send a command to the topic's open driver session (redirect, interrupt,
   approval response). If no session is open, feed `driver_lost`.
+- `TouchRow`: a row's content grew (streamed chunks). Not durable and carries no row: at its
+  next flush the store writer reads the current row with `TopicRuntime.row(row_id)` (None when
+  the row was removed meanwhile), so a long answer is copied once per flush, not per chunk.
+  Status and position changes still come as `SaveRow(durable=True)` with the full row.
+- `SaveTopic`: persist the topic record (rename).
 - `SetTimer`: call `TopicRuntime.tick(now)` at or after `deadline` (monotonic seconds, the
   same clock as the `now` arguments). A later `SetTimer` with the same `name` replaces it;
   `deadline=None` cancels it.
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicEvent
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicEvent, TopicInfo
 from hostd_protocol.common import TurnStatus
 from hostd_protocol.driver_messages import HostCommand, Send
 
@@ -38,6 +43,18 @@ class Emit:
 class SaveRow:
     row: MessageRow
     durable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TouchRow:
+    """The content of `row_id` changed; read it with `TopicRuntime.row()` at flush time."""
+
+    row_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveTopic:
+    topic: TopicInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +104,8 @@ class SetTimer:
 Effect = (
     Emit
     | SaveRow
+    | TouchRow
+    | SaveTopic
     | DeleteRow
     | SaveApproval
     | SaveResumeToken
