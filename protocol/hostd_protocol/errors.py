@@ -177,6 +177,12 @@ class NothingToStop(TopicError):
     code = "nothing_to_stop"
 
 
+class PermissionDenied(TopicError):
+    """The request's identity (local uid, profile) may not use this topic. Nothing was stored."""
+
+    code = "permission_denied"
+
+
 # --- drivers ------------------------------------------------------------------------------------
 
 
@@ -259,6 +265,20 @@ class ConfigError(HostdError):
     """A configuration file or setting is invalid; the message names file and line."""
 
     code = "config_error"
+
+
+class UnresolvedRole(ConfigError):
+    """A `use::<role>` model could not be resolved at any tier (profile role, system role,
+    profile default, system default); the message names every tier tried and the roles file."""
+
+    code = "unresolved_role"
+
+
+class HookError(HostdError):
+    """An assistant hook (create / next) could not be loaded, raised, returned something that
+    is not a hook result, or delegated deeper than the limit. The turn ends as `error`."""
+
+    code = "hook_error"
 
 
 class InternalError(HostdError):
