@@ -99,6 +99,13 @@ class ConnectionBroken(ProtocolError):
     code = "connection_broken"
 
 
+class EventGap(ProtocolError):
+    """A window's topic events skipped a `seq` (or the host sent `Resync`): its transcript is
+    no longer complete. Reattach with `Attach(since=<last seq>)`, or take a fresh snapshot."""
+
+    code = "event_gap"
+
+
 class AccessDenied(ProtocolError):
     """The peer is not allowed to talk to this daemon (other uid, bad token)."""
 
