@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from hostd_protocol.driver_spec import DriverSpec
-
 from hostd_claude_code import __version__
+from hostd_protocol.driver_spec import DriverSpec
 
 #: Environment the CLI may need from the daemon. Only these reach the driver process; the
 #: driver then builds the CLI's own environment (HOME, CLAUDE_CONFIG_DIR, TMPDIR) itself.

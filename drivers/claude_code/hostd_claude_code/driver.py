@@ -1,0 +1,505 @@
+"""The Claude Code driver: one `ClaudeSDKClient` (one claude CLI process) per driver process.
+
+The harness (`hostd_protocol.driver_harness`) owns the frame loop, one-turn-at-a-time, the
+steering and approval bookkeeping; this module connects the SDK to it:
+
+- `prewarm` (or the first turn) imports the SDK and connects the client: the CLI is spawned
+  and initialised, so a later `Send` only writes the prompt. Connecting is single-flight.
+- A turn writes the prompt with `client.query()` and reads SDK messages until the turn's
+  `ResultMessage`; `translate.Translator` turns them into chunks and events.
+- PreToolUse / PostToolUse hooks of the top-level agent hand pending steers to the model as
+  `additionalContext`; the next top-level `message_start` reports the steer boundary.
+- `can_use_tool` asks the host for approval and waits; an interrupt denies.
+- `interrupt` uses the CLI's own interrupt, so the partial answer ends as `stopped` and the
+  session stays usable; if the CLI does not finish the turn within `interrupt_grace`, the
+  turn is cut and the client replaced (resuming the same session) before the next send.
+- The session id is the resume token. A stored token that no longer resumes (the transcript
+  is gone) starts a fresh session once and says so with `Notice(code="resume_failed")`.
+- A CLI that dies is reported with its exit code and the tail of its stderr; the next turn
+  starts a new CLI that resumes the session.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import uuid
+from typing import TYPE_CHECKING, Any, cast
+
+import trio
+
+from hostd_claude_code import __version__
+from hostd_claude_code.config import (
+    ClaudeCodeOptions,
+    CliPaths,
+    cli_env,
+    cli_paths,
+    parse_options,
+)
+from hostd_protocol.common import (
+    Capabilities,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    TurnStatus,
+)
+from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
+from hostd_protocol.driver_messages import Init, Log, Notice, Redirect
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import (
+        ClaudeSDKClient,
+        HookCallback,
+        PermissionResult,
+        ToolPermissionContext,
+    )
+
+    from hostd_claude_code.translate import Translator
+
+log = logging.getLogger("hostd_claude_code")
+
+DRIVER_NAME = "claude-code"
+
+CAPABILITIES = Capabilities(
+    inject_steering=True, compaction=True, resume=True, approvals=True, warm=True
+)
+
+#: Text the CLI prints when `--resume` names a session it has no transcript for.
+RESUME_MISSING_MARKERS = ("No conversation found", "no conversation found")
+
+
+def format_steers(steers: list[Redirect]) -> str:
+    """The additionalContext that carries steers to the model."""
+    texts = [s.text for s in steers]
+    if len(texts) == 1:
+        return (
+            "The user sent a new message while you were working. Take it into account "
+            f"from now on:\n{texts[0]}"
+        )
+    joined = "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1))
+    return (
+        "The user sent new messages while you were working. Take them into account "
+        f"from now on:\n{joined}"
+    )
+
+
+class _ResumeMissing(Exception):
+    """The CLI has no transcript for the session we asked it to resume."""
+
+
+class ClaudeCodeDriver(DriverBase):
+    """Translate claude-agent-sdk into hostd driver events."""
+
+    name = DRIVER_NAME
+    version = __version__
+
+    def __init__(self) -> None:
+        self._opts = ClaudeCodeOptions()
+        self._init: Init | None = None
+        self._paths: CliPaths | None = None
+        #: The session this driver continues (stored token, or the id it chose / was told).
+        self._session_id: str | None = None
+        #: Whether `_session_id` has a transcript the CLI can resume.
+        self._resumable = False
+        #: The session id last reported to the host as a `ResumeToken`.
+        self._announced: str | None = None
+        self._client: ClaudeSDKClient | None = None
+        self._messages: Any = None  # the client's receive_messages() generator
+        self._client_ok = False
+        self._connect_lock = trio.Lock()
+        self._turn: TurnContext | None = None
+        self._query_sent = False
+        self._turn_over = trio.Event()
+        self._turn_over.set()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
+        self._deferred: list[Notice | Log] = []
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def init(self, init: Init) -> Capabilities:
+        opts, unknown = parse_options(init.options)
+        self._opts = opts
+        self._init = init
+        self._stderr = collections.deque(maxlen=max(1, opts.stderr_tail_lines))
+        self._paths = cli_paths(init.working_dir, opts)
+        if init.resume_token:
+            self._session_id = init.resume_token
+            self._resumable = True
+        if unknown:
+            msg = f"ignored unknown claude-code options: {', '.join(unknown)}"
+            print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
+            self._deferred.append(Log(level="warning", message=msg))
+        return CAPABILITIES
+
+    async def prewarm(self) -> None:
+        await self._ensure_client()
+
+    async def close(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._drop_client()
+
+    # --- connecting -------------------------------------------------------------------------
+
+    async def _ensure_client(self) -> ClaudeSDKClient:
+        """The connected client; connects (single-flight) when there is none or it broke."""
+        async with self._connect_lock:
+            if self._client is not None and self._client_ok and self._cli_alive():
+                return self._client
+            await self._drop_client()
+            if self._session_id is not None and self._resumable:
+                try:
+                    return await self._connect(resume=self._session_id)
+                except _ResumeMissing as exc:
+                    lost = self._session_id
+                    self._deferred.append(
+                        Notice(
+                            code="resume_failed",
+                            message=(
+                                f"Could not resume the Claude Code session {lost}: {exc}. "
+                                "Started a new session; the model does not remember the "
+                                "earlier conversation."
+                            ),
+                        )
+                    )
+                    self._session_id = None
+                    self._resumable = False
+            if self._session_id is None:
+                self._session_id = str(uuid.uuid4())
+            return await self._connect(session_id=self._session_id)
+
+    async def _connect(
+        self, *, resume: str | None = None, session_id: str | None = None
+    ) -> ClaudeSDKClient:
+        from claude_agent_sdk import ClaudeSDKClient, ProcessError
+
+        options = self._options(resume=resume, session_id=session_id)
+        client = ClaudeSDKClient(options)
+        self._stderr.clear()
+        try:
+            await client.connect()
+        except ProcessError as exc:
+            text = f"{exc}\n" + "\n".join(self._stderr)
+            if resume is not None and any(m in text for m in RESUME_MISSING_MARKERS):
+                raise _ResumeMissing(self._first_line(exc)) from None
+            raise TurnFailed(
+                f"the Claude CLI failed to start: {self._first_line(exc)}",
+                driver=DRIVER_NAME,
+                exit_code=exc.exit_code,
+                stderr_tail=self.stderr_tail(),
+            ) from None
+        except Exception as exc:
+            raise TurnFailed(
+                f"could not connect to the Claude CLI: {type(exc).__name__}: {exc}",
+                driver=DRIVER_NAME,
+                stderr_tail=self.stderr_tail(),
+            ) from None
+        self._client = client
+        self._messages = client.receive_messages()
+        self._client_ok = True
+        return client
+
+    def _options(self, *, resume: str | None, session_id: str | None) -> Any:
+        from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+
+        init = self._init
+        paths = self._paths
+        assert init is not None and paths is not None, "init must run first"
+        opts = self._opts
+        extra_args: dict[str, str | None] = {}
+        if opts.debug:
+            extra_args["debug-to-stderr"] = None
+        system_prompt: Any = None
+        if init.system_prompt:
+            system_prompt = {
+                "type": "preset",
+                "preset": "claude_code",
+                "append": init.system_prompt,
+            }
+        kwargs: dict[str, Any] = {}
+        if opts.cli_path:
+            kwargs["cli_path"] = opts.cli_path
+        return ClaudeAgentOptions(
+            cwd=str(paths.cwd),
+            env=cli_env(paths, opts),
+            model=init.model or None,
+            system_prompt=system_prompt,
+            permission_mode=opts.permission_mode,
+            can_use_tool=self._can_use_tool,
+            include_partial_messages=True,
+            hooks={
+                "PreToolUse": [
+                    HookMatcher(matcher=None, hooks=[cast("HookCallback", self._pre_tool_use)])
+                ],
+                "PostToolUse": [
+                    HookMatcher(matcher=None, hooks=[cast("HookCallback", self._post_tool_use)])
+                ],
+            },
+            stderr=self._on_stderr,
+            resume=resume,
+            session_id=session_id,
+            allowed_tools=list(opts.allowed_tools),
+            disallowed_tools=list(opts.disallowed_tools),
+            max_turns=opts.max_turns,
+            setting_sources=list(opts.setting_sources)
+            if opts.setting_sources is not None
+            else None,
+            add_dirs=list(opts.add_dirs),
+            effort=opts.effort,
+            extra_args=extra_args,
+            **kwargs,
+        )
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        messages, self._messages = self._messages, None
+        self._client_ok = False
+        if messages is not None:
+            with trio.move_on_after(2):
+                try:
+                    await messages.aclose()
+                except Exception:
+                    log.debug("closing the message stream failed", exc_info=True)
+        if client is not None:
+            with trio.move_on_after(10):
+                try:
+                    await client.disconnect()
+                except Exception:
+                    log.debug("disconnect failed", exc_info=True)
+
+    def _cli_process(self) -> Any:
+        # Private SDK attributes, read defensively: only used for the CLI's pid/exit code.
+        transport = getattr(self._client, "_transport", None)
+        return getattr(transport, "_process", None)
+
+    def _cli_alive(self) -> bool:
+        process = self._cli_process()
+        return process is None or getattr(process, "returncode", None) is None
+
+    def cli_pid(self) -> int | None:
+        """The pid of the running claude CLI, if any (for diagnostics and tests)."""
+        process = self._cli_process()
+        pid = getattr(process, "pid", None)
+        return pid if isinstance(pid, int) else None
+
+    def _exit_code(self) -> int | None:
+        code = getattr(self._cli_process(), "returncode", None)
+        return code if isinstance(code, int) else None
+
+    # --- stderr -----------------------------------------------------------------------------
+
+    def _on_stderr(self, line: str) -> None:
+        line = line.rstrip("\n")
+        if len(line) > 2000:
+            line = line[:2000] + "..."
+        self._stderr.append(line)
+        print(f"claude: {line}", file=sys.stderr)
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    @staticmethod
+    def _first_line(exc: BaseException) -> str:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+
+    # --- turns ------------------------------------------------------------------------------
+
+    async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
+        from hostd_claude_code.translate import MESSAGE_START, Translator, result_error_message
+
+        self._turn = turn
+        translator: Translator | None = None
+        self._query_sent = False
+        self._turn_over = trio.Event()
+        try:
+            for event in self._take_deferred(turn.turn_id):
+                await turn.emit(event)
+            client = await self._ensure_client()
+            for event in self._take_deferred(turn.turn_id):
+                await turn.emit(event)
+            if turn.interrupted:
+                return "stopped"
+            translator = Translator(
+                turn.turn_id,
+                manual_compaction=turn.send.text.lstrip().startswith("/compact"),
+                session_id=self._announced,
+            )
+            client = await self._send_prompt(client, turn)
+            try:
+                await self._pump(turn, translator, MESSAGE_START)
+            finally:
+                with trio.CancelScope(shield=True):
+                    for out in translator.finish():
+                        await self._deliver(turn, out, MESSAGE_START)
+                    if translator.session_id is not None:
+                        self._announced = translator.session_id
+                        self._session_id = translator.session_id
+            result = translator.result
+            assert result is not None
+            self._resumable = True
+            if not result.is_error:
+                return None
+            if turn.interrupted:
+                return "stopped"
+            raise TurnFailed(result_error_message(result), driver=DRIVER_NAME)
+        except BaseException:
+            if translator is None or translator.result is None:
+                # Cancelled or failed mid-turn: the client may still hold this turn's
+                # messages, so the next turn gets a fresh CLI (resuming the session).
+                self._client_ok = False
+            raise
+        finally:
+            self._turn = None
+            self._turn_over.set()
+
+    def _take_deferred(self, turn_id: str) -> list[Notice | Log]:
+        out, self._deferred = self._deferred, []
+        return [
+            Notice(code=e.code, message=e.message, turn_id=turn_id) if isinstance(e, Notice) else e
+            for e in out
+        ]
+
+    async def _send_prompt(self, client: ClaudeSDKClient, turn: TurnContext) -> ClaudeSDKClient:
+        """Write the prompt; a CLI that died between turns is replaced once."""
+        from claude_agent_sdk import CLIConnectionError
+
+        self._query_sent = True
+        try:
+            await client.query(turn.send.text)
+        except CLIConnectionError:
+            self._client_ok = False
+            client = await self._ensure_client()
+            for event in self._take_deferred(turn.turn_id):
+                await turn.emit(event)
+            await client.query(turn.send.text)
+        return client
+
+    async def _pump(self, turn: TurnContext, translator: Translator, marker: object) -> None:
+        """Read SDK messages until the turn's result."""
+        from claude_agent_sdk import ProcessError
+
+        messages = self._messages
+        while translator.result is None:
+            try:
+                msg = await messages.__anext__()
+            except StopAsyncIteration:
+                self._client_ok = False
+                raise TurnFailed(
+                    "the Claude CLI ended the session without finishing the turn",
+                    driver=DRIVER_NAME,
+                    exit_code=self._exit_code(),
+                    stderr_tail=self.stderr_tail(),
+                ) from None
+            except ProcessError as exc:
+                self._client_ok = False
+                code = exc.exit_code if exc.exit_code is not None else self._exit_code()
+                how = f"was killed by signal {-code}" if code is not None and code < 0 else "exited"
+                raise TurnFailed(
+                    f"the Claude CLI {how} during the turn: {self._first_line(exc)}",
+                    driver=DRIVER_NAME,
+                    exit_code=code,
+                    stderr_tail=self.stderr_tail(),
+                ) from None
+            except Exception as exc:
+                self._client_ok = False
+                raise TurnFailed(
+                    f"reading from the Claude CLI failed: {type(exc).__name__}: {exc}",
+                    driver=DRIVER_NAME,
+                    exit_code=self._exit_code(),
+                    stderr_tail=self.stderr_tail(),
+                ) from None
+            for out in translator.feed(msg):
+                await self._deliver(turn, out, marker)
+
+    @staticmethod
+    async def _deliver(turn: TurnContext, out: Any, marker: object) -> None:
+        if out is marker:
+            await turn.message_start()
+        elif isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult)):
+            await turn.chunk(out)
+        else:
+            await turn.emit(out)
+
+    async def interrupt(self, turn: TurnContext) -> None:
+        client = self._client
+        if client is None or not self._query_sent or not self._client_ok:
+            turn.cancel_scope.cancel()
+            return
+        try:
+            with trio.fail_after(self._opts.interrupt_grace):
+                await client.interrupt()
+        except Exception as exc:
+            log.warning("interrupt failed (%s); cutting the turn", exc)
+            turn.cancel_scope.cancel()
+            return
+        with trio.move_on_after(self._opts.interrupt_grace):
+            await self._turn_over.wait()
+            return
+        # The CLI did not end the turn: cut it; the next turn starts a fresh CLI (resumed).
+        turn.cancel_scope.cancel()
+
+    # --- SDK callbacks (run in the SDK's tasks) ---------------------------------------------
+
+    async def _pre_tool_use(
+        self, input_data: Any, tool_use_id: str | None, context: Any
+    ) -> dict[str, Any]:
+        return await self._steer_hook("PreToolUse", input_data)
+
+    async def _post_tool_use(
+        self, input_data: Any, tool_use_id: str | None, context: Any
+    ) -> dict[str, Any]:
+        return await self._steer_hook("PostToolUse", input_data)
+
+    async def _steer_hook(self, event: str, input_data: Any) -> dict[str, Any]:
+        turn = self._turn
+        if turn is None or turn.interrupted or not turn.has_pending_steers:
+            return {}
+        if isinstance(input_data, dict) and input_data.get("agent_id"):
+            return {}  # a sub-agent's tool: its context would not reach the top-level model
+        steers = await turn.take_steers()
+        if not steers:
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "additionalContext": format_steers(steers),
+            }
+        }
+
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], ctx: ToolPermissionContext
+    ) -> PermissionResult:
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
+        turn = self._turn
+        if turn is None or turn.interrupted:
+            return PermissionResultDeny(message="The turn was stopped.", interrupt=True)
+        description = ctx.title or ctx.description or ctx.decision_reason or ""
+        timeout = self._opts.approval_timeout
+        with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
+            answer = await turn.request_approval(tool_name, dict(tool_input), description)
+        if scope.cancelled_caught:
+            return PermissionResultDeny(
+                message=f"No answer to the permission request within {timeout:g} s."
+            )
+        if answer.allow:
+            return PermissionResultAllow()
+        return PermissionResultDeny(
+            message=answer.reason or "The user denied this tool call.",
+            interrupt=turn.interrupted,
+        )
+
+
+def main() -> None:
+    """Entry point: `python -m hostd_claude_code`."""
+    from hostd_protocol.driver_harness import run_driver
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("HOSTD_CLAUDE_LOG_LEVEL", "WARNING").upper(),
+        format="%(name)s: %(levelname)s: %(message)s",
+    )
+    run_driver(ClaudeCodeDriver())

@@ -1,0 +1,379 @@
+"""Translate claude-agent-sdk messages of one turn into hostd driver events (sans-IO).
+
+`Translator.feed(message)` takes one SDK message and returns what the driver must do, in
+order: chunks to send, other driver events, and `MESSAGE_START` (call
+`TurnContext.message_start()` here, before any chunk of the new message, so the harness can
+report a steer boundary). No I/O, no trio: the driver awaits the outputs.
+
+Rules this module guards:
+
+- Only the top-level agent produces chunks: events of sub-agents (`parent_tool_use_id` set) are
+  dropped, so a delegated run never writes into the topic's answer.
+- Text and thinking come from stream deltas (`include_partial_messages=True`); a tool call is
+  sent once, when its `tool_use` block completes, with its input parsed from the JSON deltas;
+  a tool result comes from the `UserMessage` that carries its `ToolResultBlock`.
+- A whole `AssistantMessage` is turned into chunks only when none of its message was streamed
+  (a fallback; synthetic messages such as the API-error text are never chunks: the error is
+  carried by the turn end instead).
+- Compaction: `status="compacting"` -> `CompactionStart`; the `compact_boundary` that follows a
+  successful result -> `CompactionComplete` with an anchor (its summary attached when the
+  summary message follows); a success without a boundary -> `CompactionComplete` without
+  anchor; a failure -> `CompactionError`. Nothing of the summary is ever a chunk.
+- The `ResultMessage` ends the turn; `is_error` decides success (never `subtype`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeAlias
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from hostd_protocol.common import (
+    Chunk,
+    CompactionAnchor,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from hostd_protocol.driver_messages import (
+    ApiRetry,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    DriverEvent,
+    Log,
+    ResumeToken,
+    UsageEvent,
+)
+
+
+class _MessageStart:
+    """Marker output: a new top-level assistant message starts here."""
+
+    def __repr__(self) -> str:
+        return "MESSAGE_START"
+
+
+MESSAGE_START: Final = _MessageStart()
+
+Output: TypeAlias = Chunk | DriverEvent | _MessageStart
+
+#: Longest compaction summary kept in an anchor (it is stored in a marker row).
+MAX_SUMMARY_CHARS = 20_000
+
+_CompactionState = Literal["idle", "compacting", "await_boundary", "await_summary"]
+
+
+@dataclass
+class _ToolBlock:
+    call_id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+
+
+def _trigger(value: object) -> Literal["manual", "auto", "reactive"]:
+    if value == "manual":
+        return "manual"
+    if value == "reactive":
+        return "reactive"
+    return "auto"
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return 0
+
+
+def tool_result_text(content: str | list[dict[str, Any]] | None) -> str:
+    """A tool result's content as text (non-text blocks become a placeholder)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(f"[{block.get('type', 'content')}]")
+    return "\n".join(parts)
+
+
+def usage_from_result(result: ResultMessage) -> Usage:
+    """The turn's token and cost accounting from its `ResultMessage`."""
+    u = result.usage or {}
+    return Usage(
+        input_tokens=_int(u.get("input_tokens")),
+        output_tokens=_int(u.get("output_tokens")),
+        cache_read_tokens=_int(u.get("cache_read_input_tokens")),
+        cache_write_tokens=_int(u.get("cache_creation_input_tokens")),
+        cost_usd=float(result.total_cost_usd or 0.0),
+    )
+
+
+def result_error_message(result: ResultMessage) -> str:
+    """Why an `is_error` result failed, in words (never an empty "no response")."""
+    parts: list[str] = []
+    if result.result and result.result.strip():
+        parts.append(result.result.strip())
+    for err in result.errors or []:
+        if err and err not in parts:
+            parts.append(err)
+    details = [f"subtype={result.subtype}"]
+    if result.terminal_reason:
+        details.append(f"terminal_reason={result.terminal_reason}")
+    if result.api_error_status is not None:
+        details.append(f"api_error_status={result.api_error_status}")
+    head = "; ".join(parts) if parts else "Claude Code reported an error"
+    return f"{head} ({', '.join(details)})"
+
+
+class Translator:
+    """Per-turn translation state. Feed every SDK message of the turn in order."""
+
+    def __init__(
+        self, turn_id: str, *, manual_compaction: bool = False, session_id: str | None = None
+    ) -> None:
+        self.turn_id = turn_id
+        self.manual_compaction = manual_compaction
+        #: The vendor session id last reported (a change emits `ResumeToken`).
+        self.session_id = session_id
+        #: The turn's `ResultMessage`, once seen: the turn is over.
+        self.result: ResultMessage | None = None
+        self._blocks: dict[int, _ToolBlock] = {}
+        self._streamed_messages: set[str] = set()
+        self._compaction: _CompactionState = "idle"
+        self._anchor: CompactionAnchor | None = None
+
+    @property
+    def compacting(self) -> bool:
+        return self._compaction != "idle"
+
+    # --- entry point ------------------------------------------------------------------------
+
+    def feed(self, msg: object) -> list[Output]:
+        """Translate one SDK message; returns outputs in the order they must be sent."""
+        if isinstance(msg, StreamEvent):
+            return self._stream_event(msg)
+        if isinstance(msg, SystemMessage):
+            return self._system(msg)
+        if isinstance(msg, UserMessage):
+            return self._user(msg)
+        if isinstance(msg, AssistantMessage):
+            return self._assistant(msg)
+        if isinstance(msg, ResultMessage):
+            out = self._settle_compaction()
+            self.result = msg
+            out.append(UsageEvent(turn_id=self.turn_id, usage=usage_from_result(msg)))
+            return out
+        return []
+
+    def finish(self) -> list[Output]:
+        """The turn ended (result, error or interrupt): close an open compaction."""
+        out = self._settle_compaction()
+        if self._compaction == "compacting":
+            self._compaction = "idle"
+            out.append(
+                CompactionError(turn_id=self.turn_id, message="the turn ended while compacting")
+            )
+        return out
+
+    # --- stream events ----------------------------------------------------------------------
+
+    def _stream_event(self, msg: StreamEvent) -> list[Output]:
+        if msg.parent_tool_use_id is not None:
+            return []  # a sub-agent's stream
+        ev = msg.event
+        kind = ev.get("type")
+        if kind == "message_start":
+            out = self._settle_compaction()
+            message = ev.get("message") or {}
+            if message.get("id"):
+                self._streamed_messages.add(str(message["id"]))
+            self._blocks.clear()
+            out.append(MESSAGE_START)
+            return out
+        if self._compaction != "idle":
+            return []  # the summary request's stream is never part of the answer
+        if kind == "content_block_start":
+            block = ev.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self._blocks[_int(ev.get("index"))] = _ToolBlock(
+                    call_id=str(block.get("id", "")), name=str(block.get("name", ""))
+                )
+            elif block.get("type") == "text" and block.get("text"):
+                return [TextDelta(text=str(block["text"]))]
+            return []
+        if kind == "content_block_delta":
+            delta = ev.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                return [TextDelta(text=str(delta["text"]))]
+            if dtype == "thinking_delta" and delta.get("thinking"):
+                return [ThinkingDelta(text=str(delta["thinking"]))]
+            if dtype == "input_json_delta":
+                tool = self._blocks.get(_int(ev.get("index")))
+                if tool is not None:
+                    tool.parts.append(str(delta.get("partial_json", "")))
+            return []
+        if kind == "content_block_stop":
+            tool = self._blocks.pop(_int(ev.get("index")), None)
+            if tool is None:
+                return []
+            return [ToolCall(call_id=tool.call_id, name=tool.name, input=_parse_input(tool.parts))]
+        return []
+
+    # --- whole messages ---------------------------------------------------------------------
+
+    def _assistant(self, msg: AssistantMessage) -> list[Output]:
+        out = self._settle_compaction()
+        if (
+            msg.parent_tool_use_id is not None
+            or msg.error is not None
+            or msg.model == "<synthetic>"
+            or (msg.message_id is not None and msg.message_id in self._streamed_messages)
+        ):
+            return out
+        # Nothing of this message was streamed: send its blocks whole.
+        if msg.message_id is not None:
+            self._streamed_messages.add(msg.message_id)
+        for block in msg.content:
+            if isinstance(block, TextBlock) and block.text:
+                out.append(TextDelta(text=block.text))
+            elif isinstance(block, ThinkingBlock) and block.thinking:
+                out.append(ThinkingDelta(text=block.thinking))
+            elif isinstance(block, ToolUseBlock):
+                out.append(ToolCall(call_id=block.id, name=block.name, input=dict(block.input)))
+        return out
+
+    def _user(self, msg: UserMessage) -> list[Output]:
+        if msg.parent_tool_use_id is not None:
+            return []
+        if isinstance(msg.content, str):
+            if self._compaction == "await_summary" and self._anchor is not None:
+                # The compaction summary: kept in the anchor, never shown as a chunk.
+                self._anchor = CompactionAnchor(
+                    trigger=self._anchor.trigger,
+                    tokens_before=self._anchor.tokens_before,
+                    tokens_after=self._anchor.tokens_after,
+                    duration_ms=self._anchor.duration_ms,
+                    summary=msg.content[:MAX_SUMMARY_CHARS],
+                )
+                return self._settle_compaction()
+            return []
+        out = self._settle_compaction()
+        for block in msg.content:
+            if isinstance(block, ToolResultBlock):
+                out.append(
+                    ToolResult(
+                        call_id=block.tool_use_id,
+                        output=tool_result_text(block.content),
+                        is_error=bool(block.is_error),
+                    )
+                )
+        return out
+
+    def _system(self, msg: SystemMessage) -> list[Output]:
+        data = msg.data
+        sub = msg.subtype
+        if sub == "init":
+            sid = data.get("session_id")
+            if isinstance(sid, str) and sid and sid != self.session_id:
+                self.session_id = sid
+                return [ResumeToken(token=sid)]
+            return []
+        if sub == "status":
+            return self._status(data)
+        if sub == "compact_boundary":
+            meta = data.get("compact_metadata") or data.get("compactMetadata") or {}
+            out: list[Output] = []
+            if self._compaction == "idle":
+                out.append(
+                    CompactionStart(turn_id=self.turn_id, trigger=_trigger(meta.get("trigger")))
+                )
+            self._anchor = CompactionAnchor(
+                trigger=_trigger(meta.get("trigger")),
+                tokens_before=_int(meta.get("pre_tokens")),
+                tokens_after=_int(meta.get("post_tokens")),
+                duration_ms=_int(meta.get("duration_ms")),
+            )
+            self._compaction = "await_summary"
+            return out
+        if sub == "api_retry":
+            status = data.get("error_status")
+            return [
+                ApiRetry(
+                    turn_id=self.turn_id,
+                    attempt=_int(data.get("attempt")),
+                    max_retries=_int(data.get("max_retries")),
+                    retry_delay_ms=_int(data.get("retry_delay_ms")),
+                    error_status=status if isinstance(status, int) else None,
+                )
+            ]
+        return []
+
+    def _status(self, data: dict[str, Any]) -> list[Output]:
+        out: list[Output] = []
+        if data.get("status") == "compacting":
+            out.extend(self._settle_compaction())
+            if self._compaction == "idle":
+                self._compaction = "compacting"
+                trigger: Literal["manual", "auto"] = "manual" if self.manual_compaction else "auto"
+                out.append(CompactionStart(turn_id=self.turn_id, trigger=trigger))
+            return out
+        result = data.get("compact_result")
+        error = data.get("compact_error")
+        if result == "success" and self._compaction == "compacting":
+            self._compaction = "await_boundary"
+        elif result == "failed" or (error and result != "success"):
+            message = str(error or "compaction failed")
+            if self._compaction == "idle":
+                # The CLI considered compacting and gave up before starting (e.g.
+                # "too_few_groups"): nothing changed, so nothing for the user to see.
+                out.append(Log(level="info", message=f"compaction skipped: {message}"))
+            else:
+                self._compaction = "idle"
+                self._anchor = None
+                out.append(CompactionError(turn_id=self.turn_id, message=message))
+        return out
+
+    def _settle_compaction(self) -> list[Output]:
+        """Emit the pending `CompactionComplete` once no more details can come."""
+        if self._compaction == "await_boundary":
+            self._compaction = "idle"
+            return [CompactionComplete(turn_id=self.turn_id)]
+        if self._compaction == "await_summary":
+            anchor, self._anchor = self._anchor, None
+            self._compaction = "idle"
+            return [CompactionComplete(turn_id=self.turn_id, anchor=anchor)]
+        return []
+
+
+def _parse_input(parts: list[str]) -> dict[str, Any]:
+    raw = "".join(parts).strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_value": value}
