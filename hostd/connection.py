@@ -1,0 +1,415 @@
+"""One client connection: a reader task feeding the frame decoder, a writer task draining a
+bounded outbound queue, and the one place where errors become `ErrorReply`s.
+
+Rules this module guards:
+
+- The first frame picks the encoding and must be `Hello`; anything else gets
+  `handshake_error` and the connection is closed. A protocol major mismatch gets
+  `version_mismatch` and is closed.
+- Framing errors (garbage, oversized length, truncated stream) get an `ErrorReply` with no id
+  and the connection is closed: the byte stream can no longer be trusted. A frame that decodes
+  but does not fit the schema (unknown request, wrong types) gets a typed `ErrorReply` naming
+  the request id when it can be recovered, and the connection stays.
+- Requests of one connection are served one after the other, in the order sent.
+- Writing never blocks the daemon: `send_message` / `push_event` only queue bytes. The writer
+  task joins everything queued into one `send_all` (one syscall for many frames).
+- The queue is bounded. When topic events overflow it, the window is behind for good: its
+  queued events are dropped, it is unsubscribed from every topic and sent `Resync` per topic
+  (it re-attaches for a fresh snapshot). Replies are never dropped; a client that lets
+  replies pile up past a hard limit is disconnected. Either way no other window and no driver
+  waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+import trio
+
+from hostd import __version__
+from hostd.fanout import SERVER_CODECS, TopicStream
+from hostd_protocol.client_messages import (
+    ClientMessage,
+    ErrorReply,
+    Hello,
+    Reply,
+    Result,
+    Resync,
+    TopicEvent,
+    Welcome,
+)
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.errors import (
+    HandshakeError,
+    HostdError,
+    InternalError,
+    InvalidMessage,
+    ProtocolError,
+    UnknownRequest,
+    VersionMismatch,
+)
+from hostd_protocol.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    Codec,
+    Encoding,
+    FrameDecoder,
+    detect_encoding,
+)
+
+log = logging.getLogger(__name__)
+
+#: Bytes of queued topic events a window may lag behind before it is resynced.
+DEFAULT_MAX_QUEUE_BYTES = 4 * 1024 * 1024
+#: Replies/control frames beyond this many bytes unread: the client is disconnected.
+HARD_QUEUE_FACTOR = 4
+RECEIVE_SIZE = 64 * 1024
+#: How long a closing connection may take to deliver its last frames (e.g. the error reply).
+CLOSE_FLUSH_TIMEOUT = 2.0
+
+_CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
+
+
+def client_codec(encoding: Encoding, max_frame_size: int) -> Codec[ClientMessage]:
+    """Decoders are expensive to build: one per (encoding, limit) per process."""
+    key = (encoding, max_frame_size)
+    codec = _CLIENT_CODECS.get(key)
+    if codec is None:
+        codec = _CLIENT_CODECS[key] = Codec(ClientMessage, encoding, max_frame_size)
+    return codec
+
+
+def _client_tags() -> frozenset[str]:
+    tags = set()
+    for cls in ClientMessage.__args__:
+        tags.add(cls.__struct_config__.tag)
+    return frozenset(tags)
+
+
+CLIENT_TAGS = _client_tags()
+_raw_msgpack = msgspec.msgpack.Decoder()
+_raw_json = msgspec.json.Decoder()
+
+
+def error_reply(exc: BaseException, request_id: int | None) -> ErrorReply:
+    """The one place an exception becomes a wire error. Unknown exceptions are bugs: logged
+    with their traceback and sent as `internal_error`, never as their text."""
+    err: HostdError
+    if isinstance(exc, HostdError):
+        err = exc
+    else:
+        log.error("internal error while serving request %s", request_id, exc_info=exc)
+        err = InternalError(f"internal error ({type(exc).__name__}); see the daemon log")
+    details = {k: v for k, v in err.details.items() if k != "id"}
+    try:
+        msgspec.msgpack.encode(details)
+    except (TypeError, msgspec.EncodeError):
+        details = {k: repr(v) for k, v in details.items()}
+    return ErrorReply(code=err.code, message=err.message, id=request_id, details=details)
+
+
+class RequestHandler(Protocol):
+    """What a connection serves requests with (the daemon)."""
+
+    async def handle_request(self, conn: Connection, msg: Any) -> Result | None:
+        """Serve one request. Return its result, or None when the handler replied itself
+        (attach: the reply must precede the replayed events). Raise `HostdError`s."""
+
+    def connection_closed(self, conn: Connection) -> None: ...
+
+
+@dataclass(frozen=True)
+class ConnectionStatistics:
+    frames_sent: int
+    bytes_sent: int
+    writes: int
+    queued_bytes: int
+    resyncs: int
+    requests: int
+
+
+class Connection:
+    """A window's connection. Create, then `await run()`; it returns when the peer is gone."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        handler: RequestHandler,
+        *,
+        connection_id: str,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        peer_uid: int | None = None,
+    ) -> None:
+        self.id = connection_id
+        self.peer_uid = peer_uid
+        self._stream = stream
+        self._handler = handler
+        self.max_frame_size = max_frame_size
+        self.max_queue_bytes = max_queue_bytes
+        self._frames = FrameDecoder(max_frame_size)
+        self._codec: Codec[ClientMessage] | None = None
+        self._encoding: Encoding = "msgpack"
+        self.client_name = ""
+        self.welcomed = False
+        #: Topic streams this window is subscribed to.
+        self.attached: dict[str, TopicStream] = {}
+        # Outbound queue: (frame, is_event). Events may be dropped on overflow, replies never.
+        self._queue: deque[tuple[bytes, bool]] = deque()
+        self._event_bytes = 0
+        self._queued_bytes = 0
+        self._ready = trio.Event()
+        self._closing = False
+        self._writer_done = trio.Event()
+        self._cancel: trio.CancelScope | None = None
+        self._reader_scope = trio.CancelScope()
+        self._frames_sent = 0
+        self._bytes_sent = 0
+        self._writes = 0
+        self._resyncs = 0
+        self._requests = 0
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.id} {self.client_name!r}>"
+
+    @property
+    def encoding(self) -> Encoding:
+        return self._encoding
+
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            self._frames_sent,
+            self._bytes_sent,
+            self._writes,
+            self._queued_bytes,
+            self._resyncs,
+            self._requests,
+        )
+
+    # --- outbound -------------------------------------------------------------------------
+
+    def send_message(self, msg: Any) -> None:
+        """Queue a reply or control message (never dropped)."""
+        if self._closing and self._writer_done.is_set():
+            return
+        frame = SERVER_CODECS[self._encoding].encode_frame(msg)
+        self._enqueue(frame, is_event=False)
+        if self._queued_bytes > self.max_queue_bytes * HARD_QUEUE_FACTOR:
+            log.warning("%r: %d bytes of replies unread; disconnecting", self, self._queued_bytes)
+            self.abort()
+
+    def reply(self, request_id: int, result: Result) -> None:
+        self.send_message(Reply(id=request_id, result=result))
+
+    def push_event(self, stream: TopicStream, frame: bytes) -> None:
+        """A topic event frame, already encoded in this connection's encoding."""
+        if self._event_bytes + len(frame) > self.max_queue_bytes:
+            self._fell_behind()
+            return
+        self._enqueue(frame, is_event=True)
+
+    def push_events(self, events: list[TopicEvent]) -> None:
+        """Replayed events (encoded here: replays are rare, one window at a time)."""
+        codec = SERVER_CODECS[self._encoding]
+        for ev in events:
+            frame = codec.encode_frame(ev)
+            if self._event_bytes + len(frame) > self.max_queue_bytes:
+                self._fell_behind()
+                return
+            self._enqueue(frame, is_event=True)
+
+    def _enqueue(self, frame: bytes, *, is_event: bool) -> None:
+        self._queue.append((frame, is_event))
+        self._queued_bytes += len(frame)
+        if is_event:
+            self._event_bytes += len(frame)
+        self._ready.set()
+
+    def _fell_behind(self) -> None:
+        """The window cannot keep up: drop its queued events, unsubscribe, tell it to resync."""
+        kept = deque(item for item in self._queue if not item[1])
+        self._queue = kept
+        self._queued_bytes = sum(len(f) for f, _ in kept)
+        self._event_bytes = 0
+        self._resyncs += 1
+        streams = list(self.attached.values())
+        self.attached.clear()
+        log.info("%r fell behind; resyncing %d topic(s)", self, len(streams))
+        for stream in streams:
+            stream.unsubscribe(self)
+            self.send_message(
+                Resync(
+                    topic_id=stream.topic_id,
+                    seq=stream.last_seq,
+                    reason="this window fell too far behind; attach again for a fresh snapshot",
+                )
+            )
+
+    def abort(self) -> None:
+        """Drop the connection now (nothing more is sent)."""
+        self._closing = True
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    def close_after_flush(self) -> None:
+        """Stop reading; deliver what is queued (bounded in time), then close."""
+        self._closing = True
+        self._ready.set()
+        self._reader_scope.cancel()
+
+    async def _writer(self) -> None:
+        try:
+            while True:
+                while not self._queue:
+                    if self._closing:
+                        return
+                    self._ready = trio.Event()
+                    await self._ready.wait()
+                items = self._queue
+                self._queue = deque()
+                self._queued_bytes = 0
+                self._event_bytes = 0
+                data = b"".join(f for f, _ in items)
+                await self._stream.send_all(data)
+                self._frames_sent += len(items)
+                self._bytes_sent += len(data)
+                self._writes += 1
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.debug("%r: peer went away while writing", self)
+            self.abort()
+        finally:
+            self._writer_done.set()
+
+    # --- inbound --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until the peer leaves, a fatal error, or `close_after_flush`."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                nursery.start_soon(self._writer)
+                with self._reader_scope:
+                    await self._reader()
+                self.close_after_flush()
+                with trio.move_on_after(CLOSE_FLUSH_TIMEOUT):
+                    await self._writer_done.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._closing = True
+            self._handler.connection_closed(self)
+            for stream in self.attached.values():
+                stream.unsubscribe(self)
+            self.attached.clear()
+            await trio.aclose_forcefully(self._stream)
+
+    async def _reader(self) -> None:
+        while not self._closing:
+            try:
+                data = await self._stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                try:
+                    self._frames.close()
+                except ProtocolError as exc:
+                    log.info("%r: %s", self, exc)
+                return
+            try:
+                bodies = self._frames.feed(data)
+            except ProtocolError as exc:
+                self._fatal(exc)
+                return
+            for body in bodies:
+                if not await self._handle_body(body):
+                    return
+
+    def _fatal(self, exc: HostdError, request_id: int | None = None) -> None:
+        log.info("%r: closing after protocol error: %s", self, exc)
+        self.send_message(error_reply(exc, request_id))
+        self.close_after_flush()
+
+    async def _handle_body(self, body: bytes) -> bool:
+        """Serve one frame. False: the connection must close."""
+        if self._codec is None:
+            self._encoding = detect_encoding(body)
+            self._codec = client_codec(self._encoding, self.max_frame_size)
+        try:
+            msg = self._codec.decode(body)
+        except InvalidMessage as exc:
+            rid = exc.details.get("id")
+            request_id = rid if isinstance(rid, int) else None
+            if not self.welcomed:
+                self._fatal(HandshakeError(f"expected hello as the first message: {exc.message}"))
+                return False
+            self.send_message(error_reply(self._refine_invalid(body, exc), request_id))
+            return True
+        except ProtocolError as exc:  # MalformedFrame
+            self._fatal(exc)
+            return False
+        if not self.welcomed:
+            return self._handshake(msg)
+        if isinstance(msg, Hello):
+            self.send_message(error_reply(HandshakeError("hello was already received"), None))
+            return True
+        await self._serve(msg)
+        return not self._closing
+
+    def _refine_invalid(self, body: bytes, exc: InvalidMessage) -> HostdError:
+        """An unknown tag is an unknown request, not just a malformed one."""
+        try:
+            raw = (_raw_json if self._encoding == "json" else _raw_msgpack).decode(body)
+        except msgspec.DecodeError:
+            return exc
+        if isinstance(raw, dict):
+            tag = raw.get("type")
+            if isinstance(tag, str) and tag not in CLIENT_TAGS:
+                return UnknownRequest(
+                    f"unknown request type {tag!r}", details={"type": tag}
+                )
+        return exc
+
+    def _handshake(self, msg: Any) -> bool:
+        if not isinstance(msg, Hello):
+            tag = type(msg).__struct_config__.tag
+            self._fatal(
+                HandshakeError(f"the first message must be hello, not {tag!r}"),
+                getattr(msg, "id", None),
+            )
+            return False
+        major = msg.protocol_version[0]
+        if major != PROTOCOL_VERSION[0]:
+            self._fatal(
+                VersionMismatch(
+                    f"client speaks protocol {msg.protocol_version[0]}.{msg.protocol_version[1]}"
+                    f", this daemon {PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}; upgrade the "
+                    "older side",
+                    details={"server": list(PROTOCOL_VERSION)},
+                )
+            )
+            return False
+        self.welcomed = True
+        self.client_name = msg.client
+        self.send_message(
+            Welcome(
+                protocol_version=PROTOCOL_VERSION,
+                server_version=__version__,
+                max_frame_size=self.max_frame_size,
+                connection_id=self.id,
+            )
+        )
+        return True
+
+    async def _serve(self, msg: Any) -> None:
+        request_id: int = msg.id
+        self._requests += 1
+        try:
+            result = await self._handler.handle_request(self, msg)
+        except Exception as exc:
+            self.send_message(error_reply(exc, request_id))
+            return
+        if result is not None:
+            self.reply(request_id, result)
+

@@ -1,0 +1,594 @@
+"""The daemon: wires paths -> store -> drivers -> supervisor -> topics -> socket, and serves
+every client request.
+
+`serve_daemon` is the whole daemon as one trio service. Start-up order matters:
+
+1. the single-instance lock (a second daemon on the same paths refuses here);
+2. the store, reconciled before anyone is served (no row stays `pending` after a crash);
+3. the store writer and the supervisor;
+4. topics with queued rows are loaded and their queues resumed;
+5. only then the socket is bound and `started()` is called.
+
+Shutdown (the `shutdown` request, SIGTERM/SIGINT in `hostd serve`, or cancelling the
+caller) is graceful when requested: stop accepting, stop every running turn (bounded wait for
+their ends), flush the store, let connections deliver their last frames, close drivers,
+remove the socket, release the lock.
+
+Topics are loaded lazily (first attach/send/...) and stay loaded: a `TopicHost` holds the
+runtime, the replay buffer and the subscriptions. Loading is single-flight per topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from hostd import __version__
+from hostd import store as st
+from hostd.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
+from hostd.driver_registry import DriverRegistry
+from hostd.fanout import DEFAULT_REPLAY_SIZE
+from hostd.paths import Paths
+from hostd.server import (
+    DaemonLock,
+    PeerUidLookup,
+    bind_unix_listener,
+    default_peer_uid,
+    serve_unix,
+)
+from hostd.topic_host import TopicHost, new_id
+from hostd_protocol.client_messages import (
+    AnswerApproval,
+    ApprovalInfo,
+    Attach,
+    ContinueTurn,
+    CreateTopic,
+    DeleteTopic,
+    Detach,
+    DiscardQueued,
+    DriverListResult,
+    EditQueued,
+    Empty,
+    GetTopic,
+    History,
+    HistoryResult,
+    ListDrivers,
+    ListTopics,
+    MessageRow,
+    Ping,
+    Pong,
+    PrewarmTopic,
+    RenameTopic,
+    Result,
+    SendMessage,
+    SendNow,
+    Shutdown,
+    Status,
+    StatusResult,
+    Stop,
+    TopicInfo,
+    TopicListResult,
+    TopicResult,
+)
+from hostd_protocol.errors import (
+    HostdError,
+    InvalidArgument,
+    TopicClosed,
+    UnknownRequest,
+    UnknownTopic,
+)
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
+
+if TYPE_CHECKING:
+    from hostd.supervisor import Supervisor
+    from hostd.topic_runtime import TopicRuntime
+
+log = logging.getLogger(__name__)
+
+#: Added to a topic's stored last seq when it is loaded in a new daemon process. Events of the
+#: last flush interval before a crash may not be stored, but windows may have seen their seqs;
+#: new events must never reuse them. 100,000 is far above what 100 ms of streaming produces.
+LOAD_SEQ_GAP = 100_000
+
+RuntimeFactory = Callable[[TopicInfo, list[MessageRow], list[ApprovalInfo], int], "TopicRuntime"]
+SupervisorFactory = Callable[[DriverRegistry], "Supervisor"]
+
+
+def default_runtime_factory(
+    info: TopicInfo, rows: list[MessageRow], approvals: list[ApprovalInfo], last_seq: int
+) -> TopicRuntime:
+    from hostd.topic_runtime import TopicRuntime
+
+    return TopicRuntime(info, rows, approvals, last_seq, new_id=new_id, wall=time.time)
+
+
+def default_supervisor_factory(registry: DriverRegistry) -> Supervisor:
+    from hostd.supervisor import Supervisor
+
+    return Supervisor(registry)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    #: Store flush interval: the bound on streamed text lost to kill -9 (seconds).
+    flush_interval: float = st.DEFAULT_FLUSH_INTERVAL
+    replay_size: int = DEFAULT_REPLAY_SIZE
+    max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: Driver of topics created without one ("" = the client must name one).
+    default_driver: str = ""
+    #: How long a graceful shutdown waits for stopped turns to end.
+    shutdown_grace: float = 5.0
+
+
+class Daemon:
+    """Topics, connections and request handling. Built and run by `serve_daemon`."""
+
+    def __init__(
+        self,
+        paths: Paths,
+        *,
+        config: DaemonConfig,
+        reader: st.AsyncStore,
+        writer: st.StoreWriter,
+        registry: DriverRegistry,
+        supervisor: Supervisor,
+        runtime_factory: RuntimeFactory,
+        records: list[st.TopicRecord],
+    ) -> None:
+        self.paths = paths
+        self.config = config
+        self.reader = reader
+        self.writer = writer
+        self.registry = registry
+        self.supervisor = supervisor
+        self._runtime_factory = runtime_factory
+        self._records: dict[str, st.TopicRecord] = {r.info.id: r for r in records}
+        self.hosts: dict[str, TopicHost] = {}
+        self._loading: dict[str, trio.Event] = {}
+        self.connections: set[Connection] = set()
+        self._conn_counter = 0
+        self._connections_changed = trio.Event()
+        self._hosts_nursery: trio.Nursery | None = None
+        self._shutdown_requested = trio.Event()
+        self._started_at = time.monotonic()
+        self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
+            CreateTopic: self._create_topic,
+            ListTopics: self._list_topics,
+            GetTopic: self._get_topic,
+            RenameTopic: self._rename_topic,
+            DeleteTopic: self._delete_topic,
+            Attach: self._attach,
+            Detach: self._detach,
+            SendMessage: self._send,
+            Stop: self._stop,
+            AnswerApproval: self._answer_approval,
+            EditQueued: self._edit_queued,
+            DiscardQueued: self._discard_queued,
+            SendNow: self._send_now,
+            ContinueTurn: self._continue,
+            History: self._history,
+            PrewarmTopic: self._prewarm,
+            Status: self._status,
+            ListDrivers: self._list_drivers,
+            Ping: self._ping,
+            Shutdown: self._shutdown,
+        }
+
+    # --- lifetime -------------------------------------------------------------------------
+
+    async def run_hosts(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery every `TopicHost` lives in."""
+        async with trio.open_nursery() as nursery:
+            self._hosts_nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def request_shutdown(self) -> None:
+        self._shutdown_requested.set()
+
+    async def wait_shutdown_requested(self) -> None:
+        await self._shutdown_requested.wait()
+
+    async def stop_turns(self, grace: float) -> None:
+        """Stop every running turn and wait (up to `grace`) for their ends."""
+        now = trio.current_time()
+        active = [h for h in self.hosts.values() if h.active]
+        for host in active:
+            try:
+                host.apply(host.runtime.stop(now))
+            except HostdError as exc:
+                log.info("topic %s: stop at shutdown: %s", host.topic_id, exc)
+        with trio.move_on_after(grace) as scope:
+            for host in active:
+                await host.wait_idle()
+        if scope.cancelled_caught:
+            log.warning("shutdown: some turns did not end within %.1f s", grace)
+
+    async def close_connections(self, timeout: float = 2.0) -> None:
+        for conn in list(self.connections):
+            conn.close_after_flush()
+        with trio.move_on_after(timeout):
+            while self.connections:
+                self._connections_changed = trio.Event()
+                await self._connections_changed.wait()
+
+    async def close_hosts(self) -> None:
+        for host in list(self.hosts.values()):
+            await host.aclose()
+
+    # --- connections ----------------------------------------------------------------------
+
+    async def handle_connection(self, stream: trio.SocketStream, uid: int) -> None:
+        self._conn_counter += 1
+        conn = Connection(
+            stream,
+            self,
+            connection_id=f"c{self._conn_counter}",
+            max_frame_size=self.config.max_frame_size,
+            max_queue_bytes=self.config.max_queue_bytes,
+            peer_uid=uid,
+        )
+        self.connections.add(conn)
+        await conn.run()
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self._connections_changed.set()
+
+    async def handle_request(self, conn: Connection, msg: Any) -> Result | None:
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            raise UnknownRequest(f"request {type(msg).__name__} is not served by this daemon")
+        result: Result | None = await handler(conn, msg)
+        return result
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def _topic_info(self, topic_id: str) -> TopicInfo:
+        host = self.hosts.get(topic_id)
+        if host is not None:
+            return host.topic_info()
+        record = self._records.get(topic_id)
+        if record is None:
+            raise UnknownTopic(f"no topic with id {topic_id!r}", details={"topic_id": topic_id})
+        return record.info
+
+    async def host(self, topic_id: str) -> TopicHost:
+        """The live host of a topic, loading it (once) if needed."""
+        while True:
+            host = self.hosts.get(topic_id)
+            if host is not None:
+                return host
+            loading = self._loading.get(topic_id)
+            if loading is None:
+                break
+            await loading.wait()
+        record = self._records.get(topic_id)
+        if record is None:
+            raise UnknownTopic(f"no topic with id {topic_id!r}", details={"topic_id": topic_id})
+        done = self._loading[topic_id] = trio.Event()
+        try:
+            rows = await self.reader.run(self.reader.sync.load_rows, topic_id)
+            approvals = await self.reader.run(self.reader.sync.load_approvals, topic_id)
+            last_seq = record.last_seq + LOAD_SEQ_GAP
+            return await self._start_host(record.info, rows, approvals, last_seq, record.resume_token)
+        finally:
+            del self._loading[topic_id]
+            done.set()
+
+    async def _start_host(
+        self,
+        info: TopicInfo,
+        rows: list[MessageRow],
+        approvals: list[ApprovalInfo],
+        last_seq: int,
+        resume_token: str | None,
+    ) -> TopicHost:
+        runtime = self._runtime_factory(info, rows, approvals, last_seq)
+        host = TopicHost(
+            info,
+            runtime,
+            writer=self.writer,
+            supervisor=self.supervisor,
+            resume_token=resume_token,
+            replay_size=self.config.replay_size,
+        )
+        assert self._hosts_nursery is not None
+        await self._hosts_nursery.start(host.run)
+        self.hosts[info.id] = host
+        return host
+
+    async def resume_queues(self) -> None:
+        """Restart queued rows left by the previous daemon (before clients are served)."""
+        topic_ids = await self.reader.run(self.reader.sync.topics_with_rows_in, ("queued",))
+        for tid in topic_ids:
+            if tid in self._records:
+                host = await self.host(tid)
+                try:
+                    await host.call("resume_queue")
+                except HostdError as exc:
+                    log.warning("topic %s: resuming its queue failed: %s", tid, exc)
+
+    # --- request handlers -----------------------------------------------------------------
+
+    async def _create_topic(self, conn: Connection, msg: CreateTopic) -> Result:
+        driver = msg.driver or self.config.default_driver
+        if driver and driver not in {e.name for e in self.registry.entries()}:
+            known = ", ".join(e.name for e in self.registry.entries()) or "none"
+            raise InvalidArgument(
+                f"no driver named {driver!r} is installed (installed: {known})",
+                details={"driver": driver},
+            )
+        now = time.time()
+        info = TopicInfo(
+            id=new_id("tp"),
+            title=msg.title,
+            assistant=msg.assistant,
+            driver=driver,
+            model=msg.model,
+            working_dir=msg.working_dir,
+            options=msg.options,
+            created_at=now,
+            updated_at=now,
+        )
+        gen = self.writer.put(st.PutTopic(info), durable=True)
+        await self.writer.wait_committed(gen)
+        self._records[info.id] = st.TopicRecord(info, 0, None)
+        host = await self._start_host(info, [], [], 0, None)
+        return TopicResult(topic=host.topic_info())
+
+    async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
+        return TopicListResult(topics=[self._topic_info(tid) for tid in list(self._records)])
+
+    async def _get_topic(self, conn: Connection, msg: GetTopic) -> Result:
+        return TopicResult(topic=self._topic_info(msg.topic_id))
+
+    async def _rename_topic(self, conn: Connection, msg: RenameTopic) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call("rename", msg.title)
+        return TopicResult(topic=host.topic_info())
+
+    async def _delete_topic(self, conn: Connection, msg: DeleteTopic) -> Result:
+        host = await self.host(msg.topic_id)
+        self._records.pop(msg.topic_id, None)
+        self.hosts.pop(msg.topic_id, None)
+        await host.delete()
+        return Empty()
+
+    async def _attach(self, conn: Connection, msg: Attach) -> Result | None:
+        if msg.max_rows < 0:
+            raise InvalidArgument("max_rows must be >= 0")
+        host = await self.host(msg.topic_id)
+        host.attach(conn, msg.id, msg.since, msg.max_rows)
+        return None
+
+    async def _detach(self, conn: Connection, msg: Detach) -> Result:
+        self._topic_info(msg.topic_id)  # unknown topic -> typed error
+        host = self.hosts.get(msg.topic_id)
+        if host is not None:
+            host.detach(conn)
+        return Empty()
+
+    async def _send(self, conn: Connection, msg: SendMessage) -> Result:
+        host = await self.host(msg.topic_id)
+        return await host.send(
+            msg.text, msg.intent, client_msg_id=msg.client_msg_id, options=msg.options or None
+        )
+
+    async def _stop(self, conn: Connection, msg: Stop) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call("stop")
+        return Empty()
+
+    async def _answer_approval(self, conn: Connection, msg: AnswerApproval) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call(
+            "answer_approval",
+            msg.approval_id,
+            msg.allow,
+            by=conn.client_name or conn.id,
+            reason=msg.reason,
+        )
+        return Empty()
+
+    async def _edit_queued(self, conn: Connection, msg: EditQueued) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call("edit_queued", msg.row_id, msg.text)
+        return Empty()
+
+    async def _discard_queued(self, conn: Connection, msg: DiscardQueued) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call("discard_queued", msg.row_id)
+        return Empty()
+
+    async def _send_now(self, conn: Connection, msg: SendNow) -> Result:
+        host = await self.host(msg.topic_id)
+        await host.call("send_now", msg.row_id)
+        return Empty()
+
+    async def _continue(self, conn: Connection, msg: ContinueTurn) -> Result:
+        self._topic_info(msg.topic_id)
+        raise UnknownRequest("continue is not supported by this daemon yet")
+
+    async def _history(self, conn: Connection, msg: History) -> Result:
+        if msg.limit <= 0 or msg.limit > 10_000:
+            raise InvalidArgument("limit must be between 1 and 10000")
+        self._topic_info(msg.topic_id)
+        # Streamed content waits in the writer for up to one flush interval: flush first so
+        # the page is as fresh as the live stream.
+        await self.writer.wait_committed()
+        rows, has_more = await self.reader.run(
+            self.reader.sync.history_page, msg.topic_id, msg.before_position, msg.limit
+        )
+        return HistoryResult(rows=rows, has_more=has_more)
+
+    async def _prewarm(self, conn: Connection, msg: PrewarmTopic) -> Result:
+        host = await self.host(msg.topic_id)
+        if host.closed:
+            raise TopicClosed(f"topic {msg.topic_id} is closed")
+        assert self._hosts_nursery is not None
+        self._hosts_nursery.start_soon(self._prewarm_task, host)
+        return Empty()
+
+    async def _prewarm_task(self, host: TopicHost) -> None:
+        from hostd.supervisor import SessionOptions
+
+        info = host.info
+        opts = SessionOptions(
+            driver=info.driver, model=info.model, working_dir=info.working_dir, options=info.options
+        )
+        try:
+            await self.supervisor.prewarm(opts, host._resume_token, topic_id=host.topic_id)
+        except HostdError as exc:
+            log.info("topic %s: prewarm failed: %s", host.topic_id, exc)
+
+    async def _status(self, conn: Connection, msg: Status) -> Result:
+        drivers_running = warm = 0
+        try:
+            stats = self.supervisor.statistics()
+            drivers_running, warm = stats.sessions, stats.warm
+        except (NotImplementedError, AttributeError):  # pragma: no cover - early supervisor
+            pass
+        return StatusResult(
+            pid=os.getpid(),
+            version=__version__,
+            uptime_s=time.monotonic() - self._started_at,
+            topics=len(self._records),
+            active_turns=sum(1 for h in self.hosts.values() if h.active),
+            connections=len(self.connections),
+            drivers_running=drivers_running,
+            warm_drivers=warm,
+            data_dir=str(self.paths.data_dir),
+            socket_path=str(self.paths.socket_path),
+        )
+
+    async def _list_drivers(self, conn: Connection, msg: ListDrivers) -> Result:
+        return DriverListResult(drivers=self.registry.infos())
+
+    async def _ping(self, conn: Connection, msg: Ping) -> Result:
+        return Pong(time=time.time())
+
+    async def _shutdown(self, conn: Connection, msg: Shutdown) -> Result:
+        log.info("shutdown requested by %r", conn)
+        self.request_shutdown()
+        return Empty()
+
+
+async def serve_daemon(
+    paths: Paths,
+    *,
+    config: DaemonConfig | None = None,
+    registry: DriverRegistry | None = None,
+    supervisor_factory: SupervisorFactory = default_supervisor_factory,
+    runtime_factory: RuntimeFactory = default_runtime_factory,
+    peer_uid: PeerUidLookup = default_peer_uid,
+    task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the daemon until a shutdown is requested (graceful) or the caller cancels."""
+    config = config or DaemonConfig()
+    paths.ensure()
+    lock = DaemonLock(paths.lock_path)
+    lock.acquire()
+    socket_bound = False
+    try:
+        store = st.Store(paths.db_path)
+        try:
+            reader = st.AsyncStore(paths.db_path)
+            try:
+                store.reconcile()
+                records = store.load_topics()
+                writer = st.StoreWriter(store, flush_interval=config.flush_interval)
+                registry = registry or DriverRegistry.discover()
+                supervisor = supervisor_factory(registry)
+                daemon = Daemon(
+                    paths,
+                    config=config,
+                    reader=reader,
+                    writer=writer,
+                    registry=registry,
+                    supervisor=supervisor,
+                    runtime_factory=runtime_factory,
+                    records=records,
+                )
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(writer.serve)
+                    await nursery.start(supervisor.serve)
+                    await nursery.start(daemon.run_hosts)
+                    await daemon.resume_queues()
+                    listener = await bind_unix_listener(paths.socket_path)
+                    socket_bound = True
+                    async with trio.open_nursery() as conn_nursery:
+                        accept_scope = trio.CancelScope()
+                        await conn_nursery.start(
+                            _accept, listener, daemon, conn_nursery, peer_uid, accept_scope
+                        )
+                        log.info(
+                            "hostd %s serving on %s (pid %d)",
+                            __version__,
+                            paths.socket_path,
+                            os.getpid(),
+                        )
+                        task_status.started(daemon)
+                        await daemon.wait_shutdown_requested()
+                        log.info("shutting down")
+                        accept_scope.cancel()
+                        _unlink(paths.socket_path)
+                        socket_bound = False
+                        await daemon.stop_turns(config.shutdown_grace)
+                        await writer.wait_committed()
+                        await daemon.close_connections()
+                        conn_nursery.cancel_scope.cancel()
+                    await daemon.close_hosts()
+                    await supervisor.aclose()
+                    await writer.wait_committed()
+                    nursery.cancel_scope.cancel()
+                log.info("hostd stopped")
+            finally:
+                reader.close()
+        finally:
+            store.close()
+    finally:
+        if socket_bound:
+            _unlink(paths.socket_path)
+        lock.release()
+
+
+async def _accept(
+    listener: Any,
+    daemon: Daemon,
+    conn_nursery: trio.Nursery,
+    peer_uid: PeerUidLookup,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with scope:
+        await serve_unix(
+            listener,
+            daemon.handle_connection,
+            handler_nursery=conn_nursery,
+            peer_uid=peer_uid,
+            task_status=task_status,
+        )
+
+
+def _unlink(path: Any) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+__all__ = [
+    "Daemon",
+    "DaemonConfig",
+    "LOAD_SEQ_GAP",
+    "serve_daemon",
+]

@@ -1,0 +1,129 @@
+"""Per-topic event fan-out: the replay buffer and the windows subscribed to a topic.
+
+Rules this module guards:
+
+- Every event of a topic passes through `TopicStream.publish` in seq order; it goes into the
+  bounded replay buffer and to every subscriber, synchronously. Nothing here awaits, so a
+  snapshot taken and a subscription made in the same synchronous step can never miss or
+  repeat an event.
+- An event is encoded once per encoding (msgpack / JSON), not once per window; subscribers get
+  the ready frame bytes.
+- A subscriber that cannot take a frame (its bounded queue overflowed) is dropped from the
+  stream by itself (it sends its window `Resync`); publishing never waits for anyone.
+- `replay_since(seq)` answers exactly the events after `seq` when the buffer still reaches
+  back that far, else None (the window must resync).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Protocol
+
+from hostd_protocol.client_messages import ServerMessage, TopicEvent
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, Encoding
+
+#: Default number of events each topic keeps for `Attach(since=...)`.
+DEFAULT_REPLAY_SIZE = 10_000
+
+#: One codec per encoding for host -> client messages, shared by every connection
+#: (msgspec encoders are cheap to share; building decoders is what costs).
+SERVER_CODECS: dict[Encoding, Codec[ServerMessage]] = {
+    "msgpack": Codec(ServerMessage, "msgpack", DEFAULT_MAX_FRAME_SIZE),
+    "json": Codec(ServerMessage, "json", DEFAULT_MAX_FRAME_SIZE),
+}
+
+
+class Subscriber(Protocol):
+    """A window's side of a subscription (a `Connection`)."""
+
+    @property
+    def encoding(self) -> Encoding: ...
+
+    def push_event(self, stream: TopicStream, frame: bytes) -> None:
+        """Queue one encoded event frame; never blocks. May unsubscribe itself."""
+
+
+class ReplayBuffer:
+    """The newest `size` events of a topic, and how far back they reach."""
+
+    def __init__(self, last_seq: int, size: int = DEFAULT_REPLAY_SIZE) -> None:
+        self._events: deque[TopicEvent] = deque()
+        self._size = size
+        #: Every event with seq <= floor is gone (or never existed in this process).
+        self.floor = last_seq
+        self.last_seq = last_seq
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def append(self, event: TopicEvent) -> None:
+        if event.seq <= self.last_seq:
+            # The runtime guarantees strictly increasing seqs; a violation would make windows
+            # drop or repeat events silently, so fail loudly instead.
+            raise AssertionError(
+                f"topic {event.topic_id}: event seq {event.seq} after {self.last_seq}"
+            )
+        self._events.append(event)
+        self.last_seq = event.seq
+        if len(self._events) > self._size:
+            self.floor = self._events.popleft().seq
+
+    def since(self, seq: int) -> list[TopicEvent] | None:
+        """Events with seq > `seq`, or None when some of them are no longer kept."""
+        if seq < self.floor or seq > self.last_seq:
+            return None
+        if seq == self.last_seq:
+            return []
+        # Events are in seq order; walk from the right, usually only a few are missed.
+        out: list[TopicEvent] = []
+        for ev in reversed(self._events):
+            if ev.seq <= seq:
+                break
+            out.append(ev)
+        out.reverse()
+        return out
+
+
+class TopicStream:
+    """The live side of one topic: replay buffer plus subscribers."""
+
+    def __init__(self, topic_id: str, last_seq: int, replay_size: int = DEFAULT_REPLAY_SIZE):
+        self.topic_id = topic_id
+        self.buffer = ReplayBuffer(last_seq, replay_size)
+        # A dict keeps subscription order, so windows get frames in a stable order.
+        self._subscribers: dict[Subscriber, None] = {}
+        self.events_published = 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.buffer.last_seq
+
+    def subscribers(self) -> Iterator[Subscriber]:
+        return iter(list(self._subscribers))
+
+    def __len__(self) -> int:
+        return len(self._subscribers)
+
+    def subscribe(self, sub: Subscriber) -> None:
+        self._subscribers[sub] = None
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self._subscribers.pop(sub, None)
+
+    def publish(self, event: TopicEvent) -> None:
+        """Record and deliver one event. Encodes it at most once per encoding."""
+        self.buffer.append(event)
+        self.events_published += 1
+        if not self._subscribers:
+            return
+        frames: dict[Encoding, bytes] = {}
+        for sub in list(self._subscribers):
+            enc = sub.encoding
+            frame = frames.get(enc)
+            if frame is None:
+                frame = frames[enc] = SERVER_CODECS[enc].encode_frame(event)
+            sub.push_event(self, frame)
+
+    def replay_since(self, seq: int) -> list[TopicEvent] | None:
+        return self.buffer.since(seq)

@@ -1,0 +1,767 @@
+"""The SQLite store (apsw), and the trio task that writes to it.
+
+The only module that imports apsw.
+
+Rules this module guards:
+
+- `apsw.bestpractice` is applied once (WAL, busy timeout, foreign keys); the schema is
+  migrated by `pragma user_version`, each migration in one transaction.
+- One writer: every write goes through `StoreWriter`, a trio task that batches operations and
+  commits each batch in one transaction (`executemany` per kind) on a worker thread, so the
+  event stream never waits for the disk. Repeated saves of one row between flushes are
+  coalesced: the row objects are immutable, the newest wins.
+- Streamed content is committed at most `flush_interval` (default 100 ms) after it was
+  produced: that is the bound on what `kill -9` can lose. A durable operation (a user message,
+  a status change) is flushed at once, and whoever needs it on disk awaits `wait_committed`.
+- `reconcile()` runs at start, before any client is served: a `pending` row from a killed
+  daemon becomes `error` (its partial content kept), open approvals become `cancelled`,
+  running turns become `error`. Queued rows stay queued; the runtime restarts them.
+- Reads use their own connection (WAL lets them run beside the writer); each connection is
+  used by one thread at a time (a `CapacityLimiter(1)` each).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import apsw.bestpractice
+import msgspec
+import trio
+
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.common import Chunk, CompactionAnchor
+from hostd_protocol.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+#: The default bound on streamed content lost to `kill -9` (seconds).
+DEFAULT_FLUSH_INTERVAL = 0.1
+
+RESTART_REASON = "daemon restarted during this answer"
+
+_bestpractice_lock = threading.Lock()
+_bestpractice_applied = False
+
+
+def _apply_bestpractice() -> None:
+    # `apply` appends a connection hook each call: do it once per process.
+    global _bestpractice_applied
+    with _bestpractice_lock:
+        if not _bestpractice_applied:
+            apsw.bestpractice.apply(apsw.bestpractice.recommended)
+            _bestpractice_applied = True
+
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the first schema.
+    """
+    CREATE TABLE topics (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        assistant TEXT NOT NULL DEFAULT '',
+        driver TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        working_dir TEXT NOT NULL DEFAULT '',
+        options TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        last_seq INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE rows (
+        id TEXT PRIMARY KEY,
+        topic_id TEXT NOT NULL REFERENCES topics(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        status TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        turn_id TEXT NOT NULL DEFAULT '',
+        parts BLOB NOT NULL,
+        error TEXT NOT NULL DEFAULT '',
+        error_code TEXT NOT NULL DEFAULT '',
+        anchor BLOB,
+        empty INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX rows_by_topic ON rows(topic_id, position);
+    CREATE INDEX rows_by_status ON rows(status);
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        topic_id TEXT NOT NULL REFERENCES topics(id) ON DELETE CASCADE,
+        turn_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        input TEXT NOT NULL DEFAULT '{}',
+        description TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        answered_by TEXT NOT NULL DEFAULT '',
+        reason TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX approvals_by_topic ON approvals(topic_id);
+    CREATE TABLE resume_tokens (
+        topic_id TEXT PRIMARY KEY REFERENCES topics(id) ON DELETE CASCADE,
+        token TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE turns (
+        id TEXT PRIMARY KEY,
+        topic_id TEXT NOT NULL REFERENCES topics(id) ON DELETE CASCADE,
+        status TEXT,
+        error TEXT NOT NULL DEFAULT '',
+        error_code TEXT NOT NULL DEFAULT '',
+        resume_text TEXT NOT NULL DEFAULT '',
+        started_at REAL NOT NULL,
+        ended_at REAL
+    );
+    CREATE INDEX turns_by_topic ON turns(topic_id);
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        turn_id TEXT NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        status TEXT,
+        data TEXT NOT NULL DEFAULT '{}',
+        started_at REAL NOT NULL,
+        ended_at REAL
+    );
+    """,
+)
+
+_parts_encoder = msgspec.msgpack.Encoder()
+_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
+_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
+_json_encoder = msgspec.json.Encoder()
+_dict_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+# --- operations (what the writer batches) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PutTopic:
+    topic: TopicInfo
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutSeq:
+    topic_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutRow:
+    row: MessageRow
+
+
+@dataclass(frozen=True, slots=True)
+class TouchRow:
+    """A row whose content grew: read with `read(row_id)` when the batch is written (on the
+    trio thread, so the reader needs no lock), None meaning the row is gone."""
+
+    topic_id: str
+    row_id: str
+    read: Callable[[str], MessageRow | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRow:
+    row_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutApproval:
+    approval: ApprovalInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PutResumeToken:
+    topic_id: str
+    token: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PutTurn:
+    topic_id: str
+    turn_id: str
+    status: str | None
+    error: str = ""
+    error_code: str = ""
+    resume_text: str = ""
+    at: float = 0.0
+
+
+Op = (
+    PutTopic
+    | DeleteTopic
+    | PutSeq
+    | PutRow
+    | TouchRow
+    | DeleteRow
+    | PutApproval
+    | PutResumeToken
+    | PutTurn
+)
+
+
+def _op_key(op: Op) -> tuple[str, str]:
+    """Ops with the same key coalesce: the newest replaces the older one in a batch."""
+    if isinstance(op, PutTopic):
+        return ("topic", op.topic.id)
+    if isinstance(op, DeleteTopic):
+        return ("topic", op.topic_id)
+    if isinstance(op, PutSeq):
+        return ("seq", op.topic_id)
+    if isinstance(op, PutRow):
+        return ("row", op.row.id)
+    if isinstance(op, (TouchRow, DeleteRow)):
+        return ("row", op.row_id)
+    if isinstance(op, PutApproval):
+        return ("approval", op.approval.id)
+    if isinstance(op, PutResumeToken):
+        return ("token", op.topic_id)
+    return ("turn", op.turn_id)
+
+
+def _op_topic(op: Op) -> str | None:
+    if isinstance(op, PutTopic):
+        return op.topic.id
+    if isinstance(op, PutRow):
+        return op.row.topic_id
+    if isinstance(op, PutApproval):
+        return op.approval.topic_id
+    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, TouchRow)):
+        return op.topic_id
+    return None
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    """A stored topic with what the daemon needs to bring it back."""
+
+    info: TopicInfo
+    last_seq: int
+    resume_token: str | None
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    rows_failed: int
+    approvals_cancelled: int
+    turns_failed: int
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    id: str
+    topic_id: str
+    status: str | None
+    error: str
+    error_code: str
+    resume_text: str
+
+
+_ROW_COLUMNS = (
+    "id, topic_id, role, status, position, turn_id, parts, error, error_code, anchor, empty, "
+    "created_at, updated_at, meta"
+)
+
+
+def _row_values(row: MessageRow) -> tuple[Any, ...]:
+    return (
+        row.id,
+        row.topic_id,
+        row.role,
+        row.status,
+        row.position,
+        row.turn_id,
+        _parts_encoder.encode(row.parts),
+        row.error,
+        row.error_code,
+        _parts_encoder.encode(row.anchor) if row.anchor is not None else None,
+        int(row.empty),
+        row.created_at,
+        row.updated_at,
+        _json_encoder.encode(row.meta).decode(),
+    )
+
+
+def _row_from(values: Sequence[Any]) -> MessageRow:
+    (
+        rid,
+        topic_id,
+        role,
+        status,
+        position,
+        turn_id,
+        parts,
+        error,
+        error_code,
+        anchor,
+        empty,
+        created_at,
+        updated_at,
+        meta,
+    ) = values
+    return MessageRow(
+        id=rid,
+        topic_id=topic_id,
+        role=role,
+        status=status,
+        position=position,
+        turn_id=turn_id,
+        parts=_parts_decoder.decode(parts),
+        error=error,
+        error_code=error_code,
+        anchor=_anchor_decoder.decode(anchor) if anchor is not None else None,
+        empty=bool(empty),
+        created_at=created_at,
+        updated_at=updated_at,
+        meta=_dict_decoder.decode(meta),
+    )
+
+
+def _topic_from(values: Sequence[Any]) -> TopicInfo:
+    tid, title, assistant, driver, model, working_dir, options, created_at, updated_at, seq = (
+        values
+    )
+    return TopicInfo(
+        id=tid,
+        title=title,
+        assistant=assistant,
+        driver=driver,
+        model=model,
+        working_dir=working_dir,
+        options=_dict_decoder.decode(options),
+        created_at=created_at,
+        updated_at=updated_at,
+        seq=seq,
+    )
+
+
+_TOPIC_COLUMNS = (
+    "t.id, t.title, t.assistant, t.driver, t.model, t.working_dir, t.options, t.created_at, "
+    "t.updated_at, t.last_seq"
+)
+
+
+def _approval_from(values: Sequence[Any]) -> ApprovalInfo:
+    aid, topic_id, turn_id, tool, inp, desc, status, by, reason, created_at = values
+    return ApprovalInfo(
+        id=aid,
+        topic_id=topic_id,
+        turn_id=turn_id,
+        tool=tool,
+        input=_dict_decoder.decode(inp),
+        description=desc,
+        status=status,
+        answered_by=by,
+        reason=reason,
+        created_at=created_at,
+    )
+
+
+class Store:
+    """Synchronous access to the database file. Call its methods from worker threads
+    (through `AsyncStore` / `StoreWriter`), or directly before trio starts serving."""
+
+    def __init__(self, path: str | Path) -> None:
+        _apply_bestpractice()
+        self.path = Path(path)
+        try:
+            self._db = apsw.Connection(str(self.path))
+            self._migrate()
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        value = self._db.pragma("user_version")
+        return int(value) if value is not None else 0
+
+    def _migrate(self) -> None:
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"database {str(self.path)!r} has schema version {current}, newer than this "
+                f"hostd knows ({len(MIGRATIONS)}); upgrade hostd"
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            with self._db:  # one transaction per migration, version bump included
+                self._db.execute(MIGRATIONS[version - 1])
+                self._db.pragma("user_version", version)
+            log.info("store: migrated %s to schema version %d", self.path, version)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def load_topics(self) -> list[TopicRecord]:
+        cur = self._db.execute(
+            f"SELECT {_TOPIC_COLUMNS}, r.token FROM topics t "
+            "LEFT JOIN resume_tokens r ON r.topic_id = t.id ORDER BY t.created_at, t.id"
+        )
+        out = []
+        for values in cur:
+            info = _topic_from(values[:-1])
+            out.append(TopicRecord(info, info.seq, values[-1]))
+        return out
+
+    def load_rows(self, topic_id: str) -> list[MessageRow]:
+        cur = self._db.execute(
+            f"SELECT {_ROW_COLUMNS} FROM rows WHERE topic_id = ? ORDER BY position, created_at",
+            (topic_id,),
+        )
+        return [_row_from(v) for v in cur]
+
+    def load_approvals(self, topic_id: str, *, open_only: bool = True) -> list[ApprovalInfo]:
+        sql = (
+            "SELECT id, topic_id, turn_id, tool, input, description, status, answered_by, "
+            "reason, created_at FROM approvals WHERE topic_id = ?"
+        )
+        if open_only:
+            sql += " AND status = 'open'"
+        return [_approval_from(v) for v in self._db.execute(sql + " ORDER BY created_at", (topic_id,))]
+
+    def load_turns(self, topic_id: str) -> list[TurnRecord]:
+        cur = self._db.execute(
+            "SELECT id, topic_id, status, error, error_code, resume_text FROM turns "
+            "WHERE topic_id = ? ORDER BY started_at",
+            (topic_id,),
+        )
+        return [TurnRecord(*v) for v in cur]
+
+    def history_page(
+        self, topic_id: str, before_position: int | None, limit: int
+    ) -> tuple[list[MessageRow], bool]:
+        """Up to `limit` rows before `before_position`, oldest first, and whether more exist."""
+        bound = before_position if before_position is not None else 2**62
+        cur = self._db.execute(
+            f"SELECT {_ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
+            "ORDER BY position DESC LIMIT ?",
+            (topic_id, bound, limit + 1),
+        )
+        rows = [_row_from(v) for v in cur]
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        rows.reverse()
+        return rows, has_more
+
+    def topics_with_rows_in(self, statuses: Iterable[str]) -> list[str]:
+        marks = ",".join("?" for _ in statuses)
+        cur = self._db.execute(
+            f"SELECT DISTINCT topic_id FROM rows WHERE status IN ({marks})", tuple(statuses)
+        )
+        return [v[0] for v in cur]
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def reconcile(self, now: float | None = None) -> ReconcileReport:
+        """Repair what a killed daemon left behind. Run before serving anyone."""
+        at = time.time() if now is None else now
+        db = self._db
+        with db:
+            db.execute(
+                "UPDATE rows SET status = 'error', error = ?, updated_at = ? "
+                "WHERE status = 'pending'",
+                (RESTART_REASON, at),
+            )
+            rows_failed = db.changes()
+            db.execute(
+                "UPDATE approvals SET status = 'cancelled', reason = ? WHERE status = 'open'",
+                ("daemon restarted",),
+            )
+            approvals = db.changes()
+            db.execute(
+                "UPDATE turns SET status = 'error', error = ?, ended_at = ? WHERE status IS NULL",
+                (RESTART_REASON, at),
+            )
+            turns = db.changes()
+        report = ReconcileReport(rows_failed, approvals, turns)
+        if rows_failed or approvals or turns:
+            log.warning(
+                "store: reconciled after an unclean stop: %d pending rows -> error, "
+                "%d open approvals -> cancelled, %d running turns -> error",
+                rows_failed,
+                approvals,
+                turns,
+            )
+        return report
+
+    def apply(self, ops: Sequence[Op]) -> None:
+        """Write one batch in one transaction. Raises `StoreError`, having written nothing."""
+        groups: dict[type, list[Any]] = {}
+        for op in ops:
+            groups.setdefault(type(op), []).append(op)
+        db = self._db
+        try:
+            with db:
+                # Order by dependency: parents first, deletions last (foreign keys are checked
+                # per statement).
+                if ts := groups.get(PutTopic):
+                    db.executemany(
+                        "INSERT INTO topics (id, title, assistant, driver, model, working_dir, "
+                        "options, created_at, updated_at, last_seq) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        "title = excluded.title, assistant = excluded.assistant, "
+                        "driver = excluded.driver, model = excluded.model, "
+                        "working_dir = excluded.working_dir, options = excluded.options, "
+                        "updated_at = excluded.updated_at, "
+                        "last_seq = max(topics.last_seq, excluded.last_seq)",
+                        [
+                            (
+                                t.id,
+                                t.title,
+                                t.assistant,
+                                t.driver,
+                                t.model,
+                                t.working_dir,
+                                _json_encoder.encode(t.options).decode(),
+                                t.created_at,
+                                t.updated_at,
+                                t.seq,
+                            )
+                            for t in (op.topic for op in ts)
+                        ],
+                    )
+                if ss := groups.get(PutSeq):
+                    db.executemany(
+                        "UPDATE topics SET last_seq = max(last_seq, ?) WHERE id = ?",
+                        [(op.seq, op.topic_id) for op in ss],
+                    )
+                if rs := groups.get(PutRow):
+                    db.executemany(
+                        f"INSERT INTO rows ({_ROW_COLUMNS}) VALUES "
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        "role = excluded.role, status = excluded.status, "
+                        "position = excluded.position, turn_id = excluded.turn_id, "
+                        "parts = excluded.parts, error = excluded.error, "
+                        "error_code = excluded.error_code, anchor = excluded.anchor, "
+                        "empty = excluded.empty, updated_at = excluded.updated_at, "
+                        "meta = excluded.meta",
+                        [_row_values(op.row) for op in rs],
+                    )
+                if aps := groups.get(PutApproval):
+                    db.executemany(
+                        "INSERT INTO approvals (id, topic_id, turn_id, tool, input, description, "
+                        "status, answered_by, reason, created_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        "status = excluded.status, answered_by = excluded.answered_by, "
+                        "reason = excluded.reason",
+                        [
+                            (
+                                a.id,
+                                a.topic_id,
+                                a.turn_id,
+                                a.tool,
+                                _json_encoder.encode(a.input).decode(),
+                                a.description,
+                                a.status,
+                                a.answered_by,
+                                a.reason,
+                                a.created_at,
+                            )
+                            for a in (op.approval for op in aps)
+                        ],
+                    )
+                if tus := groups.get(PutTurn):
+                    db.executemany(
+                        "INSERT INTO turns (id, topic_id, status, error, error_code, resume_text, "
+                        "started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                        "ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
+                        "error = excluded.error, error_code = excluded.error_code, "
+                        "resume_text = excluded.resume_text, ended_at = excluded.ended_at",
+                        [
+                            (
+                                op.turn_id,
+                                op.topic_id,
+                                op.status,
+                                op.error,
+                                op.error_code,
+                                op.resume_text,
+                                op.at,
+                                op.at if op.status is not None else None,
+                            )
+                            for op in tus
+                        ],
+                    )
+                if tks := groups.get(PutResumeToken):
+                    db.executemany(
+                        "INSERT INTO resume_tokens (topic_id, token, updated_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT(topic_id) DO UPDATE SET token = excluded.token, "
+                        "updated_at = excluded.updated_at",
+                        [(op.topic_id, op.token, op.at) for op in tks],
+                    )
+                if drs := groups.get(DeleteRow):
+                    db.executemany("DELETE FROM rows WHERE id = ?", [(op.row_id,) for op in drs])
+                if dts := groups.get(DeleteTopic):
+                    db.executemany(
+                        "DELETE FROM topics WHERE id = ?", [(op.topic_id,) for op in dts]
+                    )
+        except apsw.Error as exc:
+            raise StoreError(f"database write failed: {type(exc).__name__}: {exc}") from exc
+
+
+class AsyncStore:
+    """Reads from trio: a separate connection used from a worker thread, one call at a time."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._store = Store(path)
+        self._limiter = trio.CapacityLimiter(1)
+
+    @property
+    def sync(self) -> Store:
+        return self._store
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        except apsw.Error as exc:
+            raise StoreError(f"database read failed: {type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        self._store.close()
+
+
+@dataclass(frozen=True)
+class StoreWriterStatistics:
+    queued_ops: int
+    batches: int
+    ops_written: int
+    failed_batches: int
+    last_batch_seconds: float
+
+
+def _materialize(op: Op) -> Op:
+    if isinstance(op, TouchRow):
+        row = op.read(op.row_id)
+        return DeleteRow(op.row_id) if row is None else PutRow(row)
+    return op
+
+
+class StoreWriter:
+    """The one writer. `put` never blocks; `wait_committed` waits for the disk.
+
+    Ops are coalesced by key while they wait (see `_op_key`). A batch is written when the
+    flush interval has passed since the first op of the batch, or at once when a durable op
+    is queued or someone waits for a commit.
+    """
+
+    def __init__(self, store: Store, *, flush_interval: float = DEFAULT_FLUSH_INTERVAL) -> None:
+        self._store = store
+        self.flush_interval = flush_interval
+        self._pending: dict[tuple[str, str], Op] = {}
+        self._queued_gen = 0
+        self._committed_gen = 0
+        self._urgent = False
+        self._wakeup = trio.Event()
+        self._urgent_event = trio.Event()
+        self._committed_event = trio.Event()
+        # (first_gen, last_gen, error) of recent failed batches, for the waiters to find.
+        self._failures: deque[tuple[int, int, StoreError]] = deque(maxlen=64)
+        self._limiter = trio.CapacityLimiter(1)
+        self._batches = 0
+        self._ops_written = 0
+        self._last_batch_seconds = 0.0
+
+    def put(self, op: Op, *, durable: bool = False) -> int:
+        """Queue one op; returns its generation (for `wait_committed`)."""
+        if isinstance(op, DeleteTopic):
+            # Nothing of a deleted topic may be written after (or instead of) its deletion.
+            for key in [k for k, v in self._pending.items() if _op_topic(v) == op.topic_id]:
+                del self._pending[key]
+        key = _op_key(op)
+        # Re-insert at the end so the batch keeps the order of the newest ops.
+        self._pending.pop(key, None)
+        self._pending[key] = op
+        self._queued_gen += 1
+        self._wakeup.set()
+        if durable:
+            self._make_urgent()
+        return self._queued_gen
+
+    def _make_urgent(self) -> None:
+        self._urgent = True
+        self._urgent_event.set()
+
+    @property
+    def queued_generation(self) -> int:
+        return self._queued_gen
+
+    async def wait_committed(self, generation: int | None = None) -> None:
+        """Wait until everything queued so far (or up to `generation`) is on disk.
+
+        Raises `StoreError` if the batch holding it failed.
+        """
+        gen = self._queued_gen if generation is None else generation
+        while self._committed_gen < gen:
+            self._make_urgent()
+            await self._committed_event.wait()
+        for first, last, err in self._failures:
+            if first <= gen <= last:
+                raise StoreError(err.message)
+
+    def statistics(self) -> StoreWriterStatistics:
+        return StoreWriterStatistics(
+            queued_ops=len(self._pending),
+            batches=self._batches,
+            ops_written=self._ops_written,
+            failed_batches=len(self._failures),
+            last_batch_seconds=self._last_batch_seconds,
+        )
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write batches until cancelled. Cancel it only after `wait_committed()`."""
+        task_status.started()
+        while True:
+            await self._wakeup.wait()
+            if not self._urgent:
+                with trio.move_on_after(self.flush_interval):
+                    await self._urgent_event.wait()
+            await self._write_batch()
+
+    async def _write_batch(self) -> None:
+        batch = [_materialize(op) for op in self._pending.values()]
+        first, last = self._committed_gen + 1, self._queued_gen
+        self._pending = {}
+        self._wakeup = trio.Event()
+        self._urgent = False
+        self._urgent_event = trio.Event()
+        if batch:
+            started = time.perf_counter()
+            try:
+                # Not abandoned on cancel: a batch that started is always finished, so a
+                # shutdown never leaves half a transaction behind.
+                await trio.to_thread.run_sync(self._store.apply, batch, limiter=self._limiter)
+            except StoreError as exc:
+                log.error("store: a batch of %d ops failed: %s", len(batch), exc)
+                self._failures.append((first, last, exc))
+            else:
+                self._batches += 1
+                self._ops_written += len(batch)
+            self._last_batch_seconds = time.perf_counter() - started
+        self._committed_gen = last
+        event, self._committed_event = self._committed_event, trio.Event()
+        event.set()

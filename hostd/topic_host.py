@@ -1,0 +1,404 @@
+"""The trio shell around one topic's `TopicRuntime`.
+
+A `TopicHost` feeds the runtime (client requests, driver events, timers) and carries out the
+effects it returns, in order (see `hostd/runtime_effects.py`):
+
+- `Emit` goes to the topic's `TopicStream` (replay buffer + windows) synchronously;
+- store effects go to the `StoreWriter` (never awaited here, except that a request whose
+  effects include a durable save is answered only after the save is committed);
+- `StartTurn` / `ToDriver` go, in order, to the topic's driver task, which opens the session
+  through the supervisor (single-flight there) and writes the commands;
+- `SetTimer` arms the host's one timer task.
+
+Rules this module guards:
+
+- Effects are applied synchronously, in the order given, on the trio thread: between taking a
+  snapshot and subscribing a window (`attach`) nothing can run, so no event is missed or
+  repeated.
+- Driver events are applied in batches (one per pipe read) without awaiting anything, so a
+  slow window or a slow disk never slows the driver.
+- A driver that cannot be opened, breaks, or is missing when a command is due is reported to
+  the runtime with `driver_lost`; the runtime ends the turn. Nothing here decides turn
+  outcomes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from hostd import store as st
+from hostd.connection import Connection
+from hostd.fanout import DEFAULT_REPLAY_SIZE, TopicStream
+from hostd.runtime_effects import (
+    DeleteRow,
+    Effect,
+    Emit,
+    SaveApproval,
+    SaveResumeToken,
+    SaveRow,
+    SaveTopic,
+    SaveTurn,
+    SetTimer,
+    StartTurn,
+    ToDriver,
+    TouchRow,
+)
+from hostd_protocol.client_messages import (
+    AttachResult,
+    ReplayEnd,
+    Resync,
+    SendResult,
+    Snapshot,
+    TopicDeleted,
+    TopicInfo,
+)
+from hostd_protocol.common import SendIntent
+from hostd_protocol.driver_messages import Interrupt
+from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
+
+if TYPE_CHECKING:
+    from hostd.supervisor import DriverSession, SessionEnded, Supervisor
+    from hostd.topic_runtime import TopicRuntime
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    """Ids that sort by creation time (ms) and do not collide: `r18c9f...-a1b2c3d4e5f6`."""
+    return f"{prefix}{int(time.time() * 1000):x}{secrets.token_hex(6)}"
+
+
+class TopicHost:
+    """One live topic. Create, `await nursery.start(host.run)`, and `aclose()` to stop."""
+
+    def __init__(
+        self,
+        info: TopicInfo,
+        runtime: TopicRuntime,
+        *,
+        writer: st.StoreWriter,
+        supervisor: Supervisor,
+        resume_token: str | None = None,
+        replay_size: int = DEFAULT_REPLAY_SIZE,
+        session_options: Callable[[TopicInfo], Any] | None = None,
+        interrupt_grace: float = 3.0,
+    ) -> None:
+        self.topic_id = info.id
+        self.info = info
+        self.runtime = runtime
+        self.stream = TopicStream(info.id, runtime.seq, replay_size)
+        self._writer = writer
+        self._supervisor = supervisor
+        self._resume_token = resume_token
+        self._session_options = session_options
+        self._interrupt_grace = interrupt_grace
+        self._ops_send, self._ops_recv = trio.open_memory_channel[StartTurn | ToDriver](math.inf)
+        self._session: DriverSession | None = None
+        self._timers: dict[str, float] = {}
+        self._timers_changed = trio.Event()
+        self._idle = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.closed = False
+        if runtime.active_turn_id is None:
+            self._idle.set()
+
+    # --- lifetime -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The host's tasks (driver commands, event pumps, timers) live here until aclose."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._driver_loop)
+            nursery.start_soon(self._timer_loop)
+            task_status.started()
+
+    async def aclose(self) -> None:
+        """Stop the host's tasks and close its driver session."""
+        self.closed = True
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        session, self._session = self._session, None
+        if session is not None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self._supervisor.close(self.topic_id)
+                except HostdError as exc:
+                    log.warning("topic %s: closing the driver failed: %s", self.topic_id, exc)
+
+    @property
+    def active(self) -> bool:
+        return self.runtime.active_turn_id is not None
+
+    async def wait_idle(self) -> None:
+        """Until no turn is running."""
+        while self.runtime.active_turn_id is not None:
+            await self._idle.wait()
+
+    def topic_info(self) -> TopicInfo:
+        """The topic as clients see it now (state and seq are live)."""
+        from msgspec import structs
+
+        return structs.replace(self.info, state=self.runtime.state, seq=self.runtime.seq)
+
+    # --- effects --------------------------------------------------------------------------
+
+    def apply(self, effects: list[Effect]) -> int:
+        """Carry out effects in order; returns the store generation a reply must wait for
+        (0 when nothing durable was queued)."""
+        durable_gen = 0
+        writer = self._writer
+        tid = self.topic_id
+        for eff in effects:
+            if isinstance(eff, Emit):
+                self.stream.publish(eff.event)
+                writer.put(st.PutSeq(tid, eff.event.seq))
+            elif isinstance(eff, TouchRow):
+                writer.put(st.TouchRow(tid, eff.row_id, self.runtime.row))
+            elif isinstance(eff, SaveRow):
+                gen = writer.put(st.PutRow(eff.row), durable=eff.durable)
+                if eff.durable:
+                    durable_gen = gen
+            elif isinstance(eff, SaveTopic):
+                self.info = eff.topic
+                durable_gen = writer.put(st.PutTopic(eff.topic), durable=True)
+            elif isinstance(eff, DeleteRow):
+                durable_gen = writer.put(st.DeleteRow(eff.row_id), durable=True)
+            elif isinstance(eff, SaveApproval):
+                durable_gen = writer.put(st.PutApproval(eff.approval), durable=True)
+            elif isinstance(eff, SaveResumeToken):
+                self._resume_token = eff.token
+                durable_gen = writer.put(
+                    st.PutResumeToken(tid, eff.token, time.time()), durable=True
+                )
+            elif isinstance(eff, SaveTurn):
+                durable_gen = writer.put(
+                    st.PutTurn(
+                        tid,
+                        eff.turn_id,
+                        eff.status,
+                        eff.error,
+                        eff.error_code,
+                        eff.resume_text,
+                        time.time(),
+                    ),
+                    durable=True,
+                )
+            elif isinstance(eff, (StartTurn, ToDriver)):
+                self._ops_send.send_nowait(eff)
+            elif isinstance(eff, SetTimer):
+                if eff.deadline is None:
+                    self._timers.pop(eff.name, None)
+                else:
+                    self._timers[eff.name] = eff.deadline
+                self._timers_changed.set()
+            else:  # pragma: no cover - a new effect kind nobody taught the shell
+                log.error("topic %s: unknown effect %r ignored", tid, eff)
+        if self.runtime.active_turn_id is None:
+            self._idle.set()
+        elif self._idle.is_set():
+            self._idle = trio.Event()
+        return durable_gen
+
+    async def _commit(self, gen: int) -> None:
+        if gen:
+            await self._writer.wait_committed(gen)
+
+    # --- client requests ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise TopicClosed(f"topic {self.topic_id} is closed")
+
+    async def send(
+        self,
+        text: str,
+        intent: SendIntent,
+        *,
+        client_msg_id: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Accept a user message; answered only once it is committed to the store."""
+        self._check_open()
+        result, effects = self.runtime.send(
+            text, intent, trio.current_time(), client_msg_id=client_msg_id, options=options
+        )
+        gen = self.apply(effects)
+        # Even when the runtime marked nothing durable, the row must be on disk before the
+        # client hears "sent".
+        await self._writer.wait_committed(gen or None)
+        return result
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """A runtime request that only returns effects (stop, approvals, queue edits, rename)."""
+        self._check_open()
+        effects: list[Effect] = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
+        await self._commit(self.apply(effects))
+
+    def attach(self, conn: Connection, request_id: int, since: int | None, max_rows: int) -> None:
+        """Reply to `Attach` and subscribe `conn`, in one synchronous step (no gap, no dup)."""
+        self._check_open()
+        self.stream.unsubscribe(conn)
+        conn.attached.pop(self.topic_id, None)
+        if since is None:
+            snap: Snapshot = self.runtime.snapshot(max_rows)
+            conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="snapshot", snapshot=snap))
+        else:
+            conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="replay"))
+            missed = self.stream.replay_since(since)
+            if missed is None:
+                conn.send_message(
+                    Resync(
+                        topic_id=self.topic_id,
+                        seq=self.stream.last_seq,
+                        reason=(
+                            f"events after seq {since} are no longer kept (replay buffer "
+                            f"reaches back to {self.stream.buffer.floor}); attach without "
+                            "since for a fresh snapshot"
+                        ),
+                    )
+                )
+                return
+            conn.push_events(missed)
+            conn.send_message(ReplayEnd(topic_id=self.topic_id, seq=self.stream.last_seq))
+        self.stream.subscribe(conn)
+        conn.attached[self.topic_id] = self.stream
+
+    def detach(self, conn: Connection) -> None:
+        self.stream.unsubscribe(conn)
+        conn.attached.pop(self.topic_id, None)
+
+    async def delete(self) -> None:
+        """Stop any turn, tell the windows, forget the topic (store included)."""
+        if self.runtime.active_turn_id is not None:
+            try:
+                self.apply(self.runtime.stop(trio.current_time()))
+            except HostdError:
+                pass
+        self.closed = True
+        event = TopicDeleted(topic_id=self.topic_id, seq=self.runtime.seq + 1)
+        self.stream.publish(event)
+        for sub in self.stream.subscribers():
+            self.stream.unsubscribe(sub)
+            if isinstance(sub, Connection):
+                sub.attached.pop(self.topic_id, None)
+        gen = self._writer.put(st.DeleteTopic(self.topic_id), durable=True)
+        await self.aclose()
+        await self._writer.wait_committed(gen)
+
+    # --- driver side ----------------------------------------------------------------------
+
+    def _lost(self, error: DriverError) -> None:
+        log.warning("topic %s: driver lost: %s", self.topic_id, error)
+        self.apply(self.runtime.driver_lost(error, trio.current_time()))
+
+    async def _driver_loop(self) -> None:
+        async for op in self._ops_recv:
+            if isinstance(op, StartTurn):
+                session = await self._ensure_session()
+                if session is None:
+                    continue
+                self._supervisor.mark_busy(self.topic_id)
+                try:
+                    await session.send(op.send)
+                except DriverError as exc:
+                    self._lost(exc)
+                continue
+            cmd = op.command
+            session = self._session
+            if session is None:
+                self._lost(
+                    DriverCrashed(
+                        f"no driver session is open for {type(cmd).__name__}",
+                        driver=self.info.driver,
+                    )
+                )
+                continue
+            if isinstance(cmd, Interrupt):
+                # interrupt() waits for the turn end (or kills): do not hold up later commands.
+                assert self._nursery is not None
+                self._nursery.start_soon(self._interrupt, session, cmd.turn_id)
+                continue
+            try:
+                await session.send(cmd)
+            except DriverError as exc:
+                self._lost(exc)
+
+    async def _interrupt(self, session: DriverSession, turn_id: str) -> None:
+        try:
+            await session.interrupt(turn_id, self._interrupt_grace)
+        except DriverError as exc:
+            log.info("topic %s: interrupt: %s", self.topic_id, exc)
+
+    def _options(self) -> Any:
+        if self._session_options is not None:
+            return self._session_options(self.info)
+        from hostd.supervisor import SessionOptions
+
+        return SessionOptions(
+            driver=self.info.driver,
+            model=self.info.model,
+            working_dir=self.info.working_dir,
+            options=dict(self.info.options),
+        )
+
+    async def _ensure_session(self) -> DriverSession | None:
+        if self._session is not None:
+            return self._session
+        try:
+            session = await self._supervisor.open(
+                self.topic_id, self._options(), self._resume_token
+            )
+        except DriverError as exc:
+            self._lost(exc)
+            return None
+        except HostdError as exc:
+            self._lost(DriverError(exc.message, driver=self.info.driver))
+            return None
+        self._session = session
+        self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
+        assert self._nursery is not None
+        self._nursery.start_soon(self._pump, session)
+        return session
+
+    async def _pump(self, session: DriverSession) -> None:
+        from hostd.supervisor import SessionEnded
+
+        ended: SessionEnded | None = None
+        async for item in session.events:
+            if isinstance(item, SessionEnded):
+                ended = item
+                break
+            for event in item:
+                self.apply(self.runtime.driver_event(event, trio.current_time()))
+            if self.runtime.active_turn_id is None:
+                self._supervisor.mark_idle(self.topic_id)
+        if self._session is session:
+            self._session = None
+        error = ended.error if ended is not None else None
+        if error is None and self.runtime.active_turn_id is not None:
+            error = DriverCrashed(
+                "the driver session ended during a turn", driver=self.info.driver
+            )
+        if error is not None:
+            self._lost(error)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            changed = self._timers_changed = trio.Event()
+            deadline = min(self._timers.values(), default=math.inf)
+            with trio.move_on_at(deadline):
+                await changed.wait()
+                continue
+            now = trio.current_time()
+            self._timers = {k: v for k, v in self._timers.items() if v > now}
+            self.apply(self.runtime.tick(now))
+
+
+__all__ = ["SessionEnded", "TopicHost", "new_id"]
