@@ -1,0 +1,133 @@
+"""The topic runtime's approvals: tool-permission requests any window may answer.
+
+Rules it guards:
+
+- An approval is open only while its turn runs: the first answer wins (`allowed`/`denied`),
+  no answer within the timeout denies it (`timed_out`), a stop or the turn's end closes it
+  (`cancelled`). It never reopens.
+- A later answer raises `AlreadyAnswered`, naming the outcome and the window that won.
+- Every close is stored (`SaveApproval`) and shown to every window (`ApprovalResolved`); the
+  driver gets an `ApprovalResponse` unless the turn is already over.
+- One timer (`APPROVAL_TIMER`) stays set to the earliest open deadline.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from hostd.runtime_effects import SaveApproval, SetTimer, ToDriver
+from hostd.runtime_outbox import Outbox
+from hostd_protocol.client_messages import (
+    ApprovalInfo,
+    ApprovalRequested,
+    ApprovalResolved,
+    ApprovalStatus,
+)
+from hostd_protocol.driver_messages import ApprovalResponse
+from hostd_protocol.errors import AlreadyAnswered, NotFound
+
+__all__ = ["APPROVAL_TIMER", "ApprovalBook"]
+
+#: The `SetTimer` name of the approval timeout.
+APPROVAL_TIMER = "approval-timeout"
+
+
+class ApprovalBook:
+    """Every approval of one topic, the open ones' deadlines, and the timer."""
+
+    def __init__(self, topic_id: str, approvals: list[ApprovalInfo], timeout: float) -> None:
+        self._topic_id = topic_id
+        self.timeout = timeout
+        self._all: dict[str, ApprovalInfo] = {}
+        for info in approvals:
+            if info.status == "open":
+                # Stored as open, so its turn died with the previous daemon: it is over.
+                info = msgspec.structs.replace(info, status="cancelled", reason="the turn ended")
+            self._all[info.id] = info
+        self._deadlines: dict[str, float] = {}
+        self._timer: float | None = None
+
+    def __contains__(self, approval_id: str) -> bool:
+        return approval_id in self._all
+
+    def open(self) -> list[ApprovalInfo]:
+        """Open approvals, oldest first."""
+        return [self._all[aid] for aid in self._deadlines]
+
+    def open_ids(self, turn_id: str) -> list[str]:
+        return [aid for aid in self._deadlines if self._all[aid].turn_id == turn_id]
+
+    def check_answerable(self, approval_id: str) -> ApprovalInfo:
+        """The open approval, or the typed error a window should see."""
+        info = self._all.get(approval_id)
+        if info is None:
+            raise NotFound(f"approval {approval_id} does not exist in topic {self._topic_id}")
+        if info.status != "open":
+            who = f" by window {info.answered_by}" if info.answered_by else ""
+            raise AlreadyAnswered(
+                f"approval {approval_id} was already answered ({info.status}){who}",
+                details={"status": info.status, "answered_by": info.answered_by},
+            )
+        return info
+
+    def request(self, info: ApprovalInfo, now: float, out: Outbox) -> None:
+        """Open `info` for every window, with a deadline."""
+        self._all[info.id] = info
+        self._deadlines[info.id] = now + self.timeout
+        out.add(SaveApproval(info))
+        out.event(ApprovalRequested, approval=info)
+        self.arm(out)
+
+    def refuse(self, info: ApprovalInfo, reason: str, out: Outbox) -> None:
+        """Deny a request at once, without showing it (its turn is being stopped)."""
+        info = msgspec.structs.replace(info, status="cancelled", reason=reason)
+        self._all[info.id] = info
+        out.add(SaveApproval(info))
+        out.add(ToDriver(ApprovalResponse(approval_id=info.id, allow=False, reason=reason)))
+
+    def resolve(
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        out: Outbox,
+        *,
+        by: str = "",
+        reason: str = "",
+        tell_driver: bool = True,
+    ) -> None:
+        """Close an open approval (the caller checked it is open)."""
+        info = msgspec.structs.replace(
+            self._all[approval_id], status=status, answered_by=by, reason=reason
+        )
+        self._all[approval_id] = info
+        del self._deadlines[approval_id]
+        if tell_driver:
+            allow = status == "allowed"
+            out.add(ToDriver(ApprovalResponse(approval_id=info.id, allow=allow, reason=reason)))
+        out.add(SaveApproval(info))
+        out.event(
+            ApprovalResolved, approval_id=info.id, status=status, answered_by=by, reason=reason
+        )
+
+    def close_turn(self, turn_id: str, reason: str, out: Outbox, *, tell_driver: bool) -> None:
+        """Cancel every open approval of `turn_id`."""
+        for aid in self.open_ids(turn_id):
+            self.resolve(aid, "cancelled", out, reason=reason, tell_driver=tell_driver)
+        self.arm(out)
+
+    def expire(self, now: float, out: Outbox) -> None:
+        """Deny every approval whose deadline has passed; re-arm the timer."""
+        due = [aid for aid, deadline in self._deadlines.items() if deadline <= now]
+        for aid in due:
+            reason = f"nobody answered within {self.timeout:g} s"
+            self.resolve(aid, "timed_out", out, reason=reason)
+        if due:
+            self._timer = None  # it fired: the shell holds no timer any more
+        self.arm(out)
+
+    def arm(self, out: Outbox) -> None:
+        """Keep the one timer at the earliest open deadline (or cancelled when none)."""
+        deadline = min(self._deadlines.values(), default=None)
+        if deadline != self._timer:
+            self._timer = deadline
+            out.add(SetTimer(APPROVAL_TIMER, deadline))
