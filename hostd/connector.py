@@ -1,0 +1,104 @@
+"""Connector resolution: which driver and model a turn runs on. Pure.
+
+Rules this module guards (pipeline step 6):
+
+- An explicit driver/model wins: the topic's own choice, else the assistant's.
+- A model written `use::<role>` is a role reference, resolved through `roles.toml` in this
+  order: the request profile's role, the system role, the profile's `default` role, the
+  system `default` role. The first tier that defines the role wins.
+- When no tier resolves it, `UnresolvedRole` names every tier tried (Yao falls through
+  silently and leaves the user guessing which file to edit).
+- A role may give only a model; the driver then comes from the explicit driver. Having no
+  driver at all after resolution is an error too, also naming where it looked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hostd.assistants import ROLE_PREFIX, AssistantConfig, RolesConfig, RoleTarget
+from hostd_protocol.errors import UnresolvedRole
+
+Tier = Literal["explicit", "profile", "system", "profile-default", "system-default"]
+
+
+@dataclass(frozen=True)
+class Connector:
+    """The resolved driver and model, and how they were found (shown in logs and errors)."""
+
+    driver: str
+    model: str
+    #: Which tier decided: "explicit", or the role tier that resolved `use::<role>`.
+    tier: Tier = "explicit"
+    #: The role that was asked for ("" when the model was explicit).
+    role: str = ""
+
+
+def role_of(model: str) -> str | None:
+    """The role name of a `use::<role>` model, else None."""
+    return model[len(ROLE_PREFIX) :] if model.startswith(ROLE_PREFIX) else None
+
+
+def resolve_role(role: str, roles: RolesConfig, profile: str = "") -> tuple[RoleTarget, Tier]:
+    """Resolve one role through the four tiers; raises `UnresolvedRole` naming all of them."""
+    profile_roles = roles.profiles.get(profile, {}) if profile else {}
+    tiers: list[tuple[Tier, str, RoleTarget | None]] = []
+    if profile:
+        tiers.append(("profile", f"profiles.{profile}.{role}", profile_roles.get(role)))
+    tiers.append(("system", f"system.{role}", roles.system.get(role)))
+    if role != "default":
+        if profile:
+            tiers.append(
+                ("profile-default", f"profiles.{profile}.default", profile_roles.get("default"))
+            )
+        tiers.append(("system-default", "system.default", roles.system.get("default")))
+    for tier, _where, target in tiers:
+        if target is not None:
+            return target, tier
+    tried = ", ".join(where for _tier, where, _target in tiers)
+    source = roles.source or "roles.toml"
+    raise UnresolvedRole(
+        f"cannot resolve model 'use::{role}'"
+        + (f" for profile {profile!r}" if profile else "")
+        + f": none of {tried} is defined in {source}; define one of them, or give the "
+        f"assistant or topic an explicit driver and model",
+        details={"role": role, "profile": profile, "tried": [w for _t, w, _x in tiers],
+                 "file": source},
+    )
+
+
+def resolve_connector(
+    assistant: AssistantConfig,
+    roles: RolesConfig,
+    *,
+    profile: str = "",
+    topic_driver: str = "",
+    topic_model: str = "",
+) -> Connector:
+    """The driver and model for a turn of `assistant` in a topic.
+
+    `topic_driver` / `topic_model` are the topic's explicit choices (they beat the
+    assistant's). Raises `UnresolvedRole` when a role cannot be resolved or no driver is named.
+    """
+    driver = topic_driver or assistant.driver
+    model = topic_model or assistant.model
+    role = role_of(model)
+    if role is None:
+        if not driver:
+            # No model and no driver anywhere: fall back to the `default` role, so a bare
+            # topic works with just a roles file.
+            role = "default"
+        else:
+            return Connector(driver=driver, model=model, tier="explicit")
+    target, tier = resolve_role(role, roles, profile)
+    resolved_driver = target.driver or driver
+    if not resolved_driver:
+        source = roles.source or "roles.toml"
+        raise UnresolvedRole(
+            f"model 'use::{role}' resolved to model {target.model!r} ({tier} tier of {source}) "
+            f"but no driver is named: add driver = \"...\" to that role or to assistant "
+            f"{assistant.name!r}",
+            details={"role": role, "profile": profile, "tier": tier, "file": source},
+        )
+    return Connector(driver=resolved_driver, model=target.model, tier=tier, role=role)
