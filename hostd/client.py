@@ -1,0 +1,617 @@
+"""The hostd client library: an async trio client and a thin synchronous facade.
+
+Async::
+
+    async with open_client(autostart=True) as client:
+        topic = await client.create_topic(title="demo", driver="scripted")
+        async with client.attach(topic.id) as sub:
+            await client.send(topic.id, "hello")
+            async for item in sub:          # Snapshot first, then TopicEvents
+                if isinstance(item, TurnEnded):
+                    break
+            print(sub.transcript.rows())
+
+Sync::
+
+    with SyncClient() as client:
+        print(client.list_topics())
+
+Rules this module guards:
+
+- One reader task per connection routes frames: replies to the waiting request (by id), topic
+  events to that topic's subscription. Writes go through one lock.
+- A request answered by `ErrorReply` raises the typed error rebuilt with `error_from_code`.
+- A subscription hides snapshot, replay and resync from the caller: it keeps the transcript
+  current, and when the host sends `Resync` or a seq gap shows up it re-attaches with
+  `since=<last seq>`; if the host cannot replay that far it takes a fresh snapshot, which it
+  yields (a `Snapshot` item) so the caller redraws.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import trio
+
+from hostd.paths import Paths
+from hostd_protocol.client_messages import (
+    AnswerApproval,
+    Attach,
+    AttachResult,
+    CreateTopic,
+    DeleteTopic,
+    Detach,
+    DiscardQueued,
+    DriverInfo,
+    DriverListResult,
+    EditQueued,
+    ErrorReply,
+    GetTopic,
+    Hello,
+    History,
+    HistoryResult,
+    ListDrivers,
+    ListTopics,
+    Ping,
+    Pong,
+    PrewarmTopic,
+    RenameTopic,
+    Reply,
+    ReplayEnd,
+    Resync,
+    SendMessage,
+    SendNow,
+    SendResult,
+    ServerMessage,
+    Shutdown,
+    Snapshot,
+    Status,
+    StatusResult,
+    Stop,
+    TopicEvent,
+    TopicInfo,
+    TopicListResult,
+    TopicResult,
+    Welcome,
+)
+from hostd_protocol.common import PROTOCOL_VERSION, SendIntent
+from hostd_protocol.errors import (
+    ConnectionBroken,
+    ConnectionClosed,
+    EventGap,
+    HandshakeError,
+    HostdError,
+    ProtocolError,
+    error_from_code,
+)
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, Encoding, FrameDecoder
+
+T = TypeVar("T")
+
+_CODECS: dict[Encoding, Codec[ServerMessage]] = {}
+
+
+def _codec(encoding: Encoding) -> Codec[ServerMessage]:
+    codec = _CODECS.get(encoding)
+    if codec is None:
+        codec = _CODECS[encoding] = Codec(ServerMessage, encoding, DEFAULT_MAX_FRAME_SIZE)
+    return codec
+
+
+class DaemonNotRunning(ConnectionBroken):
+    """No daemon listens on the socket (and auto-start was not asked for or failed)."""
+
+    code = "daemon_not_running"
+
+
+def _not_running(paths: Paths, why: str) -> DaemonNotRunning:
+    home = f" --home {paths.home}" if paths.home else ""
+    return DaemonNotRunning(
+        f"hostd is not running ({why}); start it with `hostd serve{home}` "
+        f"(or `hostd serve --detach{home}`)",
+        details={"socket": str(paths.socket_path)},
+    )
+
+
+def start_daemon(paths: Paths, *, timeout: float = 30.0) -> None:
+    """Start a detached daemon for `paths` and return once it serves (blocking)."""
+    argv = [sys.executable, "-m", "hostd", "serve", "--detach"]
+    if paths.home is not None:
+        argv += ["--home", str(paths.home)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise HostdError(
+            f"could not start hostd: {(proc.stderr or proc.stdout).strip() or proc.returncode}"
+        )
+
+
+class Subscription:
+    """The live view of one attached topic. Iterate it for `Snapshot | TopicEvent` items.
+
+    `transcript` (a `hostd.transcript.Transcript`) is kept current before each item is
+    yielded; `seq` is the last seq seen.
+    """
+
+    def __init__(self, client: Client, topic_id: str, max_rows: int) -> None:
+        self._client = client
+        self.topic_id = topic_id
+        self.max_rows = max_rows
+        self.snapshot: Snapshot | None = None
+        self.transcript: Any = None
+        self.seq = 0
+        #: How often the host told us to resync, and how often we saw a seq gap ourselves.
+        self.resyncs = 0
+        self.gaps = 0
+        self._replaying = False
+        self._send, self._recv = trio.open_memory_channel[TopicEvent](math.inf)
+        self._pending: list[Snapshot | TopicEvent] = []
+        self.closed = False
+
+    def _reset(self, snapshot: Snapshot) -> None:
+        from hostd.transcript import Transcript
+
+        self.snapshot = snapshot
+        self.transcript = Transcript(snapshot)
+        self.seq = snapshot.seq
+        self._pending.append(snapshot)
+
+    async def _attach(self, since: int | None) -> None:
+        self._replaying = since is not None
+        result = await self._client._request(
+            Attach(id=0, topic_id=self.topic_id, since=since, max_rows=self.max_rows)
+        )
+        assert isinstance(result, AttachResult)
+        if result.mode == "snapshot":
+            assert result.snapshot is not None
+            self._reset(result.snapshot)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Snapshot | TopicEvent:
+        while True:
+            if self._pending:
+                return self._pending.pop(0)
+            if self.closed:
+                raise StopAsyncIteration
+            try:
+                event = await self._recv.receive()
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
+            if isinstance(event, ReplayEnd):
+                self._replaying = False
+                continue
+            if isinstance(event, Resync):
+                self.resyncs += 1
+                # During a replay: the host no longer has our events, take a new snapshot.
+                # Otherwise we fell behind live: try to replay from our seq first.
+                await self._attach(None if self._replaying else self.seq)
+                continue
+            if event.seq <= self.seq:
+                continue  # already in the snapshot, or replay overlap
+            if event.seq != self.seq + 1:
+                self.gaps += 1
+                await self._attach(self.seq)
+                continue
+            if self.transcript is not None:
+                try:
+                    self.transcript.apply(event)
+                except EventGap:
+                    self.gaps += 1
+                    await self._attach(self.seq)
+                    continue
+            self.seq = event.seq
+            return event
+
+
+class Client:
+    """One connection to the daemon. Use `open_client()` to get one."""
+
+    def __init__(self, stream: trio.abc.Stream, *, encoding: Encoding = "msgpack") -> None:
+        self._stream = stream
+        self.encoding: Encoding = encoding
+        self._codec = _codec(encoding)
+        self._decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, trio.MemorySendChannel[Reply | ErrorReply]] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._write_lock = trio.Lock()
+        self._closed: HostdError | None = None
+        self.welcome: Welcome | None = None
+        self._welcome_event = trio.Event()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    async def _write(self, msg: Any) -> None:
+        if self._closed is not None:
+            raise self._closed
+        frame = self._codec.encode_frame(msg)
+        async with self._write_lock:
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionBroken(f"connection to hostd lost: {exc}") from None
+
+    async def _reader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        error: HostdError = ConnectionBroken("hostd closed the connection")
+        try:
+            while True:
+                try:
+                    data = await self._stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                for body in self._decoder.feed(data):
+                    self._dispatch(self._codec.decode(body))
+        except ProtocolError as exc:
+            error = exc
+        finally:
+            self._fail_all(error)
+
+    def _dispatch(self, msg: Any) -> None:
+        if isinstance(msg, (Reply, ErrorReply)):
+            if msg.id is None:
+                # A connection-level error (framing, handshake, access denied): fatal.
+                assert isinstance(msg, ErrorReply)
+                self._fail_all(error_from_code(msg.code, msg.message, msg.details))
+                return
+            waiter = self._waiting.pop(msg.id, None)
+            if waiter is not None:
+                waiter.send_nowait(msg)
+            return
+        if isinstance(msg, Welcome):
+            self.welcome = msg
+            self._welcome_event.set()
+            return
+        sub = self._subs.get(msg.topic_id)
+        if sub is not None:
+            sub._send.send_nowait(msg)
+
+    def _fail_all(self, error: HostdError) -> None:
+        if self._closed is None:
+            self._closed = error
+        for waiter in self._waiting.values():
+            waiter.close()
+        self._waiting.clear()
+        for sub in self._subs.values():
+            sub._send.close()
+        self._welcome_event.set()
+
+    async def _hello(self, client_name: str) -> None:
+        await self._write(Hello(protocol_version=PROTOCOL_VERSION, client=client_name))
+        await self._welcome_event.wait()
+        if self.welcome is None:
+            raise self._closed or HandshakeError("no welcome from hostd")
+
+    async def _request(self, msg: Any) -> Any:
+        """Send a request (its id is assigned here) and return the reply's result."""
+        import msgspec
+
+        rid = next(self._ids)
+        msg = msgspec.structs.replace(msg, id=rid)
+        send, recv = trio.open_memory_channel[Reply | ErrorReply](1)
+        self._waiting[rid] = send
+        try:
+            await self._write(msg)
+            try:
+                reply = await recv.receive()
+            except trio.EndOfChannel:
+                raise self._closed or ConnectionClosed("connection closed") from None
+        finally:
+            self._waiting.pop(rid, None)
+        if isinstance(reply, ErrorReply):
+            raise error_from_code(reply.code, reply.message, reply.details)
+        return reply.result
+
+    async def aclose(self) -> None:
+        self._fail_all(ConnectionClosed("the client closed the connection"))
+        await trio.aclose_forcefully(self._stream)
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        *,
+        title: str = "",
+        driver: str = "",
+        model: str = "",
+        assistant: str = "",
+        working_dir: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> TopicInfo:
+        r = await self._request(
+            CreateTopic(
+                id=0,
+                title=title,
+                driver=driver,
+                model=model,
+                assistant=assistant,
+                working_dir=working_dir,
+                options=options or {},
+            )
+        )
+        assert isinstance(r, TopicResult)
+        return r.topic
+
+    async def list_topics(self) -> list[TopicInfo]:
+        r = await self._request(ListTopics(id=0))
+        assert isinstance(r, TopicListResult)
+        return r.topics
+
+    async def get_topic(self, topic_id: str) -> TopicInfo:
+        r = await self._request(GetTopic(id=0, topic_id=topic_id))
+        assert isinstance(r, TopicResult)
+        return r.topic
+
+    async def rename_topic(self, topic_id: str, title: str) -> TopicInfo:
+        r = await self._request(RenameTopic(id=0, topic_id=topic_id, title=title))
+        assert isinstance(r, TopicResult)
+        return r.topic
+
+    async def delete_topic(self, topic_id: str) -> None:
+        await self._request(DeleteTopic(id=0, topic_id=topic_id))
+
+    async def send(
+        self,
+        topic_id: str,
+        text: str,
+        intent: SendIntent = "auto",
+        *,
+        client_msg_id: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> SendResult:
+        r = await self._request(
+            SendMessage(
+                id=0,
+                topic_id=topic_id,
+                text=text,
+                intent=intent,
+                client_msg_id=client_msg_id,
+                options=options or {},
+            )
+        )
+        assert isinstance(r, SendResult)
+        return r
+
+    async def stop(self, topic_id: str) -> None:
+        await self._request(Stop(id=0, topic_id=topic_id))
+
+    async def answer_approval(
+        self, topic_id: str, approval_id: str, allow: bool, reason: str = ""
+    ) -> None:
+        await self._request(
+            AnswerApproval(
+                id=0, topic_id=topic_id, approval_id=approval_id, allow=allow, reason=reason
+            )
+        )
+
+    async def edit_queued(self, topic_id: str, row_id: str, text: str) -> None:
+        await self._request(EditQueued(id=0, topic_id=topic_id, row_id=row_id, text=text))
+
+    async def discard_queued(self, topic_id: str, row_id: str) -> None:
+        await self._request(DiscardQueued(id=0, topic_id=topic_id, row_id=row_id))
+
+    async def send_now(self, topic_id: str, row_id: str) -> None:
+        await self._request(SendNow(id=0, topic_id=topic_id, row_id=row_id))
+
+    async def prewarm(self, topic_id: str) -> None:
+        await self._request(PrewarmTopic(id=0, topic_id=topic_id))
+
+    async def history(
+        self, topic_id: str, *, before_position: int | None = None, limit: int = 100
+    ) -> HistoryResult:
+        r = await self._request(
+            History(id=0, topic_id=topic_id, before_position=before_position, limit=limit)
+        )
+        assert isinstance(r, HistoryResult)
+        return r
+
+    async def status(self) -> StatusResult:
+        r = await self._request(Status(id=0))
+        assert isinstance(r, StatusResult)
+        return r
+
+    async def list_drivers(self) -> list[DriverInfo]:
+        r = await self._request(ListDrivers(id=0))
+        assert isinstance(r, DriverListResult)
+        return r.drivers
+
+    async def ping(self) -> Pong:
+        r = await self._request(Ping(id=0))
+        assert isinstance(r, Pong)
+        return r
+
+    async def shutdown(self) -> None:
+        await self._request(Shutdown(id=0))
+
+    @asynccontextmanager
+    async def attach(
+        self, topic_id: str, *, since: int | None = None, max_rows: int = 500
+    ) -> AsyncIterator[Subscription]:
+        """Subscribe to a topic for the duration of the block (one subscription per topic).
+
+        With `since`, the host replays what was missed (the first item is then not a
+        `Snapshot`; `transcript` stays None unless a resync forces a snapshot).
+        """
+        if topic_id in self._subs:
+            raise HostdError(f"already attached to topic {topic_id} on this connection")
+        sub = Subscription(self, topic_id, max_rows)
+        # Registered before the request, so events right behind the reply are routed.
+        self._subs[topic_id] = sub
+        try:
+            if since is not None:
+                sub.seq = since
+            await sub._attach(since)
+            yield sub
+        finally:
+            sub.closed = True
+            self._subs.pop(topic_id, None)
+            if self._closed is None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    try:
+                        await self._request(Detach(id=0, topic_id=topic_id))
+                    except HostdError:
+                        pass
+
+
+async def _connect_socket(path: Path) -> trio.SocketStream:
+    return await trio.open_unix_socket(str(path))
+
+
+@asynccontextmanager
+async def open_client(
+    paths: Paths | None = None,
+    *,
+    home: str | os.PathLike[str] | None = None,
+    client_name: str = "hostd-client",
+    encoding: Encoding = "msgpack",
+    autostart: bool = False,
+) -> AsyncIterator[Client]:
+    """Connect (starting the daemon first if `autostart` and it is not running), handshake,
+    and close the connection when the block ends."""
+    paths = paths or Paths.from_env(home)
+    try:
+        stream = await _connect_socket(paths.socket_path)
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        if not autostart:
+            raise _not_running(paths, type(exc).__name__) from None
+        await trio.to_thread.run_sync(start_daemon, paths)
+        try:
+            stream = await _connect_socket(paths.socket_path)
+        except OSError as exc2:
+            raise _not_running(paths, f"auto-start did not help: {exc2}") from None
+    client = Client(stream, encoding=encoding)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client._reader)
+            await client._hello(client_name)
+            try:
+                yield client
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        await client.aclose()
+
+
+class SyncClient:
+    """Blocking facade: a trio thread holds one connection; each call runs there.
+
+    Request methods are the async client's, called without `await`; `attach` is not
+    offered (iterate events with the async client).
+    """
+
+    _METHODS = frozenset(
+        {
+            "create_topic",
+            "list_topics",
+            "get_topic",
+            "rename_topic",
+            "delete_topic",
+            "send",
+            "stop",
+            "answer_approval",
+            "edit_queued",
+            "discard_queued",
+            "send_now",
+            "prewarm",
+            "history",
+            "status",
+            "list_drivers",
+            "ping",
+            "shutdown",
+        }
+    )
+
+    def __init__(
+        self,
+        paths: Paths | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+        autostart: bool = False,
+        client_name: str = "hostd-sync-client",
+    ) -> None:
+        self._paths = paths or Paths.from_env(home)
+        self._autostart = autostart
+        self._client_name = client_name
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._client: Client | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="hostd-sync-client", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+
+    def _main(self) -> None:
+        async def run() -> None:
+            try:
+                async with open_client(
+                    self._paths, client_name=self._client_name, autostart=self._autostart
+                ) as client:
+                    self._client = client
+                    self._token = trio.lowlevel.current_trio_token()
+                    self._stop = trio.Event()
+                    self._ready.set()
+                    await self._stop.wait()
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                if not isinstance(exc, HostdError | OSError):
+                    raise
+
+        try:
+            trio.run(run)
+        except BaseException:  # already recorded in self._error for the caller
+            pass
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        assert self._client is not None and self._token is not None
+        fn: Callable[..., Any] = getattr(self._client, name)
+        return trio.from_thread.run(lambda: fn(*args, **kwargs), trio_token=self._token)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name in SyncClient._METHODS:
+            return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+        raise AttributeError(name)
+
+    def close(self) -> None:
+        if self._stop is not None and self._token is not None and self._thread.is_alive():
+            stop = self._stop
+            trio.from_thread.run_sync(stop.set, trio_token=self._token)
+        self._thread.join()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+__all__ = [
+    "Client",
+    "DaemonNotRunning",
+    "Subscription",
+    "SyncClient",
+    "open_client",
+    "start_daemon",
+]
