@@ -123,7 +123,10 @@ class Peer:
     """The host's side of one attached driver process (valid inside one trio run)."""
 
     def __init__(
-        self, proc: DriverProcess, to_driver: trio.lowlevel.FdStream, from_driver: trio.lowlevel.FdStream
+        self,
+        proc: DriverProcess,
+        to_driver: trio.lowlevel.FdStream,
+        from_driver: trio.lowlevel.FdStream,
     ) -> None:
         self.proc = proc
         self.to_driver = to_driver
@@ -203,7 +206,8 @@ def text_of(events: list[Any]) -> str:
     return "".join(
         e.chunk.text
         for e in events
-        if isinstance(e, ChunkEvent) and getattr(e.chunk, "text", None) is not None
+        if isinstance(e, ChunkEvent)
+        and getattr(e.chunk, "text", None) is not None
         and type(e.chunk).__name__ == "TextDelta"
     )
 

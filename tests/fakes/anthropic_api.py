@@ -143,15 +143,32 @@ def _tail(body: dict[str, Any]) -> list[dict[str, Any]]:
     return list(msgs)
 
 
+#: Texts the CLI itself places after a tool_result: they do not start a new prompt.
+_CONTINUATION_PREFIXES = (
+    "[Request interrupted by user",
+    "The user sent a new message while you were working",
+)
+
+
 def last_user_has_tool_result(body: dict[str, Any]) -> bool:
-    """True when the messages after the last assistant message carry a tool_result,
-    i.e. this request continues a turn after a tool ran."""
-    return any(
-        b.get("type") == "tool_result"
-        for m in _tail(body)
-        if m.get("role") == "user"
-        for b in _blocks(m.get("content"))
-    )
+    """True when this request continues a turn after a tool ran: the messages after the
+    last assistant message carry a tool_result and no new prompt follows it.
+
+    After an interrupted tool the CLI sends the next prompt in the same user message as
+    the (error) tool_result and "[Request interrupted by user for tool use]"; that request
+    starts a new turn, so it is not a continuation."""
+    seen = False
+    for m in _tail(body):
+        if m.get("role") != "user":
+            continue
+        for b in _blocks(m.get("content")):
+            if b.get("type") == "tool_result":
+                seen = True
+            elif seen and b.get("type") == "text":
+                t = b.get("text", "")
+                if not _is_reminder(t) and not t.lstrip().startswith(_CONTINUATION_PREFIXES):
+                    seen = False
+    return seen
 
 
 def _after_tool_result(body: dict[str, Any]) -> list[tuple[str, str]]:

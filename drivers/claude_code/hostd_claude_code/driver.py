@@ -109,6 +109,8 @@ class ClaudeCodeDriver(DriverBase):
         self._client: ClaudeSDKClient | None = None
         self._messages: Any = None  # the client's receive_messages() generator
         self._client_ok = False
+        #: The CLI process's running cost total at the end of its last turn.
+        self._cost_base = 0.0
         self._connect_lock = trio.Lock()
         self._turn: TurnContext | None = None
         self._query_sent = False
@@ -197,6 +199,7 @@ class ClaudeCodeDriver(DriverBase):
                 stderr_tail=self.stderr_tail(),
             ) from None
         self._client = client
+        self._cost_base = 0.0
         self._messages = client.receive_messages()
         self._client_ok = True
         return client
@@ -300,6 +303,17 @@ class ClaudeCodeDriver(DriverBase):
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
+    @classmethod
+    def _exit_reason(cls, code: int | None, exc: BaseException) -> str:
+        if code is not None and code < 0:
+            return f"the Claude CLI was killed by signal {-code} during the turn"
+        detail = cls._first_line(exc)
+        # The SDK's generic text only repeats the exit code, which DriverError adds anyway.
+        suffix = "" if detail.startswith("Command failed with exit code") else f": {detail}"
+        if code is not None:
+            return f"the Claude CLI exited during the turn{suffix}"
+        return f"the Claude CLI failed during the turn{suffix}"
+
     @staticmethod
     def _first_line(exc: BaseException) -> str:
         text = str(exc).strip()
@@ -326,6 +340,7 @@ class ClaudeCodeDriver(DriverBase):
                 turn.turn_id,
                 manual_compaction=turn.send.text.lstrip().startswith("/compact"),
                 session_id=self._announced,
+                cost_base=self._cost_base,
             )
             client = await self._send_prompt(client, turn)
             try:
@@ -340,6 +355,8 @@ class ClaudeCodeDriver(DriverBase):
             result = translator.result
             assert result is not None
             self._resumable = True
+            if result.total_cost_usd is not None:
+                self._cost_base = float(result.total_cost_usd)
             if not result.is_error:
                 return None
             if turn.interrupted:
@@ -396,9 +413,8 @@ class ClaudeCodeDriver(DriverBase):
             except ProcessError as exc:
                 self._client_ok = False
                 code = exc.exit_code if exc.exit_code is not None else self._exit_code()
-                how = f"was killed by signal {-code}" if code is not None and code < 0 else "exited"
                 raise TurnFailed(
-                    f"the Claude CLI {how} during the turn: {self._first_line(exc)}",
+                    self._exit_reason(code, exc),
                     driver=DRIVER_NAME,
                     exit_code=code,
                     stderr_tail=self.stderr_tail(),

@@ -118,15 +118,19 @@ def tool_result_text(content: str | list[dict[str, Any]] | None) -> str:
     return "\n".join(parts)
 
 
-def usage_from_result(result: ResultMessage) -> Usage:
-    """The turn's token and cost accounting from its `ResultMessage`."""
+def usage_from_result(result: ResultMessage, cost_base: float = 0.0) -> Usage:
+    """The turn's token and cost accounting from its `ResultMessage`.
+
+    The result's tokens are the turn's, but `total_cost_usd` is the CLI process's running
+    total: `cost_base` is that total at the end of the previous turn of the same process.
+    """
     u = result.usage or {}
     return Usage(
         input_tokens=_int(u.get("input_tokens")),
         output_tokens=_int(u.get("output_tokens")),
         cache_read_tokens=_int(u.get("cache_read_input_tokens")),
         cache_write_tokens=_int(u.get("cache_creation_input_tokens")),
-        cost_usd=float(result.total_cost_usd or 0.0),
+        cost_usd=max(0.0, float(result.total_cost_usd or 0.0) - cost_base),
     )
 
 
@@ -151,9 +155,15 @@ class Translator:
     """Per-turn translation state. Feed every SDK message of the turn in order."""
 
     def __init__(
-        self, turn_id: str, *, manual_compaction: bool = False, session_id: str | None = None
+        self,
+        turn_id: str,
+        *,
+        manual_compaction: bool = False,
+        session_id: str | None = None,
+        cost_base: float = 0.0,
     ) -> None:
         self.turn_id = turn_id
+        self.cost_base = cost_base
         self.manual_compaction = manual_compaction
         #: The vendor session id last reported (a change emits `ResumeToken`).
         self.session_id = session_id
@@ -183,7 +193,9 @@ class Translator:
         if isinstance(msg, ResultMessage):
             out = self._settle_compaction()
             self.result = msg
-            out.append(UsageEvent(turn_id=self.turn_id, usage=usage_from_result(msg)))
+            out.append(
+                UsageEvent(turn_id=self.turn_id, usage=usage_from_result(msg, self.cost_base))
+            )
             return out
         return []
 

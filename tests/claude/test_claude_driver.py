@@ -1,0 +1,534 @@
+"""The Claude Code driver end to end: real driver process, real SDK, real bundled CLI, and
+the fake Messages API on 127.0.0.1 (no internet).
+
+Cost control (the CLI costs ~2.4 s per cold process on 2 cores): one fake API server and one
+shared driver process serve most tests of this module (each test sends its own turns with its
+own prompts); only the tests that are about new processes (resume, bad options) start more.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from hostd_protocol.driver_messages import (
+    ApiRetry,
+    ApprovalRequest,
+    ChunkEvent,
+    CompactionComplete,
+    CompactionStart,
+    DriverFatal,
+    Interrupt,
+    Notice,
+    Prewarm,
+    Redirect,
+    ResumeToken,
+    SteerBoundary,
+    SteerInjected,
+    SteerUndelivered,
+    TurnEnd,
+    UsageEvent,
+    Warmed,
+)
+from tests.claude.driver_peer import (
+    DriverProcess,
+    Peer,
+    init_for,
+    kinds,
+    offline_env,
+    text_of,
+)
+from tests.fakes.anthropic_api import (
+    FakeAnthropicAPI,
+    Hang,
+    RecordedRequest,
+    Rule,
+    has_tool_result,
+    hang,
+    overloaded,
+    text,
+    tool_use,
+    user_says,
+    user_text_contains,
+)
+
+pytestmark = pytest.mark.claude
+
+TURN_TIMEOUT = 30
+
+
+def _follow_up(prompt: str) -> Any:
+    """A request that continues the turn started by `prompt` after a tool ran."""
+
+    def pred(req: RecordedRequest) -> bool:
+        return req.last_user_has_tool_result and (req.last_user_text or "").strip() == prompt
+
+    return pred
+
+
+RULES = [
+    Rule(user_says("hello"), text("Hi there!")),
+    Rule(user_says("run echo"), tool_use("Bash", {"command": "echo hi"})),
+    Rule(_follow_up("run echo"), text("Echoed.")),
+    Rule(user_says("busy"), overloaded()),
+    Rule(user_says("big"), text("Big answer.", input_tokens=90_000)),
+    Rule(has_tool_result, text("Done.")),
+]
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[FakeAnthropicAPI]:
+    with FakeAnthropicAPI(RULES) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="hostd-cc-") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="module")
+def shared(api: FakeAnthropicAPI, workdir: Path) -> Iterator[DriverProcess]:
+    env = offline_env(api.base_url, CLAUDE_CODE_AUTO_COMPACT_WINDOW="100000")
+    proc = DriverProcess(env)
+    proc.initialised = False  # type: ignore[attr-defined]
+    yield proc
+    code = proc.close()
+    stderr = proc.stderr_text()
+    proc.cleanup()
+    assert code == 0, stderr[-3000:]
+
+
+@asynccontextmanager
+async def attached(proc: DriverProcess, workdir: Path) -> Any:
+    """Attach to the shared driver; the first test to attach does the handshake + prewarm."""
+    async with proc.attach() as peer:
+        if not getattr(proc, "initialised", False):
+            ready = await peer.handshake(init_for(workdir / "topic"))
+            caps = ready.capabilities
+            assert (caps.inject_steering, caps.compaction, caps.resume) == (True, True, True)
+            assert (caps.approvals, caps.warm) == (True, True)
+            await peer.send(Prewarm())
+            assert isinstance(await peer.recv(), Warmed)
+            proc.initialised = True  # type: ignore[attr-defined]
+        yield peer
+
+
+def chunks(events: list[Any]) -> list[Any]:
+    return [e.chunk for e in events if isinstance(e, ChunkEvent)]
+
+
+def end_of(events: list[Any]) -> TurnEnd:
+    end = events[-1]
+    assert isinstance(end, TurnEnd), events
+    return end
+
+
+def cli_children(pid: int) -> list[int]:
+    """Direct children of a process (the driver's claude CLI)."""
+    out: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            out += [int(x) for x in f.read().split()]
+    return out
+
+
+async def wait_started(h: Hang) -> None:
+    assert await trio.to_thread.run_sync(h.wait_started, TURN_TIMEOUT)
+
+
+# --- basic turns --------------------------------------------------------------------------------
+
+
+async def test_text_turn(shared: DriverProcess, workdir: Path) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            events = await peer.turn("text-1", "hello")
+    assert text_of(events) == "Hi there!"
+    assert end_of(events).status == "success"
+    usage = [e for e in events if isinstance(e, UsageEvent)]
+    assert len(usage) == 1 and usage[0].usage.input_tokens == 1000
+    assert usage[0].usage.output_tokens > 0 and usage[0].usage.cost_usd > 0
+    # Every chunk comes before the usage and the end.
+    assert kinds(events)[-2:] == ["usage", "turn-end"]
+
+
+async def test_tool_turn(shared: DriverProcess, workdir: Path) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            events = await peer.turn("tool-1", "run echo")
+    got = chunks(events)
+    call, result = got[0], got[1]
+    assert isinstance(call, ToolCall) and call.name == "Bash"
+    assert call.input == {"command": "echo hi"}
+    assert result == ToolResult(call_id=call.call_id, output="hi", is_error=False)
+    assert text_of(events) == "Echoed."
+    assert end_of(events).status == "success"
+
+
+# --- steering -----------------------------------------------------------------------------------
+
+
+async def test_steer_during_tool_reaches_the_next_request(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    # The tool needs approval, so the test knows the tool call is in progress when it steers.
+    api.add_rule(
+        user_says("steer me"),
+        tool_use("Bash", {"command": "touch steered.txt"}),
+        times=1,
+        first=True,
+    )
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, ApprovalRequest):
+                await peer.send(Redirect(turn_id="steer-1", steer_id="s-1", text="say banana too"))
+                await peer.answer(event, allow=True)
+
+        with trio.fail_after(TURN_TIMEOUT):
+            events = await peer.turn("steer-1", "steer me", on_event=on_event)
+
+    assert end_of(events).status == "success"
+    order = kinds(events)
+    injected = order.index("steer-injected")
+    boundary = order.index("steer-boundary")
+    result_at = next(
+        i for i, e in enumerate(events) if isinstance(getattr(e, "chunk", None), ToolResult)
+    )
+    first_text = next(
+        i for i, e in enumerate(events) if isinstance(getattr(e, "chunk", None), TextDelta)
+    )
+    assert injected < boundary and result_at < boundary < first_text
+    assert events[injected] == SteerInjected(turn_id="steer-1", steer_id="s-1")
+    assert events[boundary] == SteerBoundary(turn_id="steer-1", steer_ids=["s-1"])
+    assert not any(isinstance(e, SteerUndelivered) for e in events)
+    # The model got the steer right after the tool result, in the follow-up request.
+    follow_up = [r for r in api.message_requests if r.last_user_text == "steer me"][-1]
+    assert follow_up.last_user_has_tool_result
+    reminders = follow_up.system_reminders_after_tool_result
+    assert any("say banana too" in r for r in reminders), reminders
+
+
+async def test_steer_without_later_tool_use_is_undelivered(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    h = hang("Thinking about it")
+    api.add_rule(user_says("no tools"), h, times=1, first=True)
+    sent = False
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            nonlocal sent
+            if isinstance(event, ChunkEvent) and not sent:
+                sent = True
+                await peer.send(Redirect(turn_id="undeliv-1", steer_id="s-2", text="late"))
+                h.release()
+
+        with trio.fail_after(TURN_TIMEOUT):
+            events = await peer.turn("undeliv-1", "no tools", on_event=on_event)
+
+    assert events[-2:] == [
+        SteerUndelivered(turn_id="undeliv-1", steer_ids=["s-2"]),
+        TurnEnd(turn_id="undeliv-1", status="success"),
+    ]
+    assert not any(isinstance(e, (SteerInjected, SteerBoundary)) for e in events)
+    assert text_of(events) == "Thinking about it done."
+
+
+# --- interrupt ----------------------------------------------------------------------------------
+
+
+async def test_interrupt_mid_stream_then_next_send_works(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    h = hang("Partial answer")
+    api.add_rule(user_says("long answer"), h, times=1, first=True)
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, ChunkEvent):
+                await peer.send(Interrupt(turn_id="int-1"))
+
+        with trio.fail_after(TURN_TIMEOUT):
+            t0 = trio.current_time()
+            events = await peer.turn("int-1", "long answer", on_event=on_event)
+            stop_s = trio.current_time() - t0
+            after = await peer.turn("int-2", "hello")
+
+    assert end_of(events) == TurnEnd(turn_id="int-1", status="stopped")
+    assert text_of(events) == "Partial answer"
+    assert stop_s < 5
+    assert end_of(after).status == "success" and text_of(after) == "Hi there!"
+    last = api.message_requests[-1]
+    assert "[Request interrupted by user]" in "".join(last.user_texts)
+
+
+async def test_interrupt_during_a_running_tool(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    # The tool writes to a FIFO before sleeping: reading it tells the test the tool runs.
+    fifo = workdir / "tool-started.fifo"
+    os.mkfifo(fifo)
+    command = f"echo started > {fifo} && sleep 60 && echo finished"
+    api.add_rule(
+        user_says("slow tool"), tool_use("Bash", {"command": command}), times=1, first=True
+    )
+
+    def read_fifo() -> str:
+        with open(fifo) as f:
+            return f.read()
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, ApprovalRequest):
+                await peer.answer(event, allow=True)
+                assert (await trio.to_thread.run_sync(read_fifo)).strip() == "started"
+                await peer.send(Interrupt(turn_id="int-tool-1"))
+
+        with trio.fail_after(TURN_TIMEOUT):
+            events = await peer.turn("int-tool-1", "slow tool", on_event=on_event)
+            after = await peer.turn("int-tool-2", "hello")
+
+    assert end_of(events) == TurnEnd(turn_id="int-tool-1", status="stopped")
+    call = chunks(events)[0]
+    assert isinstance(call, ToolCall) and call.input == {"command": command}
+    assert end_of(after).status == "success" and text_of(after) == "Hi there!"
+    # No orphaned tool call: the next request's history pairs every tool_use with a result.
+    last = api.message_requests[-1]
+    uses = {
+        b["id"]
+        for m in last.messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    }
+    results = {
+        b["tool_use_id"]
+        for m in last.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
+    assert uses <= results
+
+
+# --- approvals ----------------------------------------------------------------------------------
+
+
+async def test_approval_allow_and_deny(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    topic = workdir / "topic"
+    api.add_rule(
+        user_says("make allowed"),
+        tool_use("Bash", {"command": "touch allowed.txt"}),
+        times=1,
+        first=True,
+    )
+    api.add_rule(
+        user_says("make denied"),
+        tool_use("Bash", {"command": "touch denied.txt"}),
+        times=1,
+        first=True,
+    )
+    requests: list[ApprovalRequest] = []
+
+    async with attached(shared, workdir) as peer:
+
+        def answering(allow: bool) -> Any:
+            async def on_event(event: Any) -> None:
+                if isinstance(event, ApprovalRequest):
+                    requests.append(event)
+                    await peer.answer(event, allow=allow, reason="" if allow else "not today")
+
+            return on_event
+
+        with trio.fail_after(TURN_TIMEOUT):
+            allowed = await peer.turn("appr-1", "make allowed", on_event=answering(True))
+            denied = await peer.turn("appr-2", "make denied", on_event=answering(False))
+
+    assert [r.tool for r in requests] == ["Bash", "Bash"]
+    assert requests[0].input == {"command": "touch allowed.txt"}
+    assert requests[0].approval_id != requests[1].approval_id
+    assert end_of(allowed).status == "success" and (topic / "allowed.txt").exists()
+    allowed_result = [c for c in chunks(allowed) if isinstance(c, ToolResult)]
+    assert [r.is_error for r in allowed_result] == [False]
+    assert end_of(denied).status == "success" and not (topic / "denied.txt").exists()
+    denied_result = [c for c in chunks(denied) if isinstance(c, ToolResult)]
+    assert [r.is_error for r in denied_result] == [True]
+    assert "not today" in denied_result[0].output
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+async def test_manual_compaction(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            events = await peer.turn("compact-1", "/compact")
+    assert kinds(events) == ["compaction-start", "compaction-complete", "usage", "turn-end"]
+    assert events[0] == CompactionStart(turn_id="compact-1", trigger="manual")
+    anchor = events[1].anchor
+    assert anchor is not None and anchor.trigger == "manual"
+    assert anchor.tokens_before > 0 and anchor.tokens_after > 0
+    assert "The user and the assistant had a short conversation." in anchor.summary
+    assert end_of(events).status == "success"
+    assert api.message_requests[-1].is_summary_request
+
+
+async def test_automatic_compaction(shared: DriverProcess, workdir: Path) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            # Some history first: the CLI does not compact a conversation of one exchange.
+            for i in range(2):
+                assert end_of(await peer.turn(f"auto-pre-{i}", "hello")).status == "success"
+            big = await peer.turn("auto-big", "big")  # reports 90k input tokens
+            events = await peer.turn("auto-1", "hello")
+    assert end_of(big).status == "success"
+    order = kinds(events)
+    assert order[:2] == ["compaction-start", "compaction-complete"], order
+    assert events[0] == CompactionStart(turn_id="auto-1", trigger="auto")
+    complete = events[1]
+    assert isinstance(complete, CompactionComplete) and complete.anchor is not None
+    assert complete.anchor.trigger == "auto" and complete.anchor.tokens_before >= 90_000
+    # The summary never shows up as answer text: only the real answer does.
+    assert text_of(events) == "Hi there!"
+    assert end_of(events).status == "success"
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+async def test_overloaded_api_is_retried_then_fails_with_cause(
+    shared: DriverProcess, workdir: Path
+) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            events = await peer.turn("busy-1", "busy")
+            after = await peer.turn("busy-2", "hello")
+    retries = [e for e in events if isinstance(e, ApiRetry)]
+    assert [(r.attempt, r.max_retries, r.error_status) for r in retries] == [
+        (1, 2, 529),
+        (2, 2, 529),
+    ]
+    assert all(r.turn_id == "busy-1" and r.retry_delay_ms > 0 for r in retries)
+    end = end_of(events)
+    assert end.status == "error" and end.error_code == "driver_turn_error"
+    assert "529" in end.error and "Overloaded" in end.error
+    assert end_of(after).status == "success"
+
+
+async def test_cli_killed_mid_turn_fails_with_cause_and_next_send_resumes(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    h = hang("Before the crash")
+    api.add_rule(user_says("crash now"), h, times=1, first=True)
+    killed: list[int] = []
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, ChunkEvent) and not killed:
+                for pid in cli_children(shared.pid):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+        with trio.fail_after(TURN_TIMEOUT):
+            events = await peer.turn("crash-1", "crash now", on_event=on_event)
+            after = await peer.turn("crash-2", "hello")
+
+    assert len(killed) == 1
+    end = end_of(events)
+    assert end.status == "error" and end.error_code == "driver_turn_error"
+    assert end.error.startswith("the Claude CLI was killed by signal 9 during the turn")
+    assert "(exit code -9)" in end.error
+    assert text_of(events) == "Before the crash"
+    # A new CLI resumed the session: the earlier turns are in the next request.
+    assert end_of(after).status == "success"
+    assert cli_children(shared.pid) and cli_children(shared.pid) != killed
+    # (The test before this one sent "busy"; the killed turn's own prompt may be lost.)
+    texts = [t.strip() for t in api.message_requests[-1].user_texts]
+    assert "busy" in texts, texts
+
+
+# --- new processes: resume, bad options ---------------------------------------------------------
+
+
+async def test_resume_in_a_new_process(api: FakeAnthropicAPI, workdir: Path) -> None:
+    topic = workdir / "resume-topic"
+    api.add_rule(user_says("remember apple"), text("Noted: apple."), times=1, first=True)
+    api.add_rule(user_text_contains("what did I say"), text("You said apple."), times=2, first=True)
+    env = offline_env(api.base_url)
+
+    async def one_turn(init_token: str | None, turn_id: str, prompt: str) -> list[Any]:
+        proc = DriverProcess(env)
+        try:
+            async with proc.attach() as peer:
+                init = init_for(topic)
+                if init_token is not None:
+                    init = type(init)(
+                        protocol_version=init.protocol_version,
+                        working_dir=init.working_dir,
+                        resume_token=init_token,
+                    )
+                await peer.handshake(init)
+                return await peer.turn(turn_id, prompt)
+        finally:
+            assert proc.close() == 0, proc.stderr_text()[-3000:]
+            proc.cleanup()
+
+    with trio.fail_after(2 * TURN_TIMEOUT):
+        # A stored token whose transcript is gone: a fresh session, said visibly.
+        first = await one_turn("00000000-0000-4000-8000-000000000000", "res-1", "remember apple")
+        notices = [e for e in first if isinstance(e, Notice)]
+        assert [n.code for n in notices] == ["resume_failed"]
+        assert notices[0].turn_id == "res-1" and "00000000-0000-4000-8000" in notices[0].message
+        tokens = [e.token for e in first if isinstance(e, ResumeToken)]
+        assert len(tokens) == 1 and tokens[0] != "00000000-0000-4000-8000-000000000000"
+        assert end_of(first).status == "success"
+        # A new process with the token continues the conversation: history is re-sent.
+        second = await one_turn(tokens[0], "res-2", "what did I say")
+    assert end_of(second).status == "success" and text_of(second) == "You said apple."
+    assert not any(isinstance(e, Notice) for e in second)
+    assert [e.token for e in second if isinstance(e, ResumeToken)] == tokens
+    last = api.message_requests[-1]
+    assert "remember apple" in last.user_texts
+    assert any(
+        m["role"] == "assistant" and "Noted: apple." in str(m["content"]) for m in last.messages
+    )
+    # Everything the CLI wrote stayed in the topic's folder.
+    assert (topic / ".hostd-claude" / ".claude" / "projects").is_dir()
+
+
+async def test_invalid_option_is_a_clear_fatal_error(api: FakeAnthropicAPI, workdir: Path) -> None:
+    proc = DriverProcess(offline_env(api.base_url))
+    try:
+        with trio.fail_after(TURN_TIMEOUT):
+            async with proc.attach() as peer:
+                await peer.send(init_for(workdir / "bad", permission_mode="yolo"))
+                fatal = await peer.recv()
+    finally:
+        code = proc.close()
+        proc.cleanup()
+    assert isinstance(fatal, DriverFatal) and fatal.code == "invalid_argument"
+    assert fatal.message == (
+        "invalid claude-code option: Invalid enum value 'yolo' - at `$.permission_mode`"
+    )
+    assert code == 2
