@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.common import PROTOCOL_VERSION, TextDelta
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
@@ -63,7 +63,7 @@ class DriverProcess:
         module: str = "hostd_claude_code",
         cwd: str | None = None,
     ) -> None:
-        self._stderr_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in close()
+        self._stderr_file = tempfile.NamedTemporaryFile(
             prefix="driver-stderr-", suffix=".log", delete=False
         )
         self.proc = subprocess.Popen(
@@ -153,7 +153,11 @@ class Peer:
 
     async def until(self, stop: Callable[[Any], bool] | type[Any]) -> list[Any]:
         """Receive events up to and including the first one matching `stop`."""
-        match = (lambda e: isinstance(e, stop)) if isinstance(stop, type) else stop
+        kind = stop if isinstance(stop, type) else None
+
+        def match(event: Any) -> bool:
+            return isinstance(event, kind) if kind is not None else bool(stop(event))
+
         got: list[Any] = []
         while True:
             event = await self.recv()
@@ -204,11 +208,7 @@ def init_for(working_dir: str | Path, **options: Any) -> Init:
 def text_of(events: list[Any]) -> str:
     """The concatenated answer text of a list of events."""
     return "".join(
-        e.chunk.text
-        for e in events
-        if isinstance(e, ChunkEvent)
-        and getattr(e.chunk, "text", None) is not None
-        and type(e.chunk).__name__ == "TextDelta"
+        e.chunk.text for e in events if isinstance(e, ChunkEvent) and isinstance(e.chunk, TextDelta)
     )
 
 

@@ -41,7 +41,6 @@ from hostd_protocol.driver_messages import (
 )
 from tests.claude.driver_peer import (
     DriverProcess,
-    Peer,
     init_for,
     kinds,
     offline_env,
@@ -52,8 +51,8 @@ from tests.fakes.anthropic_api import (
     Hang,
     RecordedRequest,
     Rule,
-    has_tool_result,
     hang,
+    has_tool_result,
     overloaded,
     text,
     tool_use,
