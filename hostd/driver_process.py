@@ -1,19 +1,121 @@
 """One driver subprocess: spawn, handshake, read frames, keep a stderr tail, reap.
 
-Skeleton committed early; bodies follow.
+A `DriverSession` is started with `await nursery.start(session.run)`: `run` spawns the
+process, does the handshake (`Init` -> `Ready`) and only then calls `task_status.started()`,
+so a failed start raises out of `nursery.start` as a typed `DriverError` and never reaches
+the owner's nursery. After that `run` never raises: whatever happens (clean close, crash,
+garbage on stdout, being killed, cancellation) it reaps the process and ends `events` with
+exactly one `SessionEnded`.
+
+Rules this module guards:
+
+- Every process is reaped on every path, cancellation included (shielded cleanup), and runs
+  in its own process group so a kill also reaches the vendor CLI it may have spawned.
+- Events are delivered as one batch (list) per pipe read, in order; `Ready` and `Warmed` are
+  consumed here (they are about the process, not the topic).
+- A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
+  stderr tail. A schema error (unknown event from a newer driver) skips that one event.
+- Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
+- Secrets given for the session are redacted from the stderr tail and the debug log.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from hostd_protocol.common import Capabilities
-from hostd_protocol.driver_messages import DriverEvent, HostCommand
-from hostd_protocol.errors import DriverError
+from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
+from hostd_protocol.driver_messages import (
+    Close,
+    DriverEvent,
+    DriverFatal,
+    HostCommand,
+    Init,
+    Interrupt,
+    Ready,
+    ResumeToken,
+    Send,
+    TurnEnd,
+    Warmed,
+)
+from hostd_protocol.errors import (
+    DriverCrashed,
+    DriverError,
+    DriverProtocolError,
+    DriverTimeout,
+    DriverUnavailable,
+    InvalidMessage,
+    ProtocolError,
+)
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, MessageReader
 
-__all__ = ["DriverSession", "EventBatch", "SessionEnded"]
+__all__ = [
+    "MINIMAL_ENV",
+    "DriverSession",
+    "EventBatch",
+    "SessionEnded",
+    "StderrTail",
+    "driver_env",
+]
+
+log = logging.getLogger(__name__)
+
+#: Variables a driver gets from the daemon's environment without asking: enough to run a
+#: Python interpreter and find its packages, nothing that could carry a credential.
+MINIMAL_ENV: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "SYSTEMROOT",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+)
+
+#: One read from a pipe. The kernel pipe buffer is 64 KiB on Linux, so a bigger read rarely
+#: returns more, and each read allocates this much up front.
+READ_SIZE = 65536
+#: After stdout ends, how long the process may take to exit before it is killed.
+EXIT_AFTER_EOF = 1.0
+#: After the process exited, how long to wait for the rest of stderr (a grandchild may hold
+#: the pipe open forever) and for stdout to end.
+PIPE_GRACE = 0.2
+#: How long the end marker waits for room in a full events channel.
+END_DELIVERY_TIMEOUT = 5.0
+
+
+def driver_env(
+    needs: Iterable[str], base_env: Mapping[str, str], secrets: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment of one driver: `MINIMAL_ENV`, the variables its spec names, its secrets.
+
+    A variable the spec names but the daemon does not have is simply absent: the driver
+    reports missing credentials itself (`DriverFatal`), with a message that says which.
+    """
+    env = {name: base_env[name] for name in MINIMAL_ENV if name in base_env}
+    env.setdefault("PATH", os.defpath)
+    for name in needs:
+        if name in base_env:
+            env[name] = base_env[name]
+    env.update(secrets)
+    return env
 
 
 @dataclass(frozen=True)
@@ -27,24 +129,614 @@ class SessionEnded:
 EventBatch = list[DriverEvent]
 
 
-class DriverSession:
-    """A live driver process bound to one topic (or waiting in the warm pool)."""
+class StderrTail:
+    """Splits a driver's stderr into lines and keeps the last few, bounded in lines and bytes.
 
-    topic_id: str
-    driver: str
-    capabilities: Capabilities
-    pid: int
-    #: One batch (list) per pipe read, in order, then exactly one `SessionEnded`.
-    events: trio.MemoryReceiveChannel[EventBatch | SessionEnded]
+    Sans-IO: `feed(bytes)` returns the complete lines (for the debug log); `text()` is the
+    tail shown in errors. Secret values are replaced by `***` before anything is kept.
+    """
+
+    def __init__(
+        self, max_lines: int = 64, max_bytes: int = 8192, redact: Iterable[str] = ()
+    ) -> None:
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        # Longest first, so a secret that contains another is replaced whole.
+        self._redact = sorted({s for s in redact if s}, key=len, reverse=True)
+        self._lines: collections.deque[str] = collections.deque()
+        self._size = 0
+        self._partial = bytearray()
+
+    def feed(self, data: bytes | bytearray) -> list[str]:
+        self._partial += data
+        *complete, rest = self._partial.split(b"\n")
+        self._partial = bytearray(rest)
+        if len(self._partial) > self.max_bytes:
+            # A "line" with no newline in sight: keep its end, it is what the tail shows.
+            complete.append(self._partial[-self.max_bytes :])
+            self._partial.clear()
+        return [self._keep(line) for line in complete]
+
+    def close(self) -> list[str]:
+        """The stream ended: an unterminated last line still counts."""
+        if not self._partial:
+            return []
+        line = self._keep(bytes(self._partial))
+        self._partial.clear()
+        return [line]
+
+    def text(self) -> str:
+        return "\n".join(self._lines)
+
+    def _keep(self, raw: bytes | bytearray) -> str:
+        line = bytes(raw).decode("utf-8", "replace").rstrip("\r")
+        for secret in self._redact:
+            line = line.replace(secret, "***")
+        if len(line) > self.max_bytes:
+            line = line[-self.max_bytes :]
+        self._lines.append(line)
+        self._size += len(line) + 1
+        while len(self._lines) > self.max_lines or (
+            self._size > self.max_bytes and len(self._lines) > 1
+        ):
+            self._size -= len(self._lines.popleft()) + 1
+        return line
+
+
+_Failure = tuple[type[DriverError], str]
+
+
+class DriverSession:
+    """A live driver process bound to one topic (or waiting in the warm pool).
+
+    Public attributes: `topic_id`, `driver`, `capabilities` (from `Ready`), `pid`,
+    `resume_token` (the latest the driver reported, else the one it was started with),
+    `events` (one batch per pipe read, then exactly one `SessionEnded`).
+    """
+
+    def __init__(
+        self,
+        *,
+        driver: str,
+        argv: Sequence[str],
+        init: Init,
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        topic_id: str = "",
+        handshake_timeout: float = 15.0,
+        close_timeout: float = 2.0,
+        terminate_timeout: float = 1.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        event_buffer: int = 1024,
+        redact: Iterable[str] = (),
+    ) -> None:
+        self.driver = driver
+        self.topic_id = topic_id
+        self.capabilities = Capabilities()
+        self.driver_version = ""
+        self.pid = 0
+        self.resume_token: str | None = init.resume_token
+        self.exit_code: int | None = None
+        #: Why the session ended (None while alive or after a clean close).
+        self.end_error: DriverError | None = None
+        self.active_turn: str | None = None
+        #: Set when the driver answered `Prewarm` with `Warmed`.
+        self.warmed = trio.Event()
+        #: Set once `events` has its `SessionEnded` and the process is reaped.
+        self.ended = trio.Event()
+        #: Hooks for the owner (the supervisor's idle timers); called synchronously.
+        self.on_turn_start: Callable[[DriverSession], None] | None = None
+        self.on_turn_end: Callable[[DriverSession], None] | None = None
+        self.on_end: Callable[[DriverSession], None] | None = None
+        #: trio.current_time() at spawn and at `Ready` (for statistics and benchmarks).
+        self.spawned_at = 0.0
+        self.ready_at = 0.0
+
+        self._argv = list(argv)
+        self._init = init
+        self._env = dict(env)
+        self._cwd = cwd
+        self._handshake_timeout = handshake_timeout
+        self._close_timeout = close_timeout
+        self._terminate_timeout = terminate_timeout
+        self._out_codec: Codec[HostCommand] = Codec(HostCommand, "msgpack", max_frame_size)
+        self._reader: MessageReader[DriverEvent] = MessageReader(
+            Codec(DriverEvent, "msgpack", max_frame_size)
+        )
+        self._send_events, self.events = trio.open_memory_channel[EventBatch | SessionEnded](
+            event_buffer
+        )
+        self._tail = StderrTail(redact=redact)
+        self._log = logging.getLogger(f"hostd.driver.{driver}")
+        self._proc: trio.Process | None = None
+        self._send_lock = trio.Lock()
+        self._early: list[DriverEvent] = []
+        self._failure: _Failure | None = None
+        self._fatal: DriverFatal | None = None
+        self._closing = False
+        self._stdout_eof = trio.Event()
+        self._stderr_eof = trio.Event()
+        self._turn_waiters: dict[str, trio.Event] = {}
+
+    # --- public -------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """Running and usable: not ended, not closing, not condemned."""
+        return not self.ended.is_set() and not self._closing and self._failure is None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._tail.text()
 
     async def send(self, cmd: HostCommand) -> None:
-        """Write one command. Raises `DriverCrashed` if the process is gone."""
-        raise NotImplementedError
+        """Write one command. Raises `DriverCrashed` if the process is gone or going.
+
+        Commands from concurrent tasks are written whole, one after the other.
+        """
+        if self.ended.is_set() or self._proc is None or self._proc.stdin is None:
+            raise self._gone_error()
+        if isinstance(cmd, Send):
+            self.active_turn = cmd.turn_id
+            if self.on_turn_start is not None:
+                self.on_turn_start(self)
+        frame = self._out_codec.encode_frame(cmd)
+        try:
+            async with self._send_lock:
+                await self._proc.stdin.send_all(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The pipe broke because the process is dying: give the reader a moment to see
+            # the exit, so the error carries the exit code and the stderr tail.
+            with trio.move_on_after(EXIT_AFTER_EOF):
+                await self.ended.wait()
+            raise self._gone_error() from None
 
     async def interrupt(self, turn_id: str, grace: float = 3.0) -> None:
-        """Send `Interrupt`; kill the process if no `TurnEnd(turn_id)` passes within `grace`."""
-        raise NotImplementedError
+        """Send `Interrupt`; kill the process if no `TurnEnd(turn_id)` passes within `grace`.
+
+        Returns once the turn ended or the process is gone. A kill ends `events` with
+        `SessionEnded(DriverTimeout)` saying the driver did not stop.
+        """
+        if self.ended.is_set() or self.active_turn != turn_id:
+            return
+        done = self._turn_waiters.setdefault(turn_id, trio.Event())
+        try:
+            await self.send(Interrupt(turn_id=turn_id))
+        except DriverCrashed:
+            return
+        with trio.move_on_after(grace):
+            await done.wait()
+        if not done.is_set():
+            self.kill(
+                DriverTimeout,
+                f"driver {self.driver!r} did not stop turn {turn_id} within {grace:g}s "
+                "of an interrupt; killed it",
+            )
+            await self.ended.wait()
 
     async def aclose(self) -> None:
-        """`Close`, then terminate, then kill, each bounded; returns once reaped."""
-        raise NotImplementedError
+        """`Close`, then terminate, then kill, each bounded; returns once reaped.
+
+        If cancelled, kills at once and still waits for the reap (shielded, it is quick).
+        """
+        if self.ended.is_set():
+            return
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        try:
+            if proc.stdin is not None:
+                try:
+                    async with self._send_lock:
+                        await proc.stdin.send_all(self._out_codec.encode_frame(Close()))
+                    # EOF says the same to a driver that ignores Close (the harness does not).
+                    await proc.stdin.aclose()
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+            with trio.move_on_after(self._close_timeout):
+                await self.ended.wait()
+                return
+            self._log.warning(
+                "driver %s (pid %d) did not exit within %gs of close; terminating",
+                self.driver,
+                self.pid,
+                self._close_timeout,
+            )
+            self._signal(signal.SIGTERM)
+            with trio.move_on_after(self._terminate_timeout):
+                await self.ended.wait()
+                return
+            self._log.warning("driver %s (pid %d) ignored SIGTERM; killing", self.driver, self.pid)
+            self._signal(signal.SIGKILL)
+        except trio.Cancelled:
+            self._signal(signal.SIGKILL)
+            with trio.CancelScope(shield=True):
+                await self.ended.wait()
+            raise
+        await self.ended.wait()
+
+    def kill(self, cls: type[DriverError], message: str) -> None:
+        """Kill the process group now; `events` will end with `cls(message)`.
+
+        The first reason given wins (a second kill adds nothing).
+        """
+        if self._failure is None and not self.ended.is_set():
+            self._failure = (cls, message)
+        self._signal(signal.SIGKILL)
+
+    # --- the task -----------------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[DriverSession] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Spawn, handshake, then read until the process ends. See the module docstring."""
+        await self._spawn()
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_stderr)
+                failure = await self._handshake()
+                if failure is None:
+                    started = True
+                    self.ready_at = trio.current_time()
+                    task_status.started(self)
+                    reader_scope = trio.CancelScope()
+                    nursery.start_soon(self._watch_exit, reader_scope)
+                    with reader_scope:
+                        failure = await self._read_events()
+                if failure is not None and self._failure is None:
+                    self._failure = failure
+                if self._failure is not None and self._fatal is None:
+                    self._signal(signal.SIGKILL)
+                await self._settle()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._reap()
+                end = self._end_error()
+                self.end_error = end
+                await self._deliver_end(end, graceful=started)
+        if not started:
+            assert self.end_error is not None
+            raise self.end_error
+
+    async def _spawn(self) -> None:
+        if self._cwd:
+            try:
+                await trio.Path(self._cwd).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DriverUnavailable(
+                    f"cannot create working directory {self._cwd!r} for driver "
+                    f"{self.driver!r}: {exc}",
+                    driver=self.driver,
+                ) from None
+        self.spawned_at = trio.current_time()
+        try:
+            # Own session and process group: a Ctrl-C in the daemon's terminal does not hit
+            # drivers directly, and killing the group also kills the vendor CLI a driver runs.
+            self._proc = await trio.lowlevel.open_process(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd or None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise DriverUnavailable(
+                f"cannot start driver {self.driver!r} ({self._argv[0]}): {exc}",
+                driver=self.driver,
+            ) from None
+        self.pid = self._proc.pid
+        self._log.debug("started driver %s pid %d in %s", self.driver, self.pid, self._cwd)
+
+    async def _handshake(self) -> _Failure | None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        timeout = self._handshake_timeout
+        try:
+            with trio.fail_after(timeout):
+                try:
+                    await proc.stdin.send_all(self._out_codec.encode_frame(self._init))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass  # it died at once: reading stdout will say so, with its exit code
+                while True:
+                    data = await proc.stdout.receive_some(READ_SIZE)
+                    if not data:
+                        self._stdout_eof.set()
+                        return (
+                            DriverCrashed,
+                            f"driver {self.driver!r} exited during the handshake",
+                        )
+                    try:
+                        items = self._reader.feed(data)
+                    except ProtocolError as exc:
+                        return (
+                            DriverProtocolError,
+                            f"driver {self.driver!r} wrote a bad frame during the handshake: {exc}",
+                        )
+                    for i, item in enumerate(items):
+                        if isinstance(item, InvalidMessage):
+                            self._log.warning("driver %s: skipped event: %s", self.driver, item)
+                        elif isinstance(item, Ready):
+                            if item.protocol_version[0] != PROTOCOL_VERSION[0]:
+                                return (
+                                    DriverProtocolError,
+                                    f"driver {self.driver!r} speaks protocol "
+                                    f"{item.protocol_version[0]}.x, hostd "
+                                    f"{PROTOCOL_VERSION[0]}.x: install matching versions",
+                                )
+                            self.capabilities = item.capabilities
+                            self.driver_version = item.version
+                            self._early.extend(
+                                x for x in items[i + 1 :] if not isinstance(x, InvalidMessage)
+                            )
+                            return None
+                        elif isinstance(item, DriverFatal):
+                            self._fatal = item
+                            return (
+                                DriverUnavailable,
+                                f"driver {self.driver!r} refused to start: {item.message}",
+                            )
+                        else:
+                            # Only Ready is valid first; keep others (logs) for the topic
+                            # rather than fail a driver over a chatty start.
+                            self._early.append(item)
+        except trio.TooSlowError:
+            return (
+                DriverTimeout,
+                f"driver {self.driver!r} did not complete the handshake within {timeout:g}s",
+            )
+
+    async def _read_events(self) -> _Failure | None:
+        """Read stdout until EOF; one batch per read. Returns a failure for bad frames."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        pending: list[DriverEvent | InvalidMessage] = list(self._early)
+        self._early = []
+        while True:
+            if pending:
+                await self._dispatch(pending)
+                pending = []
+            try:
+                data = await proc.stdout.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if not data:
+                self._stdout_eof.set()
+                try:
+                    self._reader.close()
+                except ProtocolError as exc:
+                    return (DriverProtocolError, f"driver {self.driver!r}: {exc}")
+                return None
+            try:
+                pending = self._reader.feed(data)
+            except ProtocolError as exc:
+                return (
+                    DriverProtocolError,
+                    f"driver {self.driver!r} wrote a bad frame: {exc}",
+                )
+
+    async def _dispatch(self, items: list[DriverEvent | InvalidMessage]) -> None:
+        batch: EventBatch = []
+        for item in items:
+            if isinstance(item, InvalidMessage):
+                self._log.warning("driver %s: skipped event: %s", self.driver, item)
+                continue
+            if isinstance(item, Warmed):
+                self.warmed.set()
+                continue
+            if isinstance(item, Ready):
+                self._log.warning("driver %s sent a second ready; ignored", self.driver)
+                continue
+            if isinstance(item, TurnEnd):
+                self._turn_ended(item.turn_id)
+            elif isinstance(item, ResumeToken):
+                self.resume_token = item.token
+            elif isinstance(item, DriverFatal):
+                self._fatal = item
+            batch.append(item)
+        if batch:
+            try:
+                await self._send_events.send(batch)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                # Nobody listens any more; keep draining so the driver never blocks on us.
+                pass
+
+    def _turn_ended(self, turn_id: str) -> None:
+        if self.active_turn == turn_id:
+            self.active_turn = None
+            if self.on_turn_end is not None:
+                self.on_turn_end(self)
+        waiter = self._turn_waiters.pop(turn_id, None)
+        if waiter is not None:
+            waiter.set()
+
+    async def _watch_exit(self, reader_scope: trio.CancelScope) -> None:
+        """If the process exits but stdout stays open (a grandchild holds it), stop reading."""
+        proc = self._proc
+        assert proc is not None
+        await proc.wait()
+        with trio.move_on_after(PIPE_GRACE):
+            await self._stdout_eof.wait()
+            return
+        self._log.warning("driver %s exited but its stdout stayed open", self.driver)
+        reader_scope.cancel()
+
+    async def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        try:
+            while True:
+                try:
+                    data = await proc.stderr.receive_some(READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                for line in self._tail.feed(data):
+                    self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
+        finally:
+            for line in self._tail.close():
+                self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
+            self._stderr_eof.set()
+
+    async def _settle(self) -> None:
+        """stdout ended (or we gave up on it): let the process exit and stderr drain."""
+        proc = self._proc
+        assert proc is not None
+        with trio.move_on_after(EXIT_AFTER_EOF):
+            await proc.wait()
+        if proc.returncode is None:
+            if not self._closing:
+                self._failure = self._failure or (
+                    DriverCrashed,
+                    f"driver {self.driver!r} closed its output but did not exit; killed it",
+                )
+            self._signal(signal.SIGKILL)
+            await proc.wait()
+        with trio.move_on_after(PIPE_GRACE):
+            await self._stderr_eof.wait()
+
+    async def _reap(self) -> None:
+        """Shielded by the caller: make sure the process is dead and waited for."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            self._signal(signal.SIGKILL)
+        await proc.wait()
+        self.exit_code = proc.returncode
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                await stream.aclose()
+        for waiter in self._turn_waiters.values():
+            waiter.set()
+        self._turn_waiters.clear()
+
+    def _end_error(self) -> DriverError | None:
+        code = self.exit_code
+        tail = self._tail.text()
+        if self._failure is not None:
+            cls, message = self._failure
+            return cls(message, driver=self.driver, exit_code=code, stderr_tail=tail)
+        if self._fatal is not None:
+            return DriverCrashed(
+                f"driver {self.driver!r} gave up: {self._fatal.message}",
+                driver=self.driver,
+                exit_code=code,
+                stderr_tail=tail,
+                details={"fatal_code": self._fatal.code},
+            )
+        if self._closing:
+            if code == 0:
+                return None
+            if code is not None and code < 0:
+                return DriverTimeout(
+                    f"driver {self.driver!r} did not exit after close; {_describe_exit(code)}",
+                    driver=self.driver,
+                    exit_code=code,
+                    stderr_tail=tail,
+                )
+            return DriverCrashed(
+                f"driver {self.driver!r} {_describe_exit(code)} while closing",
+                driver=self.driver,
+                exit_code=code,
+                stderr_tail=tail,
+            )
+        during = f" during turn {self.active_turn}" if self.active_turn else ""
+        return DriverCrashed(
+            f"driver {self.driver!r} {_describe_exit(code)}{during}",
+            driver=self.driver,
+            exit_code=code,
+            stderr_tail=tail,
+        )
+
+    async def _deliver_end(self, end: DriverError | None, *, graceful: bool) -> None:
+        if end is not None:
+            self._log.info("driver session ended: %s", end.message)
+        if self.on_end is not None:
+            try:
+                self.on_end(self)
+            except Exception:  # the owner's bookkeeping must not leak a process
+                log.exception("on_end hook of driver %s failed", self.driver)
+        try:
+            if graceful:
+                # Ordered after every batch; bounded so a consumer that stopped reading
+                # cannot pin this task (and so the supervisor) forever. If it times out the
+                # channel still closes and `end_error` holds the reason.
+                with trio.move_on_after(END_DELIVERY_TIMEOUT):
+                    await self._send_events.send(SessionEnded(end))
+            else:
+                self._send_events.send_nowait(SessionEnded(end))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
+            pass
+        finally:
+            await self._send_events.aclose()
+            self.ended.set()
+
+    def _signal(self, sig: signal.Signals) -> None:
+        proc = self._proc
+        # Only while unreaped: after the reap the pid (and group id) may belong to another.
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    def _gone_error(self) -> DriverCrashed:
+        end = self.end_error
+        if end is not None:
+            # A fresh instance per raise: one exception object raised in several tasks
+            # would grow one traceback from all of them.
+            return DriverCrashed(
+                end.message,
+                driver=self.driver,
+                exit_code=end.exit_code,
+                stderr_tail=end.stderr_tail,
+            )
+        state = "is closing" if self._closing else "is gone"
+        return DriverCrashed(
+            f"driver {self.driver!r} session {state}",
+            driver=self.driver,
+            exit_code=self.exit_code,
+            stderr_tail=self._tail.text(),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<DriverSession {self.driver} pid={self.pid} topic={self.topic_id!r} "
+            f"alive={self.alive}>"
+        )
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def clone_error(err: DriverError) -> DriverError:
+    """A fresh copy of `err`, to raise in another task (tracebacks are per raise)."""
+    details: dict[str, Any] = {
+        k: v for k, v in err.details.items() if k not in ("driver", "exit_code", "stderr_tail")
+    }
+    return type(err)(
+        err.message,
+        driver=err.driver,
+        exit_code=err.exit_code,
+        stderr_tail=err.stderr_tail,
+        details=details,
+    )

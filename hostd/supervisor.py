@@ -1,21 +1,48 @@
 """The driver supervisor: one driver subprocess per active topic, warm spares, timers.
 
-Skeleton committed early so the daemon core can code against the API; bodies follow.
-See docs/internal-contracts.md ("Supervisor") for the contract.
+The trio shell around `hostd.warm_pool` (sans-IO bookkeeping) and `hostd.driver_process`
+(one process). Contract: docs/internal-contracts.md, "Supervisor".
+
+Rules this module guards:
+
+- One driver process per topic session (crash isolation); a crash ends that session's
+  `events` with `SessionEnded(error)` and nothing else; the next `open` starts a new process.
+- Single-flight: concurrent `open`s of one topic share one connect, which runs in the
+  supervisor's nursery (a cancelled caller does not cancel it for the others). A connect that
+  finishes after `close(topic)` is stale: its process is closed and its waiters get
+  `TopicClosed`.
+- A session is idle when no turn is in flight (`Send` .. `TurnEnd`, tracked from the traffic)
+  and it is not pinned by `mark_busy`. After `idle_ttl` idle it is closed and, for the same
+  options and its latest resume token, a warm spare is started that the next `open` takes.
+- Spares are matched by options key *and* resume token, bounded by `max_warm` (oldest
+  evicted) and by `warm_ttl` each.
+- Secrets go only into the environment of the driver they were given for; they are not in
+  `repr`, keys (only a fingerprint is) or logs, and are redacted from the stderr tail.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import math
+import os
+import re
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 import trio
 
-from hostd.driver_process import DriverSession, SessionEnded
+from hostd.driver_process import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.driver_registry import DriverRegistry
+from hostd.warm_pool import IdleTimers, WarmPool
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.driver_messages import Init, Prewarm
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "DriverSession",
@@ -24,6 +51,8 @@ __all__ = [
     "Supervisor",
     "SupervisorStatistics",
 ]
+
+log = logging.getLogger(__name__)
 
 _KEY_ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -68,18 +97,76 @@ class SessionOptions:
 class SupervisorStatistics:
     """A snapshot of the supervisor's bookkeeping (trio's `statistics()` convention)."""
 
-    sessions: int = 0
-    connecting: int = 0
-    warm: int = 0
-    spawned: int = 0
-    warm_hits: int = 0
-    warm_misses: int = 0
-    crashed: int = 0
-    idle_closed: int = 0
+    #: Live sessions bound to topics.
+    sessions: int
+    #: Opens in flight (one per topic, however many callers wait on it).
+    connecting: int
+    #: Warm spares parked in the pool.
+    warm: int
+    #: Driver processes started so far (cold starts and prewarms).
+    spawned: int
+    #: Opens served by a warm spare / by a cold start.
+    warm_hits: int
+    warm_misses: int
+    #: Sessions that ended with an error (crash, kill, protocol error) after their handshake.
+    crashed: int
+    #: Sessions closed by the idle TTL.
+    idle_closed: int
+
+
+@dataclass
+class _Flight:
+    """One in-flight connect for a topic; every concurrent `open` waits on `done`."""
+
+    key: str
+    done: trio.Event = field(default_factory=trio.Event)
+    session: DriverSession | None = None
+    error: HostdError | None = None
+
+
+@dataclass
+class _Live:
+    session: DriverSession
+    opts: SessionOptions
+    key: str
+
+
+def _warm_key(opts: SessionOptions, resume_token: str | None) -> str:
+    # The resume token is part of a spare's identity: a process initialised to continue one
+    # vendor session must never be handed to another topic.
+    return f"{opts.key()}|{resume_token or ''}"
+
+
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _dir_name(topic_id: str) -> str:
+    name = _UNSAFE_PATH_CHARS.sub("_", topic_id).lstrip(".")
+    return name or "_"
 
 
 class Supervisor:
-    """Starts, shares, times out and reaps driver processes. Owns every one of them."""
+    """Starts, shares, times out and reaps driver processes. Owns every one of them.
+
+    Run `serve` in a nursery (`await nursery.start(sup.serve)`); every driver process and
+    timer lives in the nursery it opens, so cancelling `serve` kills and reaps them all, and
+    `aclose()` closes them gracefully first. Nothing a driver does can raise out of `serve`.
+
+    Args:
+        registry: where driver specs come from.
+        base_env: the daemon's environment (default `os.environ`); a driver gets only the
+            minimal variables plus those its spec names (see `driver_env`).
+        idle_ttl: seconds a session may sit without a turn before it is closed (and a warm
+            spare started in its place). `math.inf` disables it.
+        warm_ttl: seconds a warm spare waits to be used before it is closed.
+        max_warm: most warm spares at once; the oldest is evicted (0 disables prewarming).
+        handshake_timeout: bound on spawn -> `Ready` (and on `Prewarm` -> `Warmed`).
+        workdir_root: where per-topic working directories go when `SessionOptions` has none:
+            `<workdir_root>/<topic_id>` (created if missing).
+        prewarm_on_idle: start a warm spare when the idle TTL closes a session.
+        close_timeout / terminate_timeout: bounds on `Close` -> exit and SIGTERM -> exit.
+        python: the interpreter drivers run with (default: the daemon's).
+    """
 
     def __init__(
         self,
@@ -91,33 +178,420 @@ class Supervisor:
         max_warm: int = 4,
         handshake_timeout: float = 15.0,
         workdir_root: str | None = None,
+        prewarm_on_idle: bool = True,
+        close_timeout: float = 2.0,
+        terminate_timeout: float = 1.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        event_buffer: int = 1024,
+        python: str | None = None,
     ) -> None:
-        raise NotImplementedError
+        self._registry = registry
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._handshake_timeout = handshake_timeout
+        self._workdir_root = workdir_root or os.path.join(
+            tempfile.gettempdir(), f"hostd-work-{os.getuid()}"
+        )
+        self.prewarm_on_idle = prewarm_on_idle
+        self._close_timeout = close_timeout
+        self._terminate_timeout = terminate_timeout
+        self._max_frame_size = max_frame_size
+        self._event_buffer = event_buffer
+        self._python = python
+        self._warm: WarmPool[DriverSession] = WarmPool(max_warm, warm_ttl)
+        self._idle = IdleTimers(idle_ttl)
+        self._sessions: dict[str, _Live] = {}
+        self._flights: dict[str, _Flight] = {}
+        self._warming: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+        self._wakeup = trio.Event()
+        self._shutdown = trio.Event()
+        self._stopped = trio.Event()
+        self._stopping = False
+        self._spawned = 0
+        self._warm_hits = 0
+        self._warm_misses = 0
+        self._crashed = 0
+        self._idle_closed = 0
+
+    # --- service ------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        raise NotImplementedError
+        """Own the driver processes until `aclose()` or cancellation."""
+        if self._nursery is not None or self._stopped.is_set():
+            raise RuntimeError("a Supervisor serves once")
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._timer_loop)
+                task_status.started()
+                try:
+                    await self._shutdown.wait()
+                finally:
+                    # Graceful when asked (`aclose`); when cancelled, every session's own
+                    # task is cancelled too and kills its process, so this is quick.
+                    with trio.CancelScope(shield=True):
+                        await self._close_all()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._stopping = True
+            self._nursery = None
+            self._stopped.set()
+
+    async def aclose(self) -> None:
+        """Close every session and spare (Close, terminate, kill; bounded) and stop `serve`."""
+        self._shutdown.set()
+        if self._nursery is not None:
+            await self._stopped.wait()
+
+    # --- topics -------------------------------------------------------------------------------
 
     async def open(
         self, topic_id: str, opts: SessionOptions, resume_token: str | None = None
     ) -> DriverSession:
-        raise NotImplementedError
+        """The topic's session: the live one, a warm spare, or a new process (single-flight).
+
+        Concurrent calls for one topic share one connect. A live session opened with other
+        options (a different key) is closed and replaced. `resume_token` goes into `Init` of a
+        new process; a live session keeps its own vendor session.
+
+        Raises:
+            DriverUnavailable: unknown driver, it failed to load, or it refused to start.
+            DriverTimeout: no `Ready` within the handshake timeout.
+            DriverCrashed / DriverProtocolError: it died or wrote garbage while starting.
+            TopicClosed: `close(topic_id)` or shutdown happened while connecting.
+        """
+        nursery = self._require_serving()
+        opts = self._resolve(topic_id, opts)
+        key = opts.key()
+        while True:
+            live = self._sessions.get(topic_id)
+            if live is not None:
+                if live.session.alive and live.key == key:
+                    return live.session
+                await self._drop(topic_id, live)
+                continue
+            flight = self._flights.get(topic_id)
+            if flight is None:
+                flight = _Flight(key)
+                self._flights[topic_id] = flight
+                nursery.start_soon(self._connect, topic_id, flight, opts, resume_token)
+            await flight.done.wait()
+            if flight.session is not None:
+                if flight.key == key:
+                    return flight.session
+                continue  # someone else's connect with other options won: replace it
+            raise (
+                _fresh(flight.error)
+                if flight.error is not None
+                else TopicClosed(f"topic {topic_id} was closed while its driver was starting")
+            )
 
     def mark_idle(self, topic_id: str) -> None:
-        raise NotImplementedError
+        """The topic has nothing running: start its idle TTL (unless a turn is in flight).
+
+        Turns are tracked automatically (a `Send` starts one, its `TurnEnd` ends it); this
+        undoes `mark_busy`.
+        """
+        self._idle.unpin(topic_id, trio.current_time())
+        self._reschedule()
 
     def mark_busy(self, topic_id: str) -> None:
-        raise NotImplementedError
+        """Keep the topic's session open until `mark_idle` (e.g. a window is mid-action)."""
+        self._idle.pin(topic_id)
+        self._reschedule()
 
     async def prewarm(
         self, opts: SessionOptions, resume_token: str | None = None, *, topic_id: str = ""
     ) -> None:
-        raise NotImplementedError
+        """Start a warm spare for these options; returns once it answered `Warmed`.
+
+        `topic_id` only resolves an empty `working_dir` the way `open` would for that topic.
+        Raises the same errors as `open` when the spare cannot start.
+        """
+        self._require_serving()
+        opts = self._resolve(topic_id, opts)
+        await self._prewarm(opts, resume_token, for_topic=topic_id)
 
     async def close(self, topic_id: str) -> None:
-        raise NotImplementedError
+        """Close the topic's session and spares; an open in flight gets `TopicClosed`."""
+        self._flights.pop(topic_id, None)  # its result is stale now; `_connect` discards it
+        live = self._sessions.pop(topic_id, None)
+        self._idle.forget(topic_id)
+        doomed = self._warm.take_for_topic(topic_id)
+        if live is not None:
+            doomed.append(live.session)
+        await _close_all(doomed)
 
     def statistics(self) -> SupervisorStatistics:
-        raise NotImplementedError
+        return SupervisorStatistics(
+            sessions=len(self._sessions),
+            connecting=len(self._flights),
+            warm=len(self._warm),
+            spawned=self._spawned,
+            warm_hits=self._warm_hits,
+            warm_misses=self._warm_misses,
+            crashed=self._crashed,
+            idle_closed=self._idle_closed,
+        )
 
-    async def aclose(self) -> None:
-        raise NotImplementedError
+    def session(self, topic_id: str) -> DriverSession | None:
+        """The topic's live session, if any (no connect)."""
+        live = self._sessions.get(topic_id)
+        return live.session if live is not None else None
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _require_serving(self) -> trio.Nursery:
+        if self._nursery is None or self._stopping or self._shutdown.is_set():
+            raise TopicClosed("the driver supervisor is not running (shut down or not started)")
+        return self._nursery
+
+    def _resolve(self, topic_id: str, opts: SessionOptions) -> SessionOptions:
+        if opts.working_dir:
+            return opts
+        root = self._workdir_root
+        wd = os.path.join(root, _dir_name(topic_id)) if topic_id else root
+        return replace(opts, working_dir=wd)
+
+    async def _connect(
+        self, topic_id: str, flight: _Flight, opts: SessionOptions, token: str | None
+    ) -> None:
+        stale: DriverSession | None = None
+        try:
+            session = await self._obtain(topic_id, opts, token)
+        except HostdError as exc:
+            flight.error = exc
+        except Exception as exc:  # a bug fails this open, never the daemon
+            log.exception("starting driver %s for topic %s failed", opts.driver, topic_id)
+            flight.error = DriverCrashed(
+                f"internal error starting driver {opts.driver!r}: {type(exc).__name__}: {exc}",
+                driver=opts.driver,
+            )
+        else:
+            if self._flights.get(topic_id) is not flight or self._stopping:
+                stale = session
+                flight.error = TopicClosed(
+                    f"topic {topic_id} was closed while its driver was starting"
+                )
+            else:
+                self._install(topic_id, session, opts)
+                flight.session = session
+        finally:
+            if self._flights.get(topic_id) is flight:
+                del self._flights[topic_id]
+            flight.done.set()
+        if stale is not None:
+            log.debug("discarding driver %s started for closed topic %s", opts.driver, topic_id)
+            await stale.aclose()
+
+    async def _obtain(
+        self, topic_id: str, opts: SessionOptions, token: str | None
+    ) -> DriverSession:
+        spec = self._registry.get(opts.driver)
+        wkey = _warm_key(opts, token)
+        warming = self._warming.get(wkey)
+        if warming is not None:
+            # A spare for exactly this is on its way (e.g. the idle close just made one):
+            # it started earlier than a cold start would, so wait for it.
+            with trio.move_on_after(self._handshake_timeout):
+                await warming.wait()
+        now = trio.current_time()
+        while (spare := self._warm.take(wkey, now)) is not None:
+            if spare.alive:
+                self._warm_hits += 1
+                spare.topic_id = topic_id
+                log.debug("topic %s takes warm driver %s pid %d", topic_id, spare.driver, spare.pid)
+                self._reschedule()
+                return spare
+        self._warm_misses += 1
+        # A spare this topic's idle close made for other options (or another token) is dead
+        # weight now.
+        await _close_all(self._warm.take_for_topic(topic_id))
+        return await self._spawn(spec, opts, token, topic_id)
+
+    async def _spawn(
+        self, spec: DriverSpec, opts: SessionOptions, token: str | None, topic_id: str
+    ) -> DriverSession:
+        nursery = self._require_serving()
+        init = Init(
+            protocol_version=PROTOCOL_VERSION,
+            model=opts.model,
+            working_dir=opts.working_dir,
+            resume_token=token,
+            system_prompt=opts.system_prompt,
+            options=dict(opts.options),
+        )
+        session = DriverSession(
+            driver=opts.driver,
+            argv=spec.argv(self._python),
+            init=init,
+            env=driver_env(spec.env, self._base_env, opts.secrets),
+            cwd=opts.working_dir or None,
+            topic_id=topic_id,
+            handshake_timeout=self._handshake_timeout,
+            close_timeout=self._close_timeout,
+            terminate_timeout=self._terminate_timeout,
+            max_frame_size=self._max_frame_size,
+            event_buffer=self._event_buffer,
+            redact=opts.secrets.values(),
+        )
+        session.on_turn_start = self._on_turn_start
+        session.on_turn_end = self._on_turn_end
+        session.on_end = self._on_end
+        self._spawned += 1
+        started: DriverSession = await nursery.start(session.run)
+        return started
+
+    async def _prewarm(self, opts: SessionOptions, token: str | None, *, for_topic: str) -> None:
+        spec = self._registry.get(opts.driver)
+        wkey = _warm_key(opts, token)
+        marker = trio.Event()
+        self._warming[wkey] = marker
+        try:
+            session = await self._spawn(spec, opts, token, topic_id="")
+            await session.send(Prewarm())
+            with trio.move_on_after(self._handshake_timeout):
+                await _wait_first(session.warmed, session.ended)
+            if not session.alive:
+                end = session.end_error
+                raise (
+                    _fresh(end)
+                    if end is not None
+                    else DriverCrashed(
+                        f"warm driver {opts.driver!r} ended before it was used", driver=opts.driver
+                    )
+                )
+            if not session.warmed.is_set():
+                log.warning(
+                    "driver %s did not answer prewarm in time; parking it anyway", spec.name
+                )
+            if self._stopping:
+                await session.aclose()
+                return
+            evicted = self._warm.add(wkey, session, trio.current_time(), for_topic=for_topic)
+            self._reschedule()
+        finally:
+            if self._warming.get(wkey) is marker:
+                del self._warming[wkey]
+            marker.set()
+        await _close_all(evicted)
+
+    def _install(self, topic_id: str, session: DriverSession, opts: SessionOptions) -> None:
+        session.topic_id = topic_id
+        self._sessions[topic_id] = _Live(session, opts, opts.key())
+        self._idle.track(topic_id, trio.current_time())
+        if session.active_turn is not None:
+            self._idle.turn_started(topic_id)
+        self._reschedule()
+
+    async def _drop(self, topic_id: str, live: _Live) -> None:
+        if self._sessions.get(topic_id) is live:
+            del self._sessions[topic_id]
+            self._idle.forget(topic_id)
+        await live.session.aclose()
+
+    def _is_live(self, session: DriverSession) -> bool:
+        live = self._sessions.get(session.topic_id)
+        return live is not None and live.session is session
+
+    def _on_turn_start(self, session: DriverSession) -> None:
+        if self._is_live(session):
+            self._idle.turn_started(session.topic_id)
+            self._reschedule()
+
+    def _on_turn_end(self, session: DriverSession) -> None:
+        if self._is_live(session):
+            self._idle.turn_ended(session.topic_id, trio.current_time())
+            self._reschedule()
+
+    def _on_end(self, session: DriverSession) -> None:
+        if session.end_error is not None and session.ready_at:
+            self._crashed += 1
+        if self._is_live(session):
+            del self._sessions[session.topic_id]
+            self._idle.forget(session.topic_id)
+        self._warm.remove(session)
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        self._wakeup.set()
+
+    async def _timer_loop(self) -> None:
+        nursery = self._nursery
+        assert nursery is not None
+        while True:
+            now = trio.current_time()
+            for topic_id in self._idle.due(now):
+                live = self._sessions.get(topic_id)
+                if live is not None and live.session.active_turn is None:
+                    nursery.start_soon(self._idle_close, topic_id, live)
+            for spare in self._warm.expire(now):
+                log.debug("warm driver %s pid %d expired", spare.driver, spare.pid)
+                nursery.start_soon(spare.aclose)
+            deadlines = [
+                d for d in (self._idle.next_deadline(), self._warm.next_deadline()) if d is not None
+            ]
+            self._wakeup = trio.Event()
+            with trio.move_on_at(min(deadlines, default=math.inf)):
+                await self._wakeup.wait()
+
+    async def _idle_close(self, topic_id: str, live: _Live) -> None:
+        if self._sessions.get(topic_id) is not live:
+            return
+        del self._sessions[topic_id]
+        self._idle.forget(topic_id)
+        self._idle_closed += 1
+        token = live.session.resume_token
+        prewarm = self.prewarm_on_idle and self._warm.max_warm > 0
+        # Announce the spare before closing, so an open that races the close waits for it
+        # instead of starting a second cold process.
+        wkey = _warm_key(live.opts, token)
+        marker = trio.Event()
+        if prewarm:
+            self._warming.setdefault(wkey, marker)
+        log.debug("topic %s idle for %gs: closing its driver", topic_id, self._idle.ttl)
+        try:
+            await live.session.aclose()
+        finally:
+            if self._warming.get(wkey) is marker:
+                del self._warming[wkey]
+            marker.set()
+        if prewarm and not self._stopping:
+            try:
+                await self._prewarm(live.opts, token, for_topic=topic_id)
+            except HostdError as exc:
+                log.info("prewarm after idle close of topic %s failed: %s", topic_id, exc)
+
+    async def _close_all(self) -> None:
+        self._stopping = True
+        doomed = [live.session for live in self._sessions.values()] + self._warm.drain()
+        self._sessions.clear()
+        self._flights.clear()
+        await _close_all(doomed)
+
+
+async def _close_all(sessions: list[DriverSession]) -> None:
+    if not sessions:
+        return
+    async with trio.open_nursery() as nursery:
+        for session in sessions:
+            nursery.start_soon(session.aclose)
+
+
+async def _wait_first(*events: trio.Event) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def one(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(one, event)
+
+
+def _fresh(err: HostdError) -> HostdError:
+    """A new instance of `err` to raise in this task (one object raised in many tasks would
+    collect everyone's traceback)."""
+    if isinstance(err, DriverError):
+        return clone_error(err)
+    return type(err)(err.message, details=dict(err.details))

@@ -1,0 +1,427 @@
+"""The scripted driver: plays `hostd_scripted.script` steps through the driver harness.
+
+Deterministic by construction: every text comes from the script or a fixed generator, ids
+are counters, and timing comes only from explicit rates and pauses. Options (from `Init`,
+overridden per turn by `Send.options`) are listed in README.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from hostd_protocol.common import (
+    Capabilities,
+    CompactionAnchor,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    TurnStatus,
+    Usage,
+)
+from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    Init,
+    Notice,
+    ResumeToken,
+    UsageEvent,
+)
+from hostd_protocol.errors import DriverUnavailable
+from hostd_scripted import __version__
+from hostd_scripted.script import Script, ScriptError, Step, resolve
+
+#: Words the generated text is made of (deterministic, plausible-looking).
+WORDS = (
+    "the daemon owns each answer stream so closing a window never stops it while drivers "
+    "translate vendor events into one small generic set and steering reaches the model "
+    "at the next tool boundary without interrupting the turn"
+).split()
+
+#: Canned tool outputs, by tool name.
+TOOL_OUTPUTS = {
+    "Read": "# project\n\nA small daemon with a socket API, a store and pluggable drivers.\n",
+    "Bash": "README.md\nhostd\ntests\n",
+    "Grep": "hostd/supervisor.py:1: The driver supervisor\n",
+}
+
+
+def words_text(n_chars: int, offset: int = 0) -> str:
+    """`n_chars` characters of deterministic prose, starting `offset` words in."""
+    out: list[str] = []
+    size = 0
+    for word in itertools.islice(itertools.cycle(WORDS), offset, None):
+        out.append(word)
+        size += len(word) + 1
+        if size >= n_chars:
+            break
+    return " ".join(out)[:n_chars]
+
+
+def split_words(text: str, per_chunk: int = 3) -> list[str]:
+    """Text as chunks of a few words each, spaces kept, so joining gives the text back."""
+    parts = text.split(" ")
+    chunks = []
+    for i in range(0, len(parts), per_chunk):
+        chunk = " ".join(parts[i : i + per_chunk])
+        chunks.append(chunk if i + per_chunk >= len(parts) else chunk + " ")
+    return [c for c in chunks if c]
+
+
+def bench_text(size: int) -> str:
+    """A bench chunk: `<CLOCK_MONOTONIC ns>:` then padding up to `size` characters.
+
+    CLOCK_MONOTONIC is system-wide, so the host subtracts it from its own
+    `time.monotonic_ns()` to get the chunk's driver -> host latency.
+    """
+    stamp = f"{time.monotonic_ns()}:"
+    return stamp + "x" * max(0, size - len(stamp))
+
+
+def _opt_float(opts: Mapping[str, Any], name: str, default: float) -> float:
+    value = opts.get(name, default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _opt_bool(opts: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = opts.get(name, default)
+    return value if isinstance(value, bool) else default
+
+
+class ScriptedDriver(DriverBase):
+    name = "scripted"
+    version = __version__
+
+    def __init__(self, frames_fd: int | None = None) -> None:
+        self.frames_fd = frames_fd
+        self.init_options: dict[str, Any] = {}
+        self.session_token = ""
+        self.resumed_from: str | None = None
+        self.connected = False
+        self.turns = 0
+        self._ids = itertools.count(1)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def init(self, init: Init) -> Capabilities:
+        opts = dict(init.options)
+        self.init_options = opts
+        for line in opts.get("stderr_lines", []) or []:
+            print(str(line), file=sys.stderr, flush=True)
+        if _opt_bool(opts, "hang_at_handshake", False):
+            print("scripted: hanging at the handshake (hang_at_handshake)", file=sys.stderr,
+                  flush=True)
+            with trio.CancelScope(shield=True):
+                await trio.sleep_forever()
+        if _opt_bool(opts, "crash_at_handshake", False):
+            self._crash(4, "crash_at_handshake")
+        if _opt_bool(opts, "garbage_at_handshake", False):
+            self._write_raw(b"garbage before ready\n")
+        delay = _opt_float(opts, "start_delay", 0.0)
+        if delay > 0:
+            print(f"scripted: slow start, {delay:g}s", file=sys.stderr, flush=True)
+            await trio.sleep(delay)
+        fatal = opts.get("fatal")
+        if isinstance(fatal, str) and fatal:
+            raise DriverUnavailable(fatal, driver=self.name)
+        required = opts.get("require_env")
+        if isinstance(required, str) and required and required not in os.environ:
+            raise DriverUnavailable(
+                f"environment variable {required} is not set; the scripted driver was told "
+                "to require it",
+                driver=self.name,
+            )
+        if init.resume_token:
+            self.session_token = init.resume_token
+            self.resumed_from = init.resume_token
+        else:
+            self.session_token = f"scripted-{uuid.uuid4().hex[:12]}"
+        return Capabilities(
+            inject_steering=_opt_bool(opts, "inject_steering", True),
+            compaction=_opt_bool(opts, "compaction", True),
+            resume=_opt_bool(opts, "resume", True),
+            approvals=_opt_bool(opts, "approvals", True),
+            warm=_opt_bool(opts, "warm", True),
+        )
+
+    async def prewarm(self) -> None:
+        await self._connect()
+
+    async def _connect(self) -> None:
+        """What a real driver does to reach its vendor (import an SDK, start a CLI).
+
+        `connect_delay` makes it cost time, once per process: prewarm pays it ahead of the
+        first turn, so cold vs warm differs the way it does for real drivers.
+        """
+        if self.connected:
+            return
+        delay = _opt_float(self.init_options, "connect_delay", 0.0)
+        if delay > 0:
+            await trio.sleep(delay)
+        self.connected = True
+
+    async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
+        await self._connect()
+        self.turns += 1
+        if self.turns == 1 and _opt_bool(self.init_options, "resume", True):
+            # Like Claude Code's session id: known at the first turn, stable afterwards.
+            await turn.emit(ResumeToken(token=self.session_token))
+        opts = {**self.init_options, **turn.send.options}
+        try:
+            script = resolve(turn.send.text, turn.send.options, self.init_options)
+        except ScriptError as exc:
+            raise TurnFailed(f"bad script: {exc}", driver=self.name) from None
+        await turn.message_start()
+        player = _Player(self, turn, opts, script)
+        for step in script.steps:
+            await player.play(step)
+        return None
+
+    # --- raw failure modes --------------------------------------------------------------------
+
+    def _crash(self, code: int, why: str) -> None:
+        print(
+            f"scripted: crashing on purpose ({why}), exit code {code}, "
+            f"at monotonic_ns={time.monotonic_ns()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(code)
+
+    def _write_raw(self, data: bytes) -> None:
+        fd = self.frames_fd if self.frames_fd is not None else 1
+        os.write(fd, data)
+
+
+class _Player:
+    """Runs one turn's steps; holds the turn's counters."""
+
+    def __init__(
+        self, driver: ScriptedDriver, turn: TurnContext, opts: Mapping[str, Any], script: Script
+    ) -> None:
+        self.driver = driver
+        self.turn = turn
+        self.opts = opts
+        self.script = script
+        self.rate = _opt_float(opts, "chunk_rate", 40.0)
+        self.text_offset = 0
+
+    async def play(self, step: Step) -> None:
+        handler = getattr(self, f"do_{step.op.replace('-', '_')}")
+        await handler(step)
+
+    # --- content ------------------------------------------------------------------------------
+
+    async def stream(self, chunks: list[str], rate: float, *, thinking: bool = False) -> None:
+        """Emit chunks at `rate` per second (0: as fast as the pipe takes them).
+
+        Paced against a start time, not by sleeping between chunks, so the rate holds however
+        long each emit takes.
+        """
+        start = trio.current_time()
+        for i, text in enumerate(chunks):
+            if rate > 0 and i:
+                await trio.sleep_until(start + i / rate)
+            chunk = ThinkingDelta(text=text) if thinking else TextDelta(text=text)
+            await self.turn.chunk(chunk)
+
+    async def do_text(self, step: Step) -> None:
+        await self.stream(split_words(step.rest()), self.rate)
+
+    async def do_echo(self, step: Step) -> None:
+        await self.stream(split_words(self.script.prompt or "(empty message)"), self.rate)
+
+    async def do_think(self, step: Step) -> None:
+        await self.stream(split_words(step.rest() or "Thinking."), self.rate, thinking=True)
+
+    async def do_chunks(self, step: Step) -> None:
+        n = int(step.num("n", 10, pos=0))
+        size = max(1, int(step.num("size", 8)))
+        rate = step.num("rate", self.rate)
+        text = words_text(n * size, self.text_offset)
+        self.text_offset += n
+        await self.stream([text[i * size : (i + 1) * size] for i in range(n)], rate)
+
+    async def do_bench(self, step: Step) -> None:
+        n = int(step.num("n", _opt_float(self.opts, "bench_chunks", 1000), pos=0))
+        size = int(step.num("size", _opt_float(self.opts, "bench_chunk_size", 64)))
+        rate = step.num("rate", _opt_float(self.opts, "bench_rate", 0.0))
+        start = trio.current_time()
+        for i in range(n):
+            if rate > 0 and i:
+                await trio.sleep_until(start + i / rate)
+            await self.turn.chunk(TextDelta(text=bench_text(size)))
+
+    async def do_tool(self, step: Step) -> None:
+        """A tool call and its result, then the steer injection point and message boundary.
+
+        The pause (`pause=`, default option `tool_pause`) is while the tool "runs": the time
+        a demo has to steer. `wait-steer=S` instead waits up to S seconds for a steer, so
+        tests need no timing.
+        """
+        name = step.arg(0, "Read")
+        call_id = f"call-{next(self.driver._ids)}"
+        tool_input: dict[str, Any] = {"file_path": "README.md"} if name == "Read" else {}
+        await self.turn.chunk(ToolCall(call_id=call_id, name=name, input=tool_input))
+        wait_steer = step.num("wait-steer", 0.0)
+        if wait_steer > 0:
+            with trio.move_on_after(wait_steer):
+                while not self.turn.has_pending_steers:
+                    await trio.sleep(0.005)
+        else:
+            pause = step.num("pause", _opt_float(self.opts, "tool_pause", 1.5))
+            if pause > 0:
+                await trio.sleep(pause)
+        output = step.kw.get("output", TOOL_OUTPUTS.get(name, f"{name}: ok\n"))
+        await self.turn.chunk(ToolResult(call_id=call_id, output=output))
+        await self.boundary()
+
+    async def boundary(self) -> None:
+        """After a tool result: inject pending steers, start the next message."""
+        steers = await self.turn.take_steers()
+        await self.turn.message_start()
+        if steers:
+            said = "; ".join(s.text for s in steers)
+            await self.stream(split_words(f"You said: {said}. Taking that into account."),
+                              self.rate)
+            await self.stream([" "], 0)
+
+    async def do_approve(self, step: Step) -> None:
+        tool = step.arg(0, "Bash")
+        call_id = f"call-{next(self.driver._ids)}"
+        tool_input: dict[str, Any] = {"command": "ls"}
+        await self.turn.chunk(ToolCall(call_id=call_id, name=tool, input=tool_input))
+        answer = await self.turn.request_approval(tool, tool_input, f"run {tool}: ls")
+        if answer.allow:
+            await self.turn.chunk(
+                ToolResult(call_id=call_id, output=TOOL_OUTPUTS.get(tool, "ok\n"))
+            )
+            await self.boundary()
+            await self.stream(split_words(f"approved: ran {tool}."), self.rate)
+        else:
+            reason = answer.reason or "no reason given"
+            await self.turn.chunk(
+                ToolResult(call_id=call_id, output=f"denied: {reason}", is_error=True)
+            )
+            await self.boundary()
+            await self.stream(split_words(f"denied: did not run {tool} ({reason})."), self.rate)
+
+    async def do_compact(self, step: Step) -> None:
+        mode = step.arg(0, "")
+        turn_id = self.turn.turn_id
+        await self.turn.emit(CompactionStart(turn_id=turn_id, trigger="manual"))
+        await trio.sleep(step.num("duration", 0.01))
+        if mode == "error":
+            await self.turn.emit(
+                CompactionError(turn_id=turn_id, message="compaction failed (scripted)")
+            )
+        elif mode == "anchor":
+            anchor = CompactionAnchor(
+                trigger="manual",
+                tokens_before=120_000,
+                tokens_after=8_000,
+                duration_ms=10,
+                summary="Summary of the conversation so far (scripted).",
+            )
+            await self.turn.emit(CompactionComplete(turn_id=turn_id, anchor=anchor))
+        else:
+            await self.turn.emit(CompactionComplete(turn_id=turn_id))
+
+    async def do_usage(self, step: Step) -> None:
+        usage = Usage(
+            input_tokens=int(step.num("input", 100, pos=0)),
+            output_tokens=int(step.num("output", 20, pos=1)),
+        )
+        await self.turn.emit(UsageEvent(turn_id=self.turn.turn_id, usage=usage))
+
+    async def do_notice(self, step: Step) -> None:
+        code, _, message = step.rest().partition(" ")
+        await self.turn.emit(
+            Notice(code=code or "scripted", message=message, turn_id=self.turn.turn_id)
+        )
+
+    async def do_whoami(self, step: Step) -> None:
+        d = self.driver
+        text = f"resumed {d.resumed_from}" if d.resumed_from else f"new session {d.session_token}"
+        await self.turn.chunk(TextDelta(text=text))
+
+    async def do_env(self, step: Step) -> None:
+        name = step.arg(0)
+        value = os.environ.get(name)
+        if value is not None:
+            # On stderr too, so tests can check the host redacts secrets from the tail.
+            print(f"scripted: env {name}={value}", file=sys.stderr, flush=True)
+        await self.turn.chunk(TextDelta(text=f"{name}={'set' if value is not None else 'unset'}"))
+
+    async def do_envkeys(self, step: Step) -> None:
+        await self.turn.chunk(TextDelta(text=" ".join(sorted(os.environ))))
+
+    async def do_stderr(self, step: Step) -> None:
+        print(step.rest(), file=sys.stderr, flush=True)
+
+    # --- control and failure ------------------------------------------------------------------
+
+    async def do_sleep(self, step: Step) -> None:
+        await trio.sleep(step.num("seconds", 0.1, pos=0))
+
+    async def do_error(self, step: Step) -> None:
+        raise TurnFailed(step.rest() or "scripted error", driver=self.driver.name)
+
+    async def do_crash(self, step: Step) -> None:
+        # Let what was emitted so far reach the host first: a crash *mid-turn*, after output.
+        await trio.sleep(0.02)
+        self.driver._crash(int(step.num("code", 3, pos=0)), "/crash")
+
+    async def do_hang(self, step: Step) -> None:
+        """Never answer, and ignore interrupts (the host must kill us)."""
+        print("scripted: hanging (ignoring interrupts)", file=sys.stderr, flush=True)
+        with trio.CancelScope(shield=True):
+            await trio.sleep_forever()
+
+    async def do_wait(self, step: Step) -> None:
+        """Wait until interrupted (a long turn that stops cleanly)."""
+        await trio.sleep_forever()
+
+    async def do_garbage(self, step: Step) -> None:
+        await trio.sleep(0.02)
+        print("scripted: writing garbage to the frame channel", file=sys.stderr, flush=True)
+        self.driver._write_raw(b"this is not a frame\n" * 4)
+        await trio.sleep_forever()
+
+    async def do_oversized(self, step: Step) -> None:
+        await trio.sleep(0.02)
+        print("scripted: announcing an oversized frame", file=sys.stderr, flush=True)
+        self.driver._write_raw(struct.pack(">I", 0xFFFF_FFF0) + b"\x00" * 16)
+        await trio.sleep_forever()
+
+    async def do_stray(self, step: Step) -> None:
+        """Events for a turn that does not exist."""
+        await self.turn.emit(ChunkEvent(turn_id="no-such-turn", chunk=TextDelta(text="stray")))
+        await self.turn.emit(UsageEvent(turn_id="no-such-turn", usage=Usage(input_tokens=1)))
+
+    async def do_late(self, step: Step) -> None:
+        """An event for this turn after its `TurnEnd`."""
+        trio.lowlevel.spawn_system_task(_late_event, self.turn)
+
+
+async def _late_event(turn: TurnContext) -> None:
+    try:
+        await trio.sleep(0.05)
+        await turn.emit(ChunkEvent(turn_id=turn.turn_id, chunk=TextDelta(text="late")))
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        pass
