@@ -290,7 +290,14 @@ class Client:
         self._welcome_event.set()
 
     async def _hello(self, client_name: str) -> None:
-        await self._write(Hello(protocol_version=PROTOCOL_VERSION, client=client_name))
+        try:
+            await self._write(Hello(protocol_version=PROTOCOL_VERSION, client=client_name))
+        except ConnectionBroken:
+            # The daemon may have refused us before reading (access denied): its reason is
+            # more useful than our broken pipe.
+            with trio.move_on_after(5):
+                await self._welcome_event.wait()
+            raise self._closed or HandshakeError("hostd closed the connection") from None
         await self._welcome_event.wait()
         if self.welcome is None:
             raise self._closed or HandshakeError("no welcome from hostd")
@@ -501,6 +508,12 @@ async def open_client(
                 yield client
             finally:
                 nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery only holds our reader, which never raises: the one exception is the
+        # caller's (or the handshake's). Hand it back as itself, not wrapped in a group.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         await client.aclose()
 

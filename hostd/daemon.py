@@ -278,10 +278,19 @@ class Daemon:
             rows = await self.reader.run(self.reader.sync.load_rows, topic_id)
             approvals = await self.reader.run(self.reader.sync.load_approvals, topic_id)
             last_seq = record.last_seq + LOAD_SEQ_GAP
-            return await self._start_host(record.info, rows, approvals, last_seq, record.resume_token)
+            host = await self._start_host(
+                record.info, rows, approvals, last_seq, record.resume_token
+            )
         finally:
             del self._loading[topic_id]
             done.set()
+        # The runtime contract: once after constructing from stored rows, so rows a previous
+        # daemon left queued run again.
+        try:
+            await host.call("resume_queue")
+        except HostdError as exc:
+            log.warning("topic %s: resuming its queue failed: %s", topic_id, exc)
+        return host
 
     async def _start_host(
         self,
@@ -310,11 +319,7 @@ class Daemon:
         topic_ids = await self.reader.run(self.reader.sync.topics_with_rows_in, ("queued",))
         for tid in topic_ids:
             if tid in self._records:
-                host = await self.host(tid)
-                try:
-                    await host.call("resume_queue")
-                except HostdError as exc:
-                    log.warning("topic %s: resuming its queue failed: %s", tid, exc)
+                await self.host(tid)  # loading resumes the queue
 
     # --- request handlers -----------------------------------------------------------------
 

@@ -3,7 +3,6 @@ temporary HOSTD_HOME, with the runtime and supervisor replaced by `tests.io.fake
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.daemon import Daemon, DaemonConfig, serve_daemon
+from hostd.daemon import Daemon, DaemonConfig, default_runtime_factory, serve_daemon
 from hostd.driver_registry import DriverRegistry
 from hostd.paths import Paths
 from hostd_protocol.driver_spec import DriverSpec
@@ -57,6 +56,7 @@ async def start_daemon(
     *,
     supervisor: FakeSupervisor | None = None,
     config: DaemonConfig | None = None,
+    runtime_factory: Any = default_runtime_factory,
     **kwargs: Any,
 ) -> Running:
     sup = supervisor or FakeSupervisor()
@@ -69,7 +69,7 @@ async def start_daemon(
                 config=config or DaemonConfig(default_driver="fake"),
                 registry=REGISTRY,
                 supervisor_factory=lambda _r: sup,  # type: ignore[arg-type,return-value]
-                runtime_factory=functools.partial(_runtime, ),  # type: ignore[arg-type]
+                runtime_factory=runtime_factory,
                 task_status=task_status,
                 **kwargs,
             )
@@ -81,7 +81,7 @@ async def start_daemon(
     return Running(paths, daemon, sup, done)
 
 
-def _runtime(info: Any, rows: Any, approvals: Any, last_seq: int) -> FakeRuntime:
+def fake_runtime(info: Any, rows: Any, approvals: Any, last_seq: int) -> FakeRuntime:
     import time
 
     from hostd.topic_host import new_id

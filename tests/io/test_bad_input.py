@@ -1,0 +1,170 @@
+"""Bad input from a socket: typed errors, framing errors close, nothing crashes the daemon."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.paths import Paths
+from hostd_protocol.client_messages import ErrorReply, Reply, ServerMessage, Welcome
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.framing import Codec, FrameDecoder, encode_frame
+from tests.io.conftest import Running
+
+CODEC: Codec[Any] = Codec(ServerMessage, "msgpack")
+JSON_CODEC: Codec[Any] = Codec(ServerMessage, "json")
+HELLO = msgspec.msgpack.encode({"type": "hello", "protocol_version": list(PROTOCOL_VERSION)})
+
+
+class Raw:
+    """A raw socket speaking frames by hand."""
+
+    def __init__(self, stream: trio.SocketStream, codec: Codec[Any] = CODEC) -> None:
+        self.stream = stream
+        self.codec = codec
+        self.frames = FrameDecoder()
+        self.buffered: list[Any] = []
+
+    @classmethod
+    async def connect(cls, paths: Paths, codec: Codec[Any] = CODEC) -> Raw:
+        return cls(await trio.open_unix_socket(str(paths.socket_path)), codec)
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def send_body(self, body: bytes) -> None:
+        await self.send(encode_frame(body))
+
+    async def recv(self) -> Any:
+        while not self.buffered:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                raise EOFError
+            self.buffered += [self.codec.decode(b) for b in self.frames.feed(data)]
+        return self.buffered.pop(0)
+
+    async def expect_eof(self) -> None:
+        assert not self.buffered
+        while True:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return
+            assert not self.frames.feed(data), "no frame expected before close"
+
+    async def hello(self) -> None:
+        await self.send_body(HELLO)
+        assert isinstance(await self.recv(), Welcome)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def still_serving(paths: Paths) -> None:
+    async with open_client(paths) as c:
+        assert (await c.ping()).time > 0
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (encode_frame(b"\xc1\xc1\xc1"), "malformed_frame"),  # 0xc1 is never valid msgpack
+        (struct.pack(">I", 2**31) + b"xx", "frame_too_large"),
+    ],
+    ids=["garbage", "oversized-length"],
+)
+async def test_framing_errors_close_the_connection(
+    running: Running, data: bytes, code: str
+) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        await raw.send(data)
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and err.code == code and err.id is None
+        await raw.expect_eof()
+        await raw.aclose()
+        await still_serving(running.paths)
+
+
+async def test_truncated_frame_then_eof(running: Running) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        await raw.send(encode_frame(msgspec.msgpack.encode({"type": "ping", "id": 1}))[:-2])
+        await raw.stream.send_eof()
+        await raw.expect_eof()
+        await raw.aclose()
+        await still_serving(running.paths)
+
+
+async def test_wrong_types_and_unknown_request_keep_the_connection(running: Running) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        await raw.send_body(msgspec.msgpack.encode({"type": "get-topic", "id": 7, "topic_id": 5}))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply)
+        assert (err.code, err.id) == ("invalid_message", 7)
+        await raw.send_body(msgspec.msgpack.encode({"type": "launch-rockets", "id": 8}))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply)
+        assert (err.code, err.id) == ("unknown_request", 8)
+        assert err.message == "unknown request type 'launch-rockets'"
+        await raw.send_body(msgspec.msgpack.encode({"type": "get-topic", "id": 9, "topic_id": "x"}))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and (err.code, err.id) == ("unknown_topic", 9)
+        await raw.send_body(msgspec.msgpack.encode({"type": "ping", "id": 10}))
+        reply = await raw.recv()
+        assert isinstance(reply, Reply) and reply.id == 10
+        await raw.aclose()
+
+
+async def test_request_before_hello(running: Running) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.send_body(msgspec.msgpack.encode({"type": "ping", "id": 3}))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply)
+        assert err.code == "handshake_error"
+        assert err.message == "the first message must be hello, not 'ping'"
+        await raw.expect_eof()
+        await raw.aclose()
+
+
+async def test_version_mismatch(running: Running) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.send_body(msgspec.msgpack.encode({"type": "hello", "protocol_version": [99, 0]}))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and err.code == "version_mismatch"
+        await raw.expect_eof()
+        await raw.aclose()
+
+
+async def test_json_encoding_is_negotiated_by_the_first_frame(running: Running) -> None:
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths, JSON_CODEC)
+        await raw.send_body(b'{"type": "hello", "protocol_version": [1, 0]}')
+        assert isinstance(await raw.recv(), Welcome)
+        await raw.send_body(b'{"type": "list-topics", "id": 1}')
+        reply = await raw.recv()
+        assert isinstance(reply, Reply) and reply.id == 1
+        await raw.aclose()
+
+
+async def test_many_bad_connections_do_not_hurt(running: Running) -> None:
+    with trio.fail_after(20):
+        async def bad(i: int) -> None:
+            raw = await Raw.connect(running.paths)
+            await raw.send(bytes([i % 256]) * 37)
+            await raw.aclose()
+
+        async with trio.open_nursery() as n:
+            for i in range(50):
+                n.start_soon(bad, i)
+        await still_serving(running.paths)
