@@ -531,3 +531,14 @@ async def test_invalid_option_is_a_clear_fatal_error(api: FakeAnthropicAPI, work
         "invalid claude-code option: Invalid enum value 'yolo' - at `$.permission_mode`"
     )
     assert code == 2
+
+
+async def test_bench_helper_measures_cold_and_warm(api: FakeAnthropicAPI) -> None:
+    from tests.claude.bench import PROMPT, measure_async
+
+    api.add_rule(user_says(PROMPT), text("Hello from the fake."), first=True)
+    with trio.fail_after(2 * TURN_TIMEOUT):
+        bench = await measure_async(runs=1, base_url=api.base_url)
+    assert 0 < bench.warm_ttft_s < bench.cold_ttft_s
+    assert bench.driver_rss_mib > 0 and bench.cli_rss_mib > 0
+    assert bench.summary().startswith("claude-code driver, median of 1: time to first token cold ")
