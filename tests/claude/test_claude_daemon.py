@@ -1,0 +1,133 @@
+"""The Claude Code driver behind the real daemon: socket, topic runtime, supervisor, store.
+
+One in-process daemon (real Unix socket, real SQLite, real supervisor spawning the real
+driver, which runs the real CLI against the fake Messages API), one topic, one driver process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd.client import Subscription, open_client
+from hostd.daemon import DaemonConfig, serve_daemon
+from hostd.driver_registry import DriverRegistry
+from hostd.paths import Paths
+from hostd.supervisor import Supervisor
+from hostd_claude_code.spec import SPEC
+from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
+from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from tests.claude.driver_peer import offline_env
+from tests.fakes.anthropic_api import (
+    FakeAnthropicAPI,
+    RecordedRequest,
+    Rule,
+    text,
+    tool_use,
+    user_says,
+)
+
+pytestmark = [pytest.mark.claude, pytest.mark.e2e]
+
+TIMEOUT = 60
+
+
+def _after_tool(prompt: str) -> Any:
+    def pred(req: RecordedRequest) -> bool:
+        return req.last_user_has_tool_result and (req.last_user_text or "").strip() == prompt
+
+    return pred
+
+
+RULES = [
+    Rule(user_says("hello"), text("Hi there!")),
+    Rule(user_says("steer me"), tool_use("Bash", {"command": "touch steered.txt"})),
+    Rule(_after_tool("steer me"), text("Done, and banana.")),
+]
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    # Short: the socket path must stay under the AF_UNIX limit.
+    path = Path(tempfile.mkdtemp(prefix="hdc", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def text_of(row: MessageRow) -> str:
+    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
+
+
+async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded:
+    async for item in sub:
+        if on_event is not None:
+            await on_event(item)
+        if isinstance(item, TurnEnded):
+            return item
+    raise AssertionError("subscription ended before the turn did")
+
+
+async def test_turns_and_a_steer_through_the_daemon(home: Path) -> None:
+    paths = Paths.under(home)
+    workdir = home / "work"
+    with FakeAnthropicAPI(RULES) as api:
+        env = offline_env(api.base_url)
+        registry = DriverRegistry.from_specs(SPEC)
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        paths,
+                        config=DaemonConfig(default_driver="claude-code"),
+                        registry=registry,
+                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
+                        task_status=task_status,
+                    )
+                )
+                async with open_client(paths) as client:
+                    topic = await client.create_topic(
+                        title="claude", driver="claude-code", working_dir=str(workdir)
+                    )
+                    async with client.attach(topic.id) as sub:
+                        await client.send(topic.id, "hello", intent="start")
+                        first = await until_turn_ended(sub)
+
+                        async def on_event(item: Any) -> None:
+                            if isinstance(item, ApprovalRequested):
+                                # Steer while the tool call waits for approval, then allow it.
+                                await client.send(topic.id, "say banana too", intent="steer")
+                                await client.answer_approval(topic.id, item.approval.id, allow=True)
+
+                        await client.send(topic.id, "steer me", intent="start")
+                        second = await until_turn_ended(sub, on_event)
+                        rows = sub.transcript.rows()
+                    await client.shutdown()
+
+    assert first.status == "success", first
+    assert second.status == "success", second
+    messages = [r for r in rows if r.role != "marker"]
+    assert [(r.role, r.status) for r in messages] == [
+        ("user", "success"),
+        ("assistant", "success"),
+        ("user", "success"),
+        ("assistant", "success"),  # A1a: the tool call, closed at the steer boundary
+        ("user", "success"),  # U2: the steer
+        ("assistant", "success"),  # A2: the answer after the steer
+    ], rows
+    assert text_of(messages[1]) == "Hi there!"
+    a1a, u2, a2 = messages[3], messages[4], messages[5]
+    assert [type(p) for p in a1a.parts] == [ToolCall, ToolResult]
+    assert text_of(u2) == "say banana too"
+    assert text_of(a2) == "Done, and banana."
+    # The model saw the steer in the request after the tool result.
+    follow_up = [r for r in api.message_requests if r.last_user_text == "steer me"][-1]
+    assert any("say banana too" in s for s in follow_up.system_reminders_after_tool_result)
+    assert (workdir / "steered.txt").exists()
