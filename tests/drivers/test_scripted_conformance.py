@@ -1,0 +1,51 @@
+"""The conformance suite (hostd.testing.conformance) run against the scripted driver."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hostd.driver_registry import DriverRegistry
+from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
+from hostd_scripted.spec import SPEC
+
+PROFILE = ConformanceProfile(
+    driver="scripted",
+    registry=DriverRegistry.from_specs(SPEC),
+    base_env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"},
+    init_options={"chunk_rate": 0, "tool_pause": 0},
+    turn_text="hello",
+    long_turn_text="/chunks 2 rate=0\n/wait",
+    crash_text="/chunks 2 rate=0\n/crash 3",
+    garbage_text="/chunks 1 rate=0\n/garbage",
+    slow_start_options={"start_delay": 0.6},
+    slow_start_seconds=0.6,
+    handshake_timeout=10.0,
+    turn_timeout=10.0,
+)
+
+#: The same driver made to crash by the suite itself (SIGKILL after the first chunk), the
+#: path a driver without a crash trigger takes.
+KILLED = ConformanceProfile(
+    driver="scripted",
+    registry=DriverRegistry.from_specs(SPEC),
+    base_env=PROFILE.base_env,
+    init_options=PROFILE.init_options,
+    turn_text="hello",
+    long_turn_text="/chunks 2 rate=0\n/wait",
+    handshake_timeout=10.0,
+    turn_timeout=10.0,
+)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+async def test_scripted_conformance(check: Check, tmp_path: Path) -> None:
+    await check(PROFILE, tmp_path)
+
+
+async def test_scripted_crash_by_kill(tmp_path: Path) -> None:
+    from hostd.testing.conformance import check_crash_mid_turn
+
+    await check_crash_mid_turn(KILLED, tmp_path)
