@@ -193,7 +193,7 @@ async def check_handshake(profile: ConformanceProfile, workdir: Path) -> None:
             assert session.pid > 0
             assert isinstance(session.capabilities, Capabilities)
             assert session.driver == profile.driver
-            assert Path(workdir / "work" / "conf-handshake").is_dir()
+            assert await trio.Path(workdir / "work" / "conf-handshake").is_dir()
             await session.aclose()
             ended = await _wait_end(session)
             assert ended.error is None, f"clean close reported {ended.error!r}"
