@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 #: Bytes of queued topic events a window may lag behind before it is resynced.
 DEFAULT_MAX_QUEUE_BYTES = 4 * 1024 * 1024
 #: Replies/control frames beyond this many bytes unread: the client is disconnected.
+MIN_HARD_QUEUE_BYTES = 16 * 1024 * 1024
 HARD_QUEUE_FACTOR = 4
 RECEIVE_SIZE = 64 * 1024
 #: How long a closing connection may take to deliver its last frames (e.g. the error reply).
@@ -150,6 +151,7 @@ class Connection:
         self._handler = handler
         self.max_frame_size = max_frame_size
         self.max_queue_bytes = max_queue_bytes
+        self._hard_limit = max(MIN_HARD_QUEUE_BYTES, HARD_QUEUE_FACTOR * max_queue_bytes)
         self._frames = FrameDecoder(max_frame_size)
         self._codec: Codec[ClientMessage] | None = None
         self._encoding: Encoding = "msgpack"
@@ -195,11 +197,14 @@ class Connection:
         """Queue a reply or control message (never dropped)."""
         if self._closing and self._writer_done.is_set():
             return
-        frame = SERVER_CODECS[self._encoding].encode_frame(msg)
-        self._enqueue(frame, is_event=False)
-        if self._queued_bytes > self.max_queue_bytes * HARD_QUEUE_FACTOR:
+        if self._queued_bytes > self._hard_limit:
+            # Checked before adding, so one big reply (a snapshot) on a drained queue is fine;
+            # a client that keeps asking and never reads is not.
             log.warning("%r: %d bytes of replies unread; disconnecting", self, self._queued_bytes)
             self.abort()
+            return
+        frame = SERVER_CODECS[self._encoding].encode_frame(msg)
+        self._enqueue(frame, is_event=False)
 
     def reply(self, request_id: int, result: Result) -> None:
         self.send_message(Reply(id=request_id, result=result))
@@ -211,15 +216,19 @@ class Connection:
             return
         self._enqueue(frame, is_event=True)
 
-    def push_events(self, events: list[TopicEvent]) -> None:
-        """Replayed events (encoded here: replays are rare, one window at a time)."""
+    def push_events(self, events: list[TopicEvent]) -> bool:
+        """Queue replayed events (encoded here: replays are rare, one window at a time).
+
+        All or nothing: False, with nothing queued, when they do not fit in the queue; a
+        snapshot is then the cheaper way to catch up.
+        """
         codec = SERVER_CODECS[self._encoding]
-        for ev in events:
-            frame = codec.encode_frame(ev)
-            if self._event_bytes + len(frame) > self.max_queue_bytes:
-                self._fell_behind()
-                return
+        frames = [codec.encode_frame(ev) for ev in events]
+        if self._event_bytes + sum(len(f) for f in frames) > self.max_queue_bytes:
+            return False
+        for frame in frames:
             self._enqueue(frame, is_event=True)
+        return True
 
     def _enqueue(self, frame: bytes, *, is_event: bool) -> None:
         self._queue.append((frame, is_event))

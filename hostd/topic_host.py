@@ -252,20 +252,23 @@ class TopicHost:
         else:
             conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="replay"))
             missed = self.stream.replay_since(since)
+            reason = ""
             if missed is None:
+                reason = (
+                    f"events after seq {since} are no longer kept (the replay buffer reaches "
+                    f"back to {self.stream.buffer.floor}); attach without since for a fresh "
+                    "snapshot"
+                )
+            elif not conn.push_events(missed):
+                reason = (
+                    f"the {len(missed)} events after seq {since} exceed this window's send "
+                    "queue; attach without since for a fresh snapshot"
+                )
+            if reason:
                 conn.send_message(
-                    Resync(
-                        topic_id=self.topic_id,
-                        seq=self.stream.last_seq,
-                        reason=(
-                            f"events after seq {since} are no longer kept (replay buffer "
-                            f"reaches back to {self.stream.buffer.floor}); attach without "
-                            "since for a fresh snapshot"
-                        ),
-                    )
+                    Resync(topic_id=self.topic_id, seq=self.stream.last_seq, reason=reason)
                 )
                 return
-            conn.push_events(missed)
             conn.send_message(ReplayEnd(topic_id=self.topic_id, seq=self.stream.last_seq))
         self.stream.subscribe(conn)
         conn.attached[self.topic_id] = self.stream

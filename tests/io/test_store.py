@@ -1,0 +1,122 @@
+"""The apsw store and its writer: migrations, batches, durability waits, reconcile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from hostd import store as st
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.common import TextDelta
+
+
+def topic(tid: str = "tp1") -> TopicInfo:
+    return TopicInfo(id=tid, title="t", driver="fake", created_at=1.0, updated_at=1.0)
+
+
+def row(rid: str, status: str, pos: int, text: str = "", tid: str = "tp1") -> MessageRow:
+    return MessageRow(
+        id=rid,
+        topic_id=tid,
+        role="assistant" if status == "pending" else "user",
+        status=status,  # type: ignore[arg-type]
+        position=pos,
+        parts=[TextDelta(text)] if text else [],
+        created_at=float(pos),
+        updated_at=float(pos),
+    )
+
+
+def test_migration_sets_user_version(tmp_path: Path) -> None:
+    with st.Store(tmp_path / "db") as s:
+        assert s.schema_version == len(st.MIGRATIONS)
+    with st.Store(tmp_path / "db") as s:  # idempotent
+        assert s.schema_version == len(st.MIGRATIONS)
+
+
+async def test_writer_coalesces_and_waits_for_commit(tmp_path: Path) -> None:
+    with trio.fail_after(10), st.Store(tmp_path / "db") as s, st.Store(tmp_path / "db") as reader:
+        writer = st.StoreWriter(s, flush_interval=10.0)  # only explicit waits flush
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            writer.put(st.PutTopic(topic()))
+            for i in range(100):
+                writer.put(st.PutRow(row("r1", "pending", 1, "x" * i)))
+            writer.put(st.PutSeq("tp1", 42))
+            assert reader.load_rows("tp1") == []  # nothing before the flush
+            await writer.wait_committed()
+            rows = reader.load_rows("tp1")
+            assert len(rows) == 1 and rows[0].parts == [TextDelta("x" * 99)]
+            assert reader.load_topics()[0].last_seq == 42
+            stats = writer.statistics()
+            assert (stats.batches, stats.ops_written) == (1, 3)
+            # A deleted topic takes its pending ops with it.
+            writer.put(st.PutRow(row("r2", "success", 2)))
+            writer.put(st.DeleteTopic("tp1"))
+            await writer.wait_committed()
+            assert reader.load_topics() == [] and reader.load_rows("tp1") == []
+            n.cancel_scope.cancel()
+
+
+async def test_durable_put_flushes_without_waiting_for_the_interval(tmp_path: Path) -> None:
+    with trio.fail_after(5), st.Store(tmp_path / "db") as s:
+        writer = st.StoreWriter(s, flush_interval=3600.0)
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            gen = writer.put(st.PutTopic(topic()), durable=True)
+            await writer.wait_committed(gen)
+            n.cancel_scope.cancel()
+
+
+async def test_failed_batch_raises_store_error_to_waiters(tmp_path: Path) -> None:
+    import pytest
+
+    from hostd_protocol.errors import StoreError
+
+    with trio.fail_after(5), st.Store(tmp_path / "db") as s:
+        writer = st.StoreWriter(s)
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            gen = writer.put(st.PutRow(row("r1", "success", 1, tid="no-such-topic")), durable=True)
+            with pytest.raises(StoreError, match=r"^database write failed: ConstraintError"):
+                await writer.wait_committed(gen)
+            gen = writer.put(st.PutTopic(topic()), durable=True)
+            await writer.wait_committed(gen)  # the writer goes on
+            n.cancel_scope.cancel()
+
+
+def test_reconcile_after_a_crash(tmp_path: Path) -> None:
+    with st.Store(tmp_path / "db") as s:
+        s.apply(
+            [
+                st.PutTopic(topic()),
+                st.PutRow(row("u1", "success", 1, "question")),
+                st.PutRow(row("a1", "pending", 2, "half an ans")),
+                st.PutRow(row("u2", "queued", 3, "next")),
+                st.PutApproval(ApprovalInfo(id="ap1", topic_id="tp1", turn_id="t1", tool="Bash")),
+                st.PutTurn("tp1", "t1", None, at=1.0),
+            ]
+        )
+        report = s.reconcile(now=5.0)
+        assert report == st.ReconcileReport(rows_failed=1, approvals_cancelled=1, turns_failed=1)
+        rows = {r.id: r for r in s.load_rows("tp1")}
+        assert rows["a1"].status == "error"
+        assert rows["a1"].error == "daemon restarted during this answer"
+        assert rows["a1"].parts == [TextDelta("half an ans")]
+        assert rows["u2"].status == "queued"
+        assert s.load_approvals("tp1") == []
+        assert s.load_approvals("tp1", open_only=False)[0].status == "cancelled"
+        assert s.load_turns("tp1")[0].status == "error"
+        assert s.reconcile() == st.ReconcileReport(0, 0, 0)
+
+
+def test_history_pages(tmp_path: Path) -> None:
+    with st.Store(tmp_path / "db") as s:
+        s.apply([st.PutTopic(topic())] + [st.PutRow(row(f"r{i}", "success", i)) for i in range(1, 11)])
+        page, more = s.history_page("tp1", None, 4)
+        assert [r.position for r in page] == [7, 8, 9, 10] and more
+        page, more = s.history_page("tp1", 7, 4)
+        assert [r.position for r in page] == [3, 4, 5, 6] and more
+        page, more = s.history_page("tp1", 3, 4)
+        assert [r.position for r in page] == [1, 2] and not more
