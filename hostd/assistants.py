@@ -61,8 +61,16 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HOOK_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _TOML_POS_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _ASSISTANT_KEYS = frozenset(
-    {"description", "driver", "model", "system_prompt", "history_size", "workdir", "options",
-     "hooks"}
+    {
+        "description",
+        "driver",
+        "model",
+        "system_prompt",
+        "history_size",
+        "workdir",
+        "options",
+        "hooks",
+    }
 )
 _HOOK_KEYS = frozenset({"create", "next"})
 
@@ -304,7 +312,9 @@ def _parse_workdir(value: object, err: Any) -> Workdir:
             raise err(["workdir", key], "unknown key (allowed: policy, path)")
     policy = value.get("policy", "per-topic")
     if policy not in WORKDIR_POLICIES:
-        raise err(["workdir"], f"policy must be one of {', '.join(WORKDIR_POLICIES)}, not {policy!r}")
+        raise err(
+            ["workdir"], f"policy must be one of {', '.join(WORKDIR_POLICIES)}, not {policy!r}"
+        )
     path = value.get("path", "")
     if not isinstance(path, str):
         raise err(["workdir", "path"], "must be a string")
@@ -379,9 +389,7 @@ def parse_roles(text: str, file: Path | str = "<string>") -> RolesConfig:
     profiles_raw = data.get("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise err(["profiles"], "must be a table of [profiles.<name>] tables")
-    profiles = {
-        name: role_map(table, ["profiles", name]) for name, table in profiles_raw.items()
-    }
+    profiles = {name: role_map(table, ["profiles", name]) for name, table in profiles_raw.items()}
     return RolesConfig(system=system, profiles=profiles, source=str(file))
 
 

@@ -63,8 +63,12 @@ def resolve_role(role: str, roles: RolesConfig, profile: str = "") -> tuple[Role
         + (f" for profile {profile!r}" if profile else "")
         + f": none of {tried} is defined in {source}; define one of them, or give the "
         f"assistant or topic an explicit driver and model",
-        details={"role": role, "profile": profile, "tried": [w for _t, w, _x in tiers],
-                 "file": source},
+        details={
+            "role": role,
+            "profile": profile,
+            "tried": [w for _t, w, _x in tiers],
+            "file": source,
+        },
     )
 
 
@@ -97,7 +101,7 @@ def resolve_connector(
         source = roles.source or "roles.toml"
         raise UnresolvedRole(
             f"model 'use::{role}' resolved to model {target.model!r} ({tier} tier of {source}) "
-            f"but no driver is named: add driver = \"...\" to that role or to assistant "
+            f'but no driver is named: add driver = "..." to that role or to assistant '
             f"{assistant.name!r}",
             details={"role": role, "profile": profile, "tier": tier, "file": source},
         )

@@ -290,7 +290,8 @@ class ObserverChain:
             elif result is not None:
                 log.warning(
                     "hook observer %s.prepare_step returned a %s, not a StepPrep; ignored",
-                    _name_of(obs), type(result).__name__,
+                    _name_of(obs),
+                    type(result).__name__,
                 )
         return prep
 
@@ -371,8 +372,9 @@ class UsageAccounting(TurnObserver):
         return {topic: self.topic_usage(topic) for topic in sorted(set(self._topic_of.values()))}
 
 
-def default_chain(*, discover: bool = True, max_retries: int = 2) -> tuple[ObserverChain,
-                                                                           UsageAccounting]:
+def default_chain(
+    *, discover: bool = True, max_retries: int = 2
+) -> tuple[ObserverChain, UsageAccounting]:
     """The daemon's chain: usage accounting first, then the installed observers by name."""
     usage = UsageAccounting()
     observers: list[object] = [usage]

@@ -346,8 +346,13 @@ def turn_workdir(assistant: AssistantConfig, topic: TopicInfo, workspaces: Path)
 class TurnReporter:
     """Given to `DriverTurn`: records tool steps and usage as the driver streams."""
 
-    def __init__(self, record: TurnRecord, info: TurnInfo, observers: ObserverChain,
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        record: TurnRecord,
+        info: TurnInfo,
+        observers: ObserverChain,
+        clock: Callable[[], float],
+    ) -> None:
         self._record = record
         self._info = info
         self._observers = observers
@@ -366,8 +371,12 @@ class TurnReporter:
         else:
             step = self._tools.pop(event.call_id, None)
             if step is not None:
-                self._record.end_step(step, now, "error" if event.is_error else "success",
-                                      event.output[:200] if event.is_error else "")
+                self._record.end_step(
+                    step,
+                    now,
+                    "error" if event.is_error else "success",
+                    event.output[:200] if event.is_error else "",
+                )
                 await self._observers.step(self._info, step)
         await self._observers.tool(self._info, event)
 
@@ -400,8 +409,9 @@ class _RootStream:
         if not self.started:
             # Failed before the connector was known: windows still get a start for the end.
             self.started = True
-            await self._sink.start(StreamStart(turn_id=self._turn_id, driver="", model="",
-                                               capabilities=Capabilities()))
+            await self._sink.start(
+                StreamStart(turn_id=self._turn_id, driver="", model="", capabilities=Capabilities())
+            )
         await self._sink.end(outcome)
 
 
@@ -446,15 +456,24 @@ async def run_turn(req: TurnRequest, deps: PipelineDeps) -> TurnOutcome:
                 options=dict(req.options),
             ),
             stream=_RootStream(deps.sink, req.turn_id),
-            info=TurnInfo(topic_id=req.topic.id, turn_id=req.turn_id,
-                          assistant=req.topic.assistant, profile=req.identity.profile),
+            info=TurnInfo(
+                topic_id=req.topic.id,
+                turn_id=req.turn_id,
+                assistant=req.topic.assistant,
+                profile=req.identity.profile,
+            ),
         )
         record = turn.record
         failure: BaseException | None = None
         try:
             with scope:
-                await _run(turn, depth=0, assistant_name=req.topic.assistant, text=req.text,
-                           send_options=req.options)
+                await _run(
+                    turn,
+                    depth=0,
+                    assistant_name=req.topic.assistant,
+                    text=req.text,
+                    send_options=req.options,
+                )
             if scope.cancelled_caught:
                 record.stop("stopped by the user")
         except trio.Cancelled as exc:
@@ -500,15 +519,16 @@ async def _run(
     options = merge_options(assistant.options, topic.options, send_options)
 
     # 4. Enter the stack: root or child; always exit.
-    frame = turn.stack.enter(req.turn_id if is_root else f"{req.turn_id}.{depth}",
-                             assistant.name)
+    frame = turn.stack.enter(req.turn_id if is_root else f"{req.turn_id}.{depth}", assistant.name)
     try:
         # 5. The turn record is the root's (opened in `run_turn`): a child's steps land in it
         # tagged with their depth, and its failures set the one final status.
 
         # 6. Resolve the connector, then the capabilities from the driver's handshake.
         connector = resolve_connector(
-            assistant, deps.roles, profile=req.identity.profile,
+            assistant,
+            deps.roles,
+            profile=req.identity.profile,
             # The topic's explicit choice applies to its own assistant, not to a delegate.
             topic_driver=topic.driver if is_root else "",
             topic_model=topic.model if is_root else "",
@@ -516,17 +536,29 @@ async def _run(
 
         # 8 (before the handshake, because the session is opened in the working directory).
         with turn_workdir(assistant, topic, deps.workspaces) as workdir:
-            spec = SessionSpec(connector=connector, working_dir=str(workdir),
-                               system_prompt=assistant.system_prompt, options=options)
+            spec = SessionSpec(
+                connector=connector,
+                working_dir=str(workdir),
+                system_prompt=assistant.system_prompt,
+                options=options,
+            )
             capabilities = await deps.connect(topic.id, spec)
             if is_root:
-                await turn.stream.start(StreamStart(
-                    turn_id=req.turn_id, driver=connector.driver, model=connector.model,
-                    capabilities=capabilities, assistant=assistant.name,
-                ))
+                await turn.stream.start(
+                    StreamStart(
+                        turn_id=req.turn_id,
+                        driver=connector.driver,
+                        model=connector.model,
+                        capabilities=capabilities,
+                        assistant=assistant.name,
+                    )
+                )
                 turn.info = TurnInfo(
-                    topic_id=topic.id, turn_id=req.turn_id, assistant=assistant.name,
-                    driver=connector.driver, model=connector.model,
+                    topic_id=topic.id,
+                    turn_id=req.turn_id,
+                    assistant=assistant.name,
+                    driver=connector.driver,
+                    model=connector.model,
                     profile=req.identity.profile,
                 )
                 await deps.observers.turn_start(turn.info)
@@ -536,11 +568,19 @@ async def _run(
 
             # 9. Create hook: may change options, or delegate (then no driver call here).
             if assistant.create_hook:
-                step = record.begin_step("hook_create", turn.now(), assistant.create_hook,
-                                         depth=depth)
-                ctx = HookContext(topic_id=topic.id, turn_id=req.turn_id,
-                                  assistant=assistant.name, text=text, options=options,
-                                  profile=req.identity.profile, history=history, depth=depth)
+                step = record.begin_step(
+                    "hook_create", turn.now(), assistant.create_hook, depth=depth
+                )
+                ctx = HookContext(
+                    topic_id=topic.id,
+                    turn_id=req.turn_id,
+                    assistant=assistant.name,
+                    text=text,
+                    options=options,
+                    profile=req.identity.profile,
+                    history=history,
+                    depth=depth,
+                )
                 try:
                     created = await run_create_hook(assistant.create_hook, ctx)
                 except BaseException as exc:
@@ -553,8 +593,12 @@ async def _run(
                     return
                 if isinstance(created, UpdateOptions):
                     options = merge_options(options, created.options)
-                    spec = SessionSpec(connector=connector, working_dir=spec.working_dir,
-                                       system_prompt=spec.system_prompt, options=options)
+                    spec = SessionSpec(
+                        connector=connector,
+                        working_dir=spec.working_dir,
+                        system_prompt=spec.system_prompt,
+                        options=options,
+                    )
 
             # 10-11. Driver turn, then the next hook (continue / delegate / finish).
             await _drive(turn, depth, assistant, spec, text, history, capabilities)
@@ -563,7 +607,10 @@ async def _run(
 
 
 async def _history(
-    turn: _Turn, assistant: AssistantConfig, capabilities: Capabilities, text: str,
+    turn: _Turn,
+    assistant: AssistantConfig,
+    capabilities: Capabilities,
+    text: str,
     is_root: bool,
 ) -> list[HistoryMessage]:
     """Step 7. A failed load warns visibly and goes on without stored history."""
@@ -578,11 +625,14 @@ async def _history(
         except Exception as exc:  # a broken store must not block the answer
             log.warning("turn %s: loading history failed: %s", req.turn_id, exc)
             await deps.sink.notice(
-                req.turn_id, "history_unavailable",
-                f"stored history could not be loaded ({exc}); answering without it", "warning",
+                req.turn_id,
+                "history_unavailable",
+                f"stored history could not be loaded ({exc}); answering without it",
+                "warning",
             )
-    merged = merge_history(stored, req.history if is_root else (), text,
-                           text_id=req.message_id if is_root else "")
+    merged = merge_history(
+        stored, req.history if is_root else (), text, text_id=req.message_id if is_root else ""
+    )
     if is_root and not req.message_id and merged.new_input is not None:
         await deps.sink.store_input(req.turn_id, merged.new_input)
     return merged.messages if capabilities.needs_history else []
@@ -605,10 +655,18 @@ async def _drive(
         if result.status != "success" or not assistant.next_hook:
             return
         step = record.begin_step("hook_next", turn.now(), assistant.next_hook, depth=depth)
-        ctx = HookContext(topic_id=req.topic.id, turn_id=req.turn_id, assistant=assistant.name,
-                          text=text, options=spec.options, profile=req.identity.profile,
-                          history=history, depth=depth, answer=result.answer,
-                          status=result.status)
+        ctx = HookContext(
+            topic_id=req.topic.id,
+            turn_id=req.turn_id,
+            assistant=assistant.name,
+            text=text,
+            options=spec.options,
+            profile=req.identity.profile,
+            history=history,
+            depth=depth,
+            answer=result.answer,
+            status=result.status,
+        )
         try:
             nxt = await run_next_hook(assistant.next_hook, ctx)
         except BaseException as exc:
@@ -627,8 +685,11 @@ async def _drive(
         assert isinstance(nxt, Continue)
         if capabilities.needs_history:
             # A stateless driver must see the round it just answered.
-            history = [*history, HistoryMessage(role="user", text=text),
-                       HistoryMessage(role="assistant", text=result.answer)]
+            history = [
+                *history,
+                HistoryMessage(role="user", text=text),
+                HistoryMessage(role="assistant", text=result.answer),
+            ]
         text = nxt.text
     raise HookError(
         f"next hook {assistant.next_hook!r} continued turn {req.turn_id} more than "
@@ -652,12 +713,23 @@ async def _llm_step(
         prep = await deps.observers.prepare_step(
             StepPrep(turn_id=req.turn_id, text=text, options=spec.options, history=history)
         )
-        step_spec = SessionSpec(connector=spec.connector, working_dir=spec.working_dir,
-                                system_prompt=spec.system_prompt, options=prep.options)
+        step_spec = SessionSpec(
+            connector=spec.connector,
+            working_dir=spec.working_dir,
+            system_prompt=spec.system_prompt,
+            options=prep.options,
+        )
         step = record.begin_step("llm", turn.now(), spec.connector.driver, depth=depth)
-        call = DriverCall(topic_id=req.topic.id, turn_id=req.turn_id, depth=depth,
-                          session=step_spec, text=prep.text, history=list(prep.history),
-                          message_id=req.message_id if depth == 0 else "", report=reporter)
+        call = DriverCall(
+            topic_id=req.topic.id,
+            turn_id=req.turn_id,
+            depth=depth,
+            session=step_spec,
+            text=prep.text,
+            history=list(prep.history),
+            message_id=req.message_id if depth == 0 else "",
+            report=reporter,
+        )
         try:
             result = await deps.driver_turn(call)
         except DriverError as exc:
@@ -671,10 +743,16 @@ async def _llm_step(
         record.end_step(step, turn.now(), result.status, result.error, result.error_code)
         await deps.observers.step(turn.info, step)
         if result.status == "error":
-            retry = await deps.observers.error(ErrorInfo(
-                topic_id=req.topic.id, turn_id=req.turn_id, step="llm", error=result.error,
-                error_code=result.error_code, attempt=attempt,
-            ))
+            retry = await deps.observers.error(
+                ErrorInfo(
+                    topic_id=req.topic.id,
+                    turn_id=req.turn_id,
+                    step="llm",
+                    error=result.error,
+                    error_code=result.error_code,
+                    attempt=attempt,
+                )
+            )
             if retry:
                 attempt += 1
                 continue
@@ -687,9 +765,13 @@ async def _delegate(turn: _Turn, depth: int, delegate: Delegate, text: str) -> N
     record = turn.record
     step = record.begin_step("delegate", turn.now(), delegate.assistant, depth=depth)
     try:
-        await _run(turn, depth=depth + 1, assistant_name=delegate.assistant,
-                   text=delegate.text or text,
-                   send_options=merge_options(turn.req.options, delegate.options))
+        await _run(
+            turn,
+            depth=depth + 1,
+            assistant_name=delegate.assistant,
+            text=delegate.text or text,
+            send_options=merge_options(turn.req.options, delegate.options),
+        )
     except BaseException as exc:
         _end_failed(record, step, exc, turn.now())
         raise

@@ -158,13 +158,16 @@ class TurnRecord:
         self, kind: StepKind, now: float, detail: str = "", *, depth: int = 0
     ) -> StepRecord:
         """Open a step; `depth` > 0 marks a step of a delegated child run."""
-        step = StepRecord(kind=kind, index=len(self.steps), started=now, depth=depth,
-                          detail=detail)
+        step = StepRecord(kind=kind, index=len(self.steps), started=now, depth=depth, detail=detail)
         self.steps.append(step)
         return step
 
     def end_step(
-        self, step: StepRecord, now: float, status: StepStatus = "success", error: str = "",
+        self,
+        step: StepRecord,
+        now: float,
+        status: StepStatus = "success",
+        error: str = "",
         code: str = "",
     ) -> None:
         if step.status != "running":
@@ -188,8 +191,10 @@ class TurnRecord:
         for step in self.steps:
             if step.status == "running":
                 # A step interrupted by the exit path ends with the turn's status.
-                step.status, step.ended = ("success" if self.status == "success" else
-                                           self.status), now
+                step.status, step.ended = (
+                    ("success" if self.status == "success" else self.status),
+                    now,
+                )
                 if self.status == "error" and not step.error:
                     step.error, step.error_code = self.error, self.error_code
         resume = None

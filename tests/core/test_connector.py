@@ -1,0 +1,108 @@
+"""Connector resolution: explicit wins; `use::<role>` through every tier; a clear error."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hostd.assistants import AssistantConfig, RolesConfig, RoleTarget, parse_roles
+from hostd.connector import Connector, resolve_connector, resolve_role
+from hostd_protocol.errors import ConfigError, UnresolvedRole
+
+ROLES = RolesConfig(
+    system={
+        "default": RoleTarget("sys-driver", "sys-default-model"),
+        "coding": RoleTarget("sys-driver", "sys-coding-model"),
+    },
+    profiles={
+        "work": {
+            "default": RoleTarget("work-driver", "work-default-model"),
+            "coding": RoleTarget("work-driver", "work-coding-model"),
+        },
+        "home": {"default": RoleTarget("", "home-default-model")},
+    },
+    source="/cfg/roles.toml",
+)
+
+
+def coder(model: str = "use::coding", driver: str = "") -> AssistantConfig:
+    return AssistantConfig(name="coder", model=model, driver=driver)
+
+
+def test_explicit_assistant_driver_and_model_win() -> None:
+    got = resolve_connector(coder("m1", "d1"), ROLES, profile="work")
+    assert got == Connector("d1", "m1", "explicit")
+
+
+def test_topic_choice_beats_the_assistant() -> None:
+    got = resolve_connector(coder(), ROLES, profile="work", topic_driver="td", topic_model="tm")
+    assert got == Connector("td", "tm", "explicit")
+
+
+def test_tier_1_profile_role() -> None:
+    got = resolve_connector(coder(), ROLES, profile="work")
+    assert got == Connector("work-driver", "work-coding-model", "profile", "coding")
+
+
+def test_tier_2_system_role() -> None:
+    assert resolve_connector(coder(), ROLES, profile="home") == Connector(
+        "sys-driver", "sys-coding-model", "system", "coding"
+    )
+    assert resolve_connector(coder(), ROLES).tier == "system"
+
+
+def test_tier_3_profile_default() -> None:
+    got = resolve_connector(coder("use::writing"), ROLES, profile="work")
+    assert got == Connector("work-driver", "work-default-model", "profile-default", "writing")
+
+
+def test_tier_4_system_default() -> None:
+    got = resolve_connector(coder("use::writing"), ROLES, profile="nobody")
+    assert got == Connector("sys-driver", "sys-default-model", "system-default", "writing")
+
+
+def test_role_without_driver_takes_the_explicit_driver() -> None:
+    got = resolve_connector(coder("use::default", "mine"), ROLES, profile="home")
+    assert got == Connector("mine", "home-default-model", "profile", "default")
+
+
+def test_role_without_any_driver_is_an_error() -> None:
+    with pytest.raises(UnresolvedRole, match=r"no driver is named"):
+        resolve_connector(coder("use::default"), ROLES, profile="home")
+
+
+def test_nothing_at_all_uses_the_default_role() -> None:
+    got = resolve_connector(AssistantConfig(name="bare"), ROLES)
+    assert got == Connector("sys-driver", "sys-default-model", "system", "default")
+
+
+def test_unresolved_names_every_tier_tried() -> None:
+    with pytest.raises(UnresolvedRole) as info:
+        resolve_role("writing", RolesConfig(source="/cfg/roles.toml"), "work")
+    err = info.value
+    assert err.message == (
+        "cannot resolve model 'use::writing' for profile 'work': none of "
+        "profiles.work.writing, system.writing, profiles.work.default, system.default is "
+        "defined in /cfg/roles.toml; define one of them, or give the assistant or topic an "
+        "explicit driver and model"
+    )
+    assert err.details["tried"] == [
+        "profiles.work.writing",
+        "system.writing",
+        "profiles.work.default",
+        "system.default",
+    ]
+    assert isinstance(err, ConfigError) and err.code == "unresolved_role"
+
+
+def test_unresolved_default_role_without_profile() -> None:
+    with pytest.raises(UnresolvedRole, match=re.escape("none of system.default is defined")):
+        resolve_connector(AssistantConfig(name="bare"), RolesConfig())
+
+
+def test_parsed_roles_file_resolves() -> None:
+    roles = parse_roles('[system]\ndefault = { driver = "scripted" }\n')
+    assert resolve_connector(AssistantConfig(name="a"), roles) == Connector(
+        "scripted", "", "system", "default"
+    )
