@@ -61,6 +61,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     sub.add_parser("drivers", help="list installed drivers and why any is unavailable")
     handlers["drivers"] = _cmd_drivers
 
+    from hostd.cli import assistants_cmd  # light: its heavy imports happen when it runs
+
+    assistants_cmd.register(sub, handlers)
+
     return parser, handlers
 
 

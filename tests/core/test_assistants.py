@@ -180,3 +180,45 @@ def test_key_line_finds_nested_and_dotted_keys() -> None:
     assert key_line(text, ["u", "v", "w", "x"]) == 6
     assert key_line(text, ["t", "missing"]) == 2  # falls back to its table
     assert key_line(text, ["nowhere"]) == 1
+
+
+# --- `hostd assistants` -------------------------------------------------------------------------
+
+
+def cli(config: Path, *extra: str) -> tuple[int, str]:
+    from rich.console import Console
+
+    from hostd.cli import assistants_cmd
+    from hostd.cli.main import build_parser
+
+    parser, handlers = build_parser()
+    args = parser.parse_args(["assistants", "--config-dir", str(config), *extra])
+    assert handlers["assistants"] is assistants_cmd.run
+    console = Console(record=True, width=200, color_system=None)
+    code = assistants_cmd.run(args, console)
+    return code, console.export_text()
+
+
+def test_cli_lists_assistants_and_resolved_roles(tmp_path: Path) -> None:
+    write(tmp_path / "assistants", "coder.toml", GOOD)
+    write(tmp_path / "assistants", "plain.toml", 'driver = "scripted"\ndescription = "Plain"\n')
+    write(tmp_path, "roles.toml", '[system]\ncoding = { driver = "claude-code", model = "opus" }\n')
+    code, out = cli(tmp_path)
+    assert code == 0
+    assert "claude-code / opus (use::coding via system)" in out
+    assert "scripted / (default)" in out and "Plain" in out
+    assert "create=my_hooks:on_create, next=my_hooks.sub:on_next" in out
+
+
+def test_cli_reports_bad_files_with_line_and_fails(tmp_path: Path) -> None:
+    write(tmp_path / "assistants", "good.toml", 'model = "use::nothing"\n')
+    bad = write(tmp_path / "assistants", "bad.toml", 'driver = "x"\n\n[hooks]\nnext = "x"\n')
+    code, out = cli(tmp_path, "--profile", "work")
+    assert code == 1
+    assert f"error: {bad}:4: hooks.next: must be 'module:function', got 'x'" in out
+    assert "cannot resolve model 'use::nothing' for profile 'work'" in out
+
+
+def test_cli_without_assistants(tmp_path: Path) -> None:
+    code, out = cli(tmp_path)
+    assert code == 0 and out.startswith("no assistants yet")

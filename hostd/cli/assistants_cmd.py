@@ -1,0 +1,95 @@
+"""`hostd assistants`: list the configured assistants and how their models resolve.
+
+Reads `<config>/assistants/*.toml` and `<config>/roles.toml` directly (no daemon needed), so a
+broken file can be fixed before the daemon ever sees it. Every bad file is reported as
+`file:line: message`; the exit status is 1 when any file is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    """Add the `assistants` command to the `hostd` parser."""
+    p = sub.add_parser(
+        "assistants", help="list assistants (config dir) and the driver/model each resolves to"
+    )
+    p.add_argument("--home", default=None, help="put every hostd path under this folder")
+    p.add_argument("--config-dir", default=None, help="read this config folder instead")
+    p.add_argument("--profile", default="", help="resolve `use::<role>` models for this profile")
+    handlers["assistants"] = run
+
+
+def config_dir_of(args: argparse.Namespace) -> Path:
+    if getattr(args, "config_dir", None):
+        return Path(args.config_dir).expanduser()
+    from hostd.paths import Paths
+
+    return Paths.from_env(getattr(args, "home", None)).config_dir
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hostd.assistants import load_assistants, load_roles
+    from hostd.connector import resolve_connector
+    from hostd_protocol.errors import ConfigError
+
+    console = console or Console()
+    config = config_dir_of(args)
+    catalog = load_assistants(config)
+    errors: list[ConfigError] = list(catalog.errors)
+    try:
+        roles = load_roles(config)
+    except ConfigError as exc:
+        errors.append(exc)
+        roles = None
+
+    table = Table(title=f"hostd assistants ({config / 'assistants'})")
+    for column in ("assistant", "driver / model", "workdir", "history", "hooks", "description"):
+        table.add_column(column)
+    for name, cfg in sorted(catalog.assistants.items()):
+        if roles is None:
+            resolved = f"{cfg.driver or '?'} / {cfg.model or '?'} (roles.toml is broken)"
+        else:
+            try:
+                conn = resolve_connector(cfg, roles, profile=args.profile)
+                via = f" [dim]({cfg.model} via {conn.tier})[/dim]" if conn.role else ""
+                resolved = f"{escape(conn.driver)} / {escape(conn.model or '(default)')}{via}"
+            except ConfigError as exc:
+                resolved = f"[red]{escape(exc.message)}[/red]"
+        workdir = cfg.workdir.policy + (f" {cfg.workdir.path}" if cfg.workdir.path else "")
+        hooks = ", ".join(
+            f"{kind}={spec}"
+            for kind, spec in (("create", cfg.create_hook), ("next", cfg.next_hook))
+            if spec
+        )
+        table.add_row(
+            escape(name),
+            resolved,
+            escape(workdir),
+            str(cfg.history_size),
+            escape(hooks),
+            escape(cfg.description),
+        )
+    if catalog.assistants:
+        console.print(table)
+    else:
+        console.print(
+            f"no assistants yet: add TOML files to {config / 'assistants'} "
+            "(topics without one use the `default` role)"
+        )
+    for err in errors:
+        console.print(f"[red]error:[/red] {escape(err.message)}")
+    return 1 if errors else 0
