@@ -326,6 +326,31 @@ async def test_interrupt_during_a_running_tool(
     assert uses <= results
 
 
+async def test_interrupt_while_an_approval_is_open(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    api.add_rule(
+        user_says("ask then stop"),
+        tool_use("Bash", {"command": "touch never.txt"}),
+        times=1,
+        first=True,
+    )
+
+    async with attached(shared, workdir) as peer:
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, ApprovalRequest):
+                await peer.send(Interrupt(turn_id="int-appr-1"))
+
+        with trio.fail_after(TURN_TIMEOUT):
+            events = await peer.turn("int-appr-1", "ask then stop", on_event=on_event)
+            after = await peer.turn("int-appr-2", "hello")
+
+    assert end_of(events) == TurnEnd(turn_id="int-appr-1", status="stopped")
+    assert not (workdir / "topic" / "never.txt").exists()
+    assert end_of(after).status == "success" and text_of(after) == "Hi there!"
+
+
 # --- approvals ----------------------------------------------------------------------------------
 
 
@@ -542,3 +567,34 @@ async def test_bench_helper_measures_cold_and_warm(api: FakeAnthropicAPI) -> Non
     assert 0 < bench.warm_ttft_s < bench.cold_ttft_s
     assert bench.driver_rss_mib > 0 and bench.cli_rss_mib > 0
     assert bench.summary().startswith("claude-code driver, median of 1: time to first token cold ")
+
+
+async def test_cli_that_cannot_start_reports_exit_code_and_stderr(
+    api: FakeAnthropicAPI, workdir: Path
+) -> None:
+    # As root the CLI refuses bypassPermissions unless IS_SANDBOX is set; unset it on purpose.
+    if os.geteuid() != 0:
+        pytest.skip("the CLI refuses bypassPermissions only as root")
+    proc = DriverProcess(offline_env(api.base_url))
+    try:
+        with trio.fail_after(TURN_TIMEOUT):
+            async with proc.attach() as peer:
+                ready = await peer.handshake(
+                    init_for(
+                        workdir / "no-start",
+                        permission_mode="bypassPermissions",
+                        env={"IS_SANDBOX": ""},
+                    )
+                )
+                events = await peer.turn("fail-1", "hello")
+    finally:
+        assert proc.close() == 0
+        proc.cleanup()
+    assert ready.capabilities.approvals is False
+    end = end_of(events)
+    assert end.status == "error" and end.error_code == "driver_turn_error"
+    assert end.error == (
+        "the Claude CLI failed to start (exit code 1)\n--- driver stderr (tail) ---\n"
+        "--dangerously-skip-permissions cannot be used with root/sudo privileges for "
+        "security reasons"
+    )

@@ -98,6 +98,9 @@ class CliPaths:
     home: Path
     config_dir: Path
     tmpdir: Path
+    #: The temp dir is a private dir under the system temp (the topic's path is too long
+    #: for Unix sockets); the driver removes it when it closes.
+    private_tmpdir: bool = False
 
 
 def cli_paths(working_dir: str, opts: ClaudeCodeOptions) -> CliPaths:
@@ -108,11 +111,14 @@ def cli_paths(working_dir: str, opts: ClaudeCodeOptions) -> CliPaths:
     )
     config_dir = home / ".claude"
     tmpdir = home / "tmp"
-    if len(str(tmpdir)) > MAX_TMPDIR_LEN:
+    private = len(str(tmpdir)) > MAX_TMPDIR_LEN
+    if private:
         tmpdir = Path(tempfile.mkdtemp(prefix="hostd-cc-"))
     for d in (cwd, home, config_dir, tmpdir):
         d.mkdir(parents=True, exist_ok=True)
-    return CliPaths(cwd=cwd, home=home, config_dir=config_dir, tmpdir=tmpdir)
+    return CliPaths(
+        cwd=cwd, home=home, config_dir=config_dir, tmpdir=tmpdir, private_tmpdir=private
+    )
 
 
 def cli_env(

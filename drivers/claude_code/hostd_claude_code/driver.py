@@ -24,10 +24,12 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import shutil
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
 import trio
 
 from hostd_claude_code import __version__
@@ -134,7 +136,13 @@ class ClaudeCodeDriver(DriverBase):
             msg = f"ignored unknown claude-code options: {', '.join(unknown)}"
             print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
             self._deferred.append(Log(level="warning", message=msg))
+        if self._bypass:
+            return msgspec.structs.replace(CAPABILITIES, approvals=False)
         return CAPABILITIES
+
+    @property
+    def _bypass(self) -> bool:
+        return self._opts.permission_mode == "bypassPermissions"
 
     async def prewarm(self) -> None:
         await self._ensure_client()
@@ -142,6 +150,8 @@ class ClaudeCodeDriver(DriverBase):
     async def close(self) -> None:
         with trio.CancelScope(shield=True):
             await self._drop_client()
+        if self._paths is not None and self._paths.private_tmpdir:
+            shutil.rmtree(self._paths.tmpdir, ignore_errors=True)
 
     # --- connecting -------------------------------------------------------------------------
 
@@ -186,8 +196,10 @@ class ClaudeCodeDriver(DriverBase):
             text = f"{exc}\n" + "\n".join(self._stderr)
             if resume is not None and any(m in text for m in RESUME_MISSING_MARKERS):
                 raise _ResumeMissing(self._first_line(exc)) from None
+            detail = self._first_line(exc)
+            suffix = "" if detail.startswith("Command failed with exit code") else f": {detail}"
             raise TurnFailed(
-                f"the Claude CLI failed to start: {self._first_line(exc)}",
+                f"the Claude CLI failed to start{suffix}",
                 driver=DRIVER_NAME,
                 exit_code=exc.exit_code,
                 stderr_tail=self.stderr_tail(),
@@ -230,7 +242,8 @@ class ClaudeCodeDriver(DriverBase):
             model=init.model or None,
             system_prompt=system_prompt,
             permission_mode=opts.permission_mode,
-            can_use_tool=self._can_use_tool,
+            # bypassPermissions never asks; a callback would only draw an SDK warning.
+            can_use_tool=None if self._bypass else self._can_use_tool,
             include_partial_messages=True,
             hooks={
                 "PreToolUse": [
