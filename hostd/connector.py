@@ -85,8 +85,17 @@ def resolve_connector(
     `topic_driver` / `topic_model` are the topic's explicit choices (they beat the
     assistant's). Raises `UnresolvedRole` when a role cannot be resolved or no driver is named.
     """
-    driver = topic_driver or assistant.driver
-    model = topic_model or assistant.model
+    if topic_driver:
+        # The topic picked its driver: the assistant's model applies only if it is a plain
+        # model meant for that same driver (a role could resolve to another driver's model).
+        same = assistant.driver in ("", topic_driver) and role_of(assistant.model) is None
+        model = topic_model or (assistant.model if same else "")
+        if role_of(model) is None:
+            return Connector(driver=topic_driver, model=model, tier="explicit")
+        driver = topic_driver
+    else:
+        driver = assistant.driver
+        model = topic_model or assistant.model
     role = role_of(model)
     if role is None:
         if not driver:

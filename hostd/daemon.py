@@ -43,6 +43,7 @@ from hostd.server import (
     serve_unix,
 )
 from hostd.topic_host import TopicHost, new_id
+from hostd.turn_bridge import TurnBridge
 from hostd_protocol.client_messages import (
     AnswerApproval,
     ApprovalInfo,
@@ -158,6 +159,9 @@ class Daemon:
         self._hosts_nursery: trio.Nursery | None = None
         self._shutdown_requested = trio.Event()
         self._started_at = time.monotonic()
+        # The turn pipeline's steps around the runtime's turns (assistants, roles, history,
+        # continue, usage): see hostd/turn_bridge.py for which seam does what.
+        self.bridge = TurnBridge(paths.config_dir, paths.data_dir / "workspaces")
         self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
             CreateTopic: self._create_topic,
             ListTopics: self._list_topics,
@@ -308,6 +312,9 @@ class Daemon:
             supervisor=self.supervisor,
             resume_token=resume_token,
             replay_size=self.config.replay_size,
+            session_options=self.bridge.session_options,
+            prepare_send=self.bridge.prepare_send,
+            observe=self.bridge.observe,
         )
         assert self._hosts_nursery is not None
         await self._hosts_nursery.start(host.run)
@@ -324,7 +331,10 @@ class Daemon:
     # --- request handlers -----------------------------------------------------------------
 
     async def _create_topic(self, conn: Connection, msg: CreateTopic) -> Result:
-        driver = msg.driver or self.config.default_driver
+        if msg.assistant:
+            self.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
+        # A topic with an assistant gets its driver from it (or its role) unless it names one.
+        driver = msg.driver or ("" if msg.assistant else self.config.default_driver)
         if driver and driver not in {e.name for e in self.registry.entries()}:
             known = ", ".join(e.name for e in self.registry.entries()) or "none"
             raise InvalidArgument(
@@ -383,8 +393,15 @@ class Daemon:
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         host = await self.host(msg.topic_id)
+        self.bridge.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
+        client_msg_id = msg.client_msg_id
+        if msg.history:
+            # The transcript waits for this message's turn, found again by its key (a fresh
+            # unique key when the client gave none: it dedups nothing).
+            client_msg_id = client_msg_id or new_id("h")
+            self.bridge.remember_history(msg.topic_id, client_msg_id, msg.history)
         return await host.send(
-            msg.text, msg.intent, client_msg_id=msg.client_msg_id, options=msg.options or None
+            msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
         )
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
@@ -419,8 +436,12 @@ class Daemon:
         return Empty()
 
     async def _continue(self, conn: Connection, msg: ContinueTurn) -> Result:
-        self._topic_info(msg.topic_id)
-        raise UnknownRequest("continue is not supported by this daemon yet")
+        host = await self.host(msg.topic_id)
+        self.bridge.check(conn.peer_uid, host.topic_info())
+        await self.writer.wait_committed()  # the last turn's record may still be queued
+        turns = await self.reader.run(self.reader.sync.load_turns, msg.topic_id)
+        text = self.bridge.continue_text(turns, host.runtime.snapshot(max_rows=1_000).rows)
+        return await host.send(text, "start")
 
     async def _history(self, conn: Connection, msg: History) -> Result:
         if msg.limit <= 0 or msg.limit > 10_000:
@@ -446,9 +467,14 @@ class Daemon:
         from hostd.supervisor import SessionOptions
 
         info = host.info
-        opts = SessionOptions(
-            driver=info.driver, model=info.model, working_dir=info.working_dir, options=info.options
-        )
+        try:
+            # The same options the session will open with, so the warm process matches.
+            opts = self.bridge.session_options(info)
+        except HostdError:
+            opts = SessionOptions(
+                driver=info.driver, model=info.model, working_dir=info.working_dir,
+                options=info.options,
+            )
         try:
             await self.supervisor.prewarm(opts, host._resume_token, topic_id=host.topic_id)
         except HostdError as exc:

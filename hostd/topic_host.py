@@ -52,15 +52,17 @@ from hostd.runtime_effects import (
 )
 from hostd_protocol.client_messages import (
     AttachResult,
+    MessageRow,
     ReplayEnd,
     Resync,
     SendResult,
     Snapshot,
     TopicDeleted,
+    TopicEvent,
     TopicInfo,
 )
-from hostd_protocol.common import SendIntent
-from hostd_protocol.driver_messages import Interrupt
+from hostd_protocol.common import Capabilities, SendIntent
+from hostd_protocol.driver_messages import Interrupt, Send
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
 
 if TYPE_CHECKING:
@@ -68,6 +70,9 @@ if TYPE_CHECKING:
     from hostd.topic_runtime import TopicRuntime
 
 log = logging.getLogger(__name__)
+
+#: (topic, the runtime's Send, its user row, the session's capabilities) -> the Send to write.
+PrepareSend = Callable[[TopicInfo, Send, MessageRow | None, Capabilities], Send]
 
 
 def new_id(prefix: str) -> str:
@@ -88,6 +93,8 @@ class TopicHost:
         resume_token: str | None = None,
         replay_size: int = DEFAULT_REPLAY_SIZE,
         session_options: Callable[[TopicInfo], Any] | None = None,
+        prepare_send: PrepareSend | None = None,
+        observe: Callable[[str, TopicEvent], None] | None = None,
         interrupt_grace: float = 3.0,
     ) -> None:
         self.topic_id = info.id
@@ -98,6 +105,10 @@ class TopicHost:
         self._supervisor = supervisor
         self._resume_token = resume_token
         self._session_options = session_options
+        # Turn pipeline seams (hostd.turn_bridge): shape each Send (history window + the
+        # client's transcript), and watch emitted events (usage accounting).
+        self._prepare_send = prepare_send
+        self._observe = observe
         self._interrupt_grace = interrupt_grace
         self._ops_send, self._ops_recv = trio.open_memory_channel[StartTurn | ToDriver](math.inf)
         self._session: DriverSession | None = None
@@ -158,6 +169,8 @@ class TopicHost:
         for eff in effects:
             if isinstance(eff, Emit):
                 self.stream.publish(eff.event)
+                if self._observe is not None:
+                    self._observe(tid, eff.event)
                 writer.put(st.PutSeq(tid, eff.event.seq))
             elif isinstance(eff, TouchRow):
                 writer.put(st.TouchRow(tid, eff.row_id, self.runtime.row))
@@ -308,8 +321,15 @@ class TopicHost:
                 if session is None:
                     continue
                 self._supervisor.mark_busy(self.topic_id)
+                send = op.send
+                if self._prepare_send is not None:
+                    try:
+                        row = self.runtime.row(send.message_id)
+                        send = self._prepare_send(self.info, send, row, session.capabilities)
+                    except Exception:  # a pipeline bug must not take the topic down
+                        log.exception("topic %s: preparing the send failed", self.topic_id)
                 try:
-                    await session.send(op.send)
+                    await session.send(send)
                 except DriverError as exc:
                     self._lost(exc)
                 continue

@@ -106,3 +106,18 @@ def test_parsed_roles_file_resolves() -> None:
     assert resolve_connector(AssistantConfig(name="a"), roles) == Connector(
         "scripted", "", "system", "default"
     )
+
+
+def test_topic_driver_without_model_ignores_the_assistants_role() -> None:
+    # The built-in default assistant is `use::default`: a topic naming its driver must not
+    # need a roles file, nor get another driver's model.
+    got = resolve_connector(
+        AssistantConfig(name="d", model="use::default"), RolesConfig(), topic_driver="scripted"
+    )
+    assert got == Connector("scripted", "", "explicit")
+    plain = AssistantConfig(name="p", driver="scripted", model="fast")
+    assert resolve_connector(plain, ROLES, topic_driver="scripted").model == "fast"
+    assert resolve_connector(plain, ROLES, topic_driver="other").model == ""
+    assert resolve_connector(plain, ROLES, topic_driver="other", topic_model="use::coding") == (
+        Connector("sys-driver", "sys-coding-model", "system", "coding")
+    )
