@@ -302,15 +302,18 @@ class Supervisor:
 
     async def prewarm(
         self, opts: SessionOptions, resume_token: str | None = None, *, topic_id: str = ""
-    ) -> None:
-        """Start a warm spare for these options; returns once it answered `Warmed`.
+    ) -> DriverSession:
+        """Start a warm spare for these options; returns it once it answered `Warmed`.
 
-        `topic_id` only resolves an empty `working_dir` the way `open` would for that topic.
-        Raises the same errors as `open` when the spare cannot start.
+        The spare waits in the pool (not bound to any topic) until an `open` with the same
+        key and resume token takes it, its `warm_ttl` runs out, or it is evicted. `topic_id`
+        resolves an empty `working_dir` the way `open` would for that topic, and marks the
+        spare as that topic's (an open of the topic with other options drops it). Raises the
+        same errors as `open` when the spare cannot start.
         """
         self._require_serving()
         opts = self._resolve(topic_id, opts)
-        await self._prewarm(opts, resume_token, for_topic=topic_id)
+        return await self._prewarm(opts, resume_token, for_topic=topic_id)
 
     async def close(self, topic_id: str) -> None:
         """Close the topic's session and spares; an open in flight gets `TopicClosed`."""
@@ -389,11 +392,11 @@ class Supervisor:
     ) -> DriverSession:
         spec = self._registry.get(opts.driver)
         wkey = _warm_key(opts, token)
-        warming = self._warming.get(wkey)
-        if warming is not None:
-            # A spare for exactly this is on its way (e.g. the idle close just made one):
-            # it started earlier than a cold start would, so wait for it.
-            with trio.move_on_after(self._handshake_timeout):
+        # A spare for exactly this is on its way (the idle close is closing the old process
+        # and then starts one): it started earlier than a cold start would, so wait for it.
+        # A loop, because the idle close hands over from its marker to the prewarm's.
+        with trio.move_on_after(self._handshake_timeout + self._close_timeout):
+            while (warming := self._warming.get(wkey)) is not None:
                 await warming.wait()
         now = trio.current_time()
         while (spare := self._warm.take(wkey, now)) is not None:
@@ -442,7 +445,9 @@ class Supervisor:
         started: DriverSession = await nursery.start(session.run)
         return started
 
-    async def _prewarm(self, opts: SessionOptions, token: str | None, *, for_topic: str) -> None:
+    async def _prewarm(
+        self, opts: SessionOptions, token: str | None, *, for_topic: str
+    ) -> DriverSession:
         spec = self._registry.get(opts.driver)
         wkey = _warm_key(opts, token)
         marker = trio.Event()
@@ -467,7 +472,7 @@ class Supervisor:
                 )
             if self._stopping:
                 await session.aclose()
-                return
+                return session
             evicted = self._warm.add(wkey, session, trio.current_time(), for_topic=for_topic)
             self._reschedule()
         finally:
@@ -475,6 +480,7 @@ class Supervisor:
                 del self._warming[wkey]
             marker.set()
         await _close_all(evicted)
+        return session
 
     def _install(self, topic_id: str, session: DriverSession, opts: SessionOptions) -> None:
         session.topic_id = topic_id

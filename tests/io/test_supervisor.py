@@ -1,0 +1,616 @@
+"""The driver supervisor with real scripted-driver processes.
+
+Every test is bounded by `trio.fail_after` (inside `serving`) and checks that no process
+outlives it. Nothing waits by sleeping: tests wait for the outcome itself (an event on the
+session, `SessionEnded`, an open that single-flights onto a prewarm).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hostd.driver_registry import DriverRegistry
+from hostd.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
+from hostd.testing.conformance import collect_turn
+from hostd.testing.processes import child_pids, no_new_children
+from hostd_protocol.common import TextDelta
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    Redirect,
+    ResumeToken,
+    Send,
+    SteerBoundary,
+    SteerInjected,
+    UsageEvent,
+)
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import (
+    DriverCrashed,
+    DriverProtocolError,
+    DriverTimeout,
+    DriverUnavailable,
+    TopicClosed,
+)
+from hostd_scripted.spec import SPEC
+
+BROKEN = DriverSpec(name="broken", module="hostd_no_such_module_anywhere")
+REGISTRY = DriverRegistry.from_specs(SPEC, BROKEN)
+FAST = {"chunk_rate": 0, "tool_pause": 0}
+
+
+def opts(**options: Any) -> SessionOptions:
+    return SessionOptions(driver="scripted", options={**FAST, **options})
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes() -> Iterator[None]:
+    with no_new_children():
+        yield
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+    }
+
+
+@asynccontextmanager
+async def serving(
+    tmp_path: Path, base_env: dict[str, str], *, timeout: float = 20, **kwargs: Any
+) -> AsyncIterator[Supervisor]:
+    kwargs.setdefault("handshake_timeout", 10.0)
+    sup = Supervisor(REGISTRY, base_env=base_env, workdir_root=str(tmp_path / "w"), **kwargs)
+    with trio.fail_after(timeout):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sup.serve)
+            try:
+                yield sup
+            finally:
+                with trio.CancelScope(shield=True):
+                    await sup.aclose()
+
+
+async def turn(session: DriverSession, turn_id: str, text: str) -> Any:
+    await session.send(Send(turn_id=turn_id, text=text))
+    return await collect_turn(session, turn_id)
+
+
+async def wait_end(session: DriverSession) -> SessionEnded:
+    async for item in session.events:
+        if isinstance(item, SessionEnded):
+            return item
+    raise AssertionError("events closed without SessionEnded")
+
+
+# --- open: single flight, replacement, stale results ---------------------------------------------
+
+
+async def test_concurrent_opens_share_one_process(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        got: list[DriverSession] = []
+
+        async def open_one() -> None:
+            got.append(await sup.open("t", opts()))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(open_one)
+        assert len(got) == 8
+        assert all(s is got[0] for s in got)
+        stats = sup.statistics()
+        assert stats.spawned == 1
+        assert stats.sessions == 1
+        assert stats.connecting == 0
+        # A later open reuses the live session.
+        assert await sup.open("t", opts()) is got[0]
+        assert sup.statistics().spawned == 1
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_shared_connect(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        slow = opts(start_delay=0.3)
+        got: list[DriverSession] = []
+        first_scope = trio.CancelScope()
+
+        async def first() -> None:  # starts the connect, then gives up
+            with first_scope:
+                await sup.open("t", slow)
+
+        async def second() -> None:
+            got.append(await sup.open("t", slow))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert sup.statistics().connecting == 1
+            first_scope.cancel()
+        assert first_scope.cancelled_caught
+        assert len(got) == 1 and got[0].alive
+        assert sup.statistics().spawned == 1
+
+
+async def test_open_with_other_options_replaces_the_session(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        first = await sup.open("t", opts())
+        second = await sup.open("t", opts(extra=1))
+        assert second is not first and second.pid != first.pid
+        assert (await wait_end(first)).error is None  # closed cleanly, not crashed
+        assert sup.statistics().sessions == 1
+
+
+async def test_close_during_connect_discards_the_stale_result(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        errors: list[BaseException] = []
+
+        async def opener() -> None:
+            try:
+                await sup.open("t", opts(start_delay=0.3))
+            except TopicClosed as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(opener)
+            await trio.testing.wait_all_tasks_blocked()
+            assert sup.statistics().connecting == 1
+            await sup.close("t")
+        assert [str(e) for e in errors] == ["topic t was closed while its driver was starting"]
+        assert sup.statistics().sessions == 0
+        assert sup.session("t") is None
+
+
+async def test_working_dir_per_topic_is_created(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        await sup.open("topic/../1", opts())
+        assert await trio.Path(tmp_path / "w" / "topic_.._1").is_dir()
+        explicit = tmp_path / "mine" / "deep"
+        s = await sup.open("t2", SessionOptions(driver="scripted", working_dir=str(explicit)))
+        assert await trio.Path(explicit).is_dir()
+        assert s.alive
+
+
+async def test_open_after_shutdown_is_refused(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        pass
+    with pytest.raises(TopicClosed, match=r"^the driver supervisor is not running"):
+        await sup.open("t", opts())
+
+
+# --- failures at start -------------------------------------------------------------------------
+
+
+async def test_unknown_driver_is_unavailable(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        with pytest.raises(DriverUnavailable, match=r"^no driver named 'nope' is installed"):
+            await sup.open("t", SessionOptions(driver="nope"))
+
+
+async def test_driver_that_cannot_import_reports_its_stderr(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        with pytest.raises(DriverCrashed) as info:
+            await sup.open("t", SessionOptions(driver="broken"))
+        err = info.value
+        assert err.message == "driver 'broken' exited during the handshake"
+        assert err.exit_code == 1
+        assert "No module named hostd_no_such_module_anywhere" in err.stderr_tail
+
+
+async def test_handshake_timeout_kills_and_reports(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, handshake_timeout=0.5) as sup:
+        start = trio.current_time()
+        with pytest.raises(DriverTimeout) as info:
+            await sup.open("t", opts(hang_at_handshake=True))
+        assert trio.current_time() - start < 3
+        err = info.value
+        assert err.message == "driver 'scripted' did not complete the handshake within 0.5s"
+        assert err.exit_code == -signal.SIGKILL
+        assert "hanging at the handshake" in err.stderr_tail
+        assert sup.statistics().sessions == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"garbage_at_handshake": True}, DriverProtocolError, r"bad frame during the handshake"),
+        ({"crash_at_handshake": True}, DriverCrashed, r"exited during the handshake"),
+        (
+            {"fatal": "no credentials"},
+            DriverUnavailable,
+            r"refused to start: no credentials \(exit code 2\)",
+        ),
+    ],
+)
+async def test_bad_starts_are_typed_errors(
+    tmp_path: Path, base_env: dict[str, str], options: dict[str, Any], error: type, message: str
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        with pytest.raises(error, match=message):
+            await sup.open("t", opts(**options))
+        assert sup.statistics().sessions == 0
+        assert (await sup.open("t", opts())).alive  # and the supervisor goes on
+
+
+# --- turns, batches, pass-through ---------------------------------------------------------------
+
+
+async def test_events_arrive_in_batches_one_per_read(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        result = await turn(session, "b", "/bench 2000 size=32")
+        assert result.end is not None and result.end.status == "success"
+        assert len(result.chunks("b")) == 2000
+        assert result.batches < 2000 / 4, "events should be batched per pipe read"
+
+
+async def test_steer_is_injected_at_the_tool_boundary(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        await session.send(
+            Send(turn_id="s", text="/text before\n/tool Read wait-steer=10\n/text after")
+        )
+
+        async def steer() -> None:
+            await session.send(Redirect(turn_id="s", steer_id="st1", text="use tabs"))
+
+        result = await collect_turn(session, "s", on_first_chunk=steer)
+        kinds = [type(e) for e in result.events]
+        assert kinds.index(SteerInjected) < kinds.index(SteerBoundary)
+        boundary = next(e for e in result.events if isinstance(e, SteerBoundary))
+        assert boundary.steer_ids == ["st1"]
+        assert "You said: use tabs" in result.text
+
+
+async def test_stray_and_late_events_pass_through(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        result = await turn(session, "x", "/stray\n/late\n/text ok")
+        assert result.end is not None and result.end.status == "success"
+        assert any(isinstance(e, ChunkEvent) and e.turn_id == "no-such-turn" for e in result.events)
+        assert any(isinstance(e, UsageEvent) and e.turn_id == "no-such-turn" for e in result.events)
+        # The late chunk comes after TurnEnd, still for turn x.
+        async for batch in session.events:
+            assert not isinstance(batch, SessionEnded)
+            late = [e for e in batch if isinstance(e, ChunkEvent)]
+            if late:
+                assert late[0].turn_id == "x" and late[0].chunk == TextDelta(text="late")
+                break
+        assert session.alive
+
+
+# --- crashes -----------------------------------------------------------------------------------
+
+
+async def test_crash_mid_turn_ends_the_session_promptly(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        result = await turn(session, "c", "/chunks 3 rate=0\n/crash 7")
+        received_ns = time.monotonic_ns()
+        assert result.end is None and result.ended is not None
+        assert len(result.chunks("c")) == 3  # what was streamed before the crash arrived
+        err = result.ended.error
+        assert isinstance(err, DriverCrashed)
+        assert err.message == "driver 'scripted' exited with code 7 during turn c"
+        assert err.exit_code == 7
+        assert "crashing on purpose" in err.stderr_tail
+        # The driver stamped its CLOCK_MONOTONIC just before os._exit.
+        crashed_ns = int(re.search(r"monotonic_ns=(\d+)", err.stderr_tail).group(1))  # type: ignore[union-attr]
+        latency = (received_ns - crashed_ns) / 1e9
+        assert 0 <= latency < 1.0, f"crash reached the topic after {latency:.3f}s"
+        # Sending to the dead session is a typed error, and the next open starts anew.
+        with pytest.raises(DriverCrashed, match=r"exited with code 7"):
+            await session.send(Send(turn_id="again", text="hi"))
+        fresh = await sup.open("t", opts())
+        assert fresh.pid != session.pid
+        after = await turn(fresh, "d", "hi")
+        assert after.end is not None and after.end.status == "success"
+        assert sup.statistics().crashed == 1
+
+
+async def test_killed_from_outside_mid_turn(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        killed_at: list[float] = []
+
+        async def kill() -> None:
+            killed_at.append(trio.current_time())
+            os.kill(session.pid, signal.SIGKILL)
+
+        await session.send(Send(turn_id="k", text="/chunks 1 rate=0\n/wait"))
+        result = await collect_turn(session, "k", on_first_chunk=kill)
+        assert result.ended is not None and result.ended_at is not None
+        err = result.ended.error
+        assert isinstance(err, DriverCrashed)
+        assert err.message == "driver 'scripted' was killed by SIGKILL during turn k"
+        assert err.exit_code == -signal.SIGKILL
+        assert result.ended_at - killed_at[0] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("/garbage", "writing garbage"), ("/oversized", "announcing an oversized frame")],
+)
+async def test_garbage_mid_turn_kills_with_a_protocol_error(
+    tmp_path: Path, base_env: dict[str, str], text: str, needle: str
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        result = await turn(session, "g", text)
+        assert result.ended is not None
+        err = result.ended.error
+        assert isinstance(err, DriverProtocolError)
+        assert err.message.startswith("driver 'scripted' wrote a bad frame: ")
+        assert "maximum" in err.message  # both announce a length over the limit
+        assert err.exit_code == -signal.SIGKILL
+        assert needle in err.stderr_tail
+
+
+# --- interrupt ---------------------------------------------------------------------------------
+
+
+async def test_interrupt_stops_the_turn(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="w", text="/chunks 1 rate=0\n/wait"))
+        async with trio.open_nursery() as nursery:
+
+            async def stop() -> None:
+                nursery.start_soon(session.interrupt, "w", 5.0)
+
+            result = await collect_turn(session, "w", on_first_chunk=stop)
+        assert result.end is not None and result.end.status == "stopped"
+        assert session.alive
+        # Interrupting a turn that is over is a no-op.
+        await session.interrupt("w", 0.1)
+        assert session.alive
+
+
+async def test_interrupt_kills_a_driver_that_does_not_stop(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="h", text="/chunks 1 rate=0\n/hang"))
+        async with trio.open_nursery() as nursery:
+
+            async def stop() -> None:
+                nursery.start_soon(session.interrupt, "h", 0.3)
+
+            result = await collect_turn(session, "h", on_first_chunk=stop)
+        assert result.ended is not None
+        err = result.ended.error
+        assert isinstance(err, DriverTimeout)
+        assert err.message == (
+            "driver 'scripted' did not stop turn h within 0.3s of an interrupt; killed it"
+        )
+        assert err.exit_code == -signal.SIGKILL
+        assert "hanging (ignoring interrupts)" in err.stderr_tail
+
+
+# --- idle TTL and warm spares ------------------------------------------------------------------
+
+
+async def test_idle_ttl_closes_after_the_turn_and_prewarms(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, idle_ttl=0.3) as sup:
+        session = await sup.open("t", opts())
+        # A turn longer than the TTL is never cut: idleness starts after its TurnEnd.
+        result = await turn(session, "long", "/sleep 0.6\n/text done")
+        assert result.end is not None and result.end.status == "success"
+        token = next(e.token for e in result.events if isinstance(e, ResumeToken))
+        ended = await wait_end(session)
+        assert ended.error is None
+        assert sup.statistics().idle_closed == 1
+        # The spare for the same options and token is being started; this open waits for it
+        # (single flight with the prewarm) and takes it instead of a cold start.
+        again = await sup.open("t", opts(), token)
+        stats = sup.statistics()
+        assert (stats.warm_hits, stats.spawned) == (1, 2)
+        assert again.pid != session.pid and again.topic_id == "t"
+        check = await turn(again, "who", "/whoami")
+        assert check.text == f"resumed {token}"
+
+
+async def test_mark_busy_pins_the_session(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env, idle_ttl=0.2, prewarm_on_idle=False) as sup:
+        pinned = await sup.open("pinned", opts())
+        sup.mark_busy("pinned")
+        other = await sup.open("other", opts())
+        # By the time the unpinned one has timed out, the pinned one has been kept.
+        assert (await wait_end(other)).error is None
+        assert pinned.alive
+        sup.mark_idle("pinned")
+        assert (await wait_end(pinned)).error is None
+        assert sup.statistics().idle_closed == 2
+        assert sup.statistics().warm == 0
+
+
+async def test_warm_spare_is_taken_by_a_matching_open(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        o = SessionOptions(driver="scripted", working_dir=str(tmp_path / "shared"), options=FAST)
+        spare = await sup.prewarm(o)
+        assert spare.warmed.is_set()
+        assert sup.statistics().warm == 1
+        session = await sup.open("t", o)
+        assert session is spare and session.topic_id == "t"
+        stats = sup.statistics()
+        assert (stats.warm, stats.warm_hits, stats.warm_misses, stats.spawned) == (0, 1, 0, 1)
+        result = await turn(session, "x", "hello")
+        assert result.end is not None and result.end.status == "success"
+
+
+async def test_mismatching_open_starts_cold_and_drops_the_topics_spare(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        generic = await sup.prewarm(opts(model_hint="a"), topic_id="")
+        mine = await sup.prewarm(opts(model_hint="a"), topic_id="t")
+        session = await sup.open("t", opts(model_hint="b"))
+        assert session is not generic and session is not mine
+        stats = sup.statistics()
+        assert (stats.warm_hits, stats.warm_misses, stats.spawned) == (0, 1, 3)
+        # The spare made for this topic is useless now and closed; the generic one stays.
+        assert mine.ended.is_set()
+        assert generic.alive and stats.warm == 1
+
+
+async def test_spares_are_matched_by_resume_token_too(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        o = SessionOptions(driver="scripted", working_dir=str(tmp_path / "shared"), options=FAST)
+        spare = await sup.prewarm(o, "vendor-session-1")
+        fresh = await sup.open("new-topic", o)  # no token: must not continue someone's session
+        assert fresh is not spare
+        resumed = await sup.open("old-topic", o, "vendor-session-1")
+        assert resumed is spare
+        assert (await turn(resumed, "w", "/whoami")).text == "resumed vendor-session-1"
+
+
+async def test_max_warm_evicts_the_oldest(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env, max_warm=2) as sup:
+        spares = [await sup.prewarm(opts(n=i)) for i in range(3)]
+        assert spares[0].ended.is_set()
+        assert (await wait_end(spares[0])).error is None
+        assert spares[1].alive and spares[2].alive
+        assert sup.statistics().warm == 2
+
+
+async def test_warm_spare_expires(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env, warm_ttl=0.2) as sup:
+        spare = await sup.prewarm(opts())
+        assert (await wait_end(spare)).error is None
+        assert sup.statistics().warm == 0
+
+
+async def test_a_spare_that_dies_is_not_handed_out(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        spare = await sup.prewarm(opts())
+        os.kill(spare.pid, signal.SIGKILL)
+        await wait_end(spare)
+        assert sup.statistics().warm == 0
+        session = await sup.open("t", opts())
+        assert session is not spare and session.alive
+
+
+# --- resume ------------------------------------------------------------------------------------
+
+
+async def test_resume_token_round_trip(tmp_path: Path, base_env: dict[str, str]) -> None:
+    async with serving(tmp_path, base_env, max_warm=0) as sup:
+        first = await sup.open("t", opts())
+        result = await turn(first, "1", "/whoami")
+        tokens = [e.token for e in result.events if isinstance(e, ResumeToken)]
+        assert len(tokens) == 1 and result.text == f"new session {tokens[0]}"
+        assert first.resume_token == tokens[0]
+        await sup.close("t")
+        assert (await wait_end(first)).error is None
+        second = await sup.open("t", opts(), tokens[0])
+        assert second.pid != first.pid
+        again = await turn(second, "2", "/whoami")
+        assert again.text == f"resumed {tokens[0]}"
+        assert [e.token for e in again.events if isinstance(e, ResumeToken)] == tokens
+
+
+# --- environment and secrets -------------------------------------------------------------------
+
+
+async def test_driver_gets_a_minimal_env_and_only_its_own_secrets(
+    tmp_path: Path, base_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = {
+        **base_env,
+        "ANTHROPIC_API_KEY": "sk-daemon-wide",
+        "HOSTD_SCRIPTED_TOKEN": "named-by-the-spec",
+        "UNRELATED": "x",
+    }
+    secret = "sk-live-0123456789"
+    async with serving(tmp_path, env) as sup:
+        with_key = await sup.open(
+            "a", SessionOptions(driver="scripted", options=FAST, secrets={"MY_API_KEY": secret})
+        )
+        without = await sup.open("b", opts())
+        names = set((await turn(with_key, "1", "/envkeys")).text.split())
+        # LC_CTYPE may be added by Python itself (PEP 538 locale coercion).
+        assert names - {"LC_CTYPE"} == {
+            "PATH",
+            "HOME",
+            "LANG",
+            "HOSTD_SCRIPTED_TOKEN",
+            "MY_API_KEY",
+        }
+        assert (await turn(without, "1", "/env MY_API_KEY")).text == "MY_API_KEY=unset"
+        assert (await turn(with_key, "2", "/env MY_API_KEY")).text == "MY_API_KEY=set"
+        # The driver printed the value on stderr: the tail and the log show it redacted.
+        assert f"MY_API_KEY={secret}" not in with_key.stderr_tail
+        assert "scripted: env MY_API_KEY=***" in with_key.stderr_tail
+        await sup.close("a")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "env MY_API_KEY=***" in logged  # the stderr line was logged, redacted
+    assert secret not in logged
+    assert "sk-daemon-wide" not in logged
+
+
+# --- shutdown ----------------------------------------------------------------------------------
+
+
+async def test_aclose_closes_sessions_and_spares_gracefully(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        spare = await sup.prewarm(opts(other=1))
+        await sup.aclose()
+        assert session.ended.is_set() and spare.ended.is_set()
+        assert (session.exit_code, spare.exit_code) == (0, 0)
+        assert session.end_error is None
+
+
+async def test_cancelling_serve_kills_and_reaps_everything(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    sup = Supervisor(REGISTRY, base_env=base_env, workdir_root=str(tmp_path / "w"))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sup.serve)
+            sessions = [await sup.open(f"t{i}", opts()) for i in range(3)]
+            await sessions[0].send(Send(turn_id="busy", text="/chunks 1 rate=0\n/hang"))
+            nursery.cancel_scope.cancel()
+    assert all(s.ended.is_set() for s in sessions)
+    assert not child_pids() & {s.pid for s in sessions}
