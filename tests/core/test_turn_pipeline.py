@@ -614,3 +614,182 @@ async def test_continue_request_from_resume_data(h: Harness) -> None:
     resume2 = decode_resume((await h.run("hi")).resume_text)
     assert resume2 is not None
     assert continue_request(h.topic, "t3", resume2, ME).text == "hi"
+
+
+# --- the daemon seams (hostd.turn_bridge) -------------------------------------------------------
+
+
+def write_config(config: Path) -> None:
+    (config / "assistants").mkdir(parents=True, exist_ok=True)
+    (config / "assistants" / "coder.toml").write_text(
+        'model = "use::coding"\nsystem_prompt = "be terse"\nhistory_size = 2\n'
+        '[options]\nmode = "assistant"\nkeep = 1\n'
+    )
+    (config / "roles.toml").write_text('[system]\ncoding = { driver = "fake", model = "big" }\n')
+
+
+def test_bridge_session_options_from_assistant_and_role(tmp_path: Path) -> None:
+    from hostd.turn_bridge import TurnBridge
+
+    write_config(tmp_path / "cfg")
+    bridge = TurnBridge(tmp_path / "cfg", tmp_path / "ws")
+    topic = TopicInfo(id="T1", assistant="coder", options={"mode": "topic"})
+    opts = bridge.session_options(topic)
+    assert (opts.driver, opts.model, opts.system_prompt) == ("fake", "big", "be terse")
+    assert dict(opts.options) == {"mode": "topic", "keep": 1}
+    assert opts.working_dir == str(tmp_path / "ws" / "T1") and is_dir(tmp_path / "ws" / "T1")
+    # A topic's own driver wins and needs no roles file.
+    plain = bridge.session_options(TopicInfo(id="T2", driver="scripted", model="m"))
+    assert (plain.driver, plain.model) == ("scripted", "m")
+
+
+def test_bridge_prepare_send_windows_and_merges_the_client_transcript(tmp_path: Path) -> None:
+    from hostd.turn_bridge import TurnBridge
+    from hostd_protocol.client_messages import MessageRow
+    from hostd_protocol.driver_messages import Send
+
+    write_config(tmp_path / "cfg")
+    bridge = TurnBridge(tmp_path / "cfg", tmp_path / "ws")
+    topic = TopicInfo(id="T1", assistant="coder")
+    stored = [
+        HistoryMessage(role="user", text="q1", id="r1"),
+        HistoryMessage(role="assistant", text="a1", id="r2"),
+        HistoryMessage(role="user", text="q2", id="r3"),
+        HistoryMessage(role="assistant", text="a2", id="r4"),
+    ]
+    transcript = [HistoryMessage(role="system", text="sys"), *stored]
+    bridge.remember_history("T1", "c1", transcript)
+    row = MessageRow(
+        id="r5",
+        topic_id="T1",
+        role="user",
+        status="success",
+        position=5,
+        meta={"client_msg_id": "c1"},
+    )
+    send = Send(turn_id="t", text="q3", message_id="r5", history=stored)
+    got = bridge.prepare_send(topic, send, row, Capabilities(needs_history=True))
+    # The window (2) would drop q1/a1, but the client sent them: each once, in order.
+    assert got.history == transcript
+    # Used once; a stateless-less driver gets the Send untouched.
+    again = bridge.prepare_send(topic, send, row, Capabilities(needs_history=True))
+    assert again.history == stored[2:]
+    assert bridge.prepare_send(topic, send, row, Capabilities()) is send
+
+
+def test_bridge_continue_text() -> None:
+    from hostd.store import TurnRecord as StoredTurn
+    from hostd.turn_bridge import TurnBridge
+    from hostd_protocol.client_messages import MessageRow
+    from hostd_protocol.common import TextDelta
+    from hostd_protocol.errors import NotFound
+
+    bridge = TurnBridge(Path("/nonexistent"), Path("/nonexistent"))
+    failed = StoredTurn("t1", "T", "error", "boom", "driver_turn_error", "write a poem")
+    assert bridge.continue_text([failed], []) == "write a poem"
+    answered = MessageRow(
+        id="a",
+        topic_id="T",
+        role="assistant",
+        status="error",
+        position=2,
+        turn_id="t1",
+        parts=[TextDelta(text="Roses")],
+    )
+    assert bridge.continue_text([failed], [answered]) == CONTINUE_PROMPT
+    ok_turn = StoredTurn("t2", "T", "success", "", "", "")
+    with pytest.raises(NotFound, match=r"^nothing to continue: the last turn ended success"):
+        bridge.continue_text([failed, ok_turn], [])
+    with pytest.raises(NotFound, match=r"^nothing to continue: no turn yet"):
+        bridge.continue_text([], [])
+
+
+def test_bridge_counts_usage_from_events(tmp_path: Path) -> None:
+    from hostd.turn_bridge import TurnBridge
+    from hostd_protocol.client_messages import UsageUpdated
+
+    bridge = TurnBridge(tmp_path, tmp_path)
+    bridge.observe(
+        "T", UsageUpdated(topic_id="T", seq=1, turn_id="t1", usage=Usage(input_tokens=3))
+    )
+    bridge.observe(
+        "T", UsageUpdated(topic_id="T", seq=2, turn_id="t1", usage=Usage(input_tokens=5))
+    )
+    bridge.observe(
+        "T", UsageUpdated(topic_id="T", seq=3, turn_id="t2", usage=Usage(input_tokens=1))
+    )
+    assert bridge.usage.topic_usage("T") == Usage(input_tokens=6)
+
+
+async def test_daemon_runs_assistant_turns_history_and_continue(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Through the real daemon, socket and runtime (fake driver sessions): an assistant's
+    role picks the driver, the client's transcript reaches the driver once, a failed turn is
+    continued with ContinueTurn."""
+    import shutil
+    import tempfile
+
+    from hostd.client import open_client
+    from hostd.paths import Paths
+    from hostd_protocol.client_messages import ContinueTurn, SendMessage, SendResult
+    from hostd_protocol.errors import ConfigError
+    from tests.io.conftest import start_daemon
+    from tests.io.fakes import FakeSession, FakeSupervisor
+
+    class Recording(FakeSupervisor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.opts: list[Any] = []
+
+        async def open(
+            self, topic_id: str, opts: Any, resume_token: str | None = None
+        ) -> FakeSession:
+            self.opts.append(opts)
+            session = await super().open(topic_id, opts, resume_token)
+            session.capabilities = Capabilities(needs_history=True)
+            return session
+
+    home = Path(tempfile.mkdtemp(prefix="hdp", dir="/tmp"))  # short: AF_UNIX path limit
+    try:
+        paths = Paths.under(home)
+        write_config(paths.config_dir)
+        sup = Recording()
+        running = await start_daemon(nursery, paths, supervisor=sup)
+        with trio.fail_after(10):
+            async with open_client(paths) as client:
+                with pytest.raises(ConfigError, match=r"no assistant named 'nope'"):
+                    await client.create_topic(assistant="nope")
+                topic = await client.create_topic(assistant="coder")
+                await client.send(topic.id, "auto:1", "start")
+                await running.daemon.hosts[topic.id].wait_idle()
+                (opts,) = sup.opts
+                assert (opts.driver, opts.model, opts.system_prompt) == ("fake", "big", "be terse")
+
+                transcript = [
+                    HistoryMessage(role="user", text="from another app"),
+                    HistoryMessage(role="assistant", text="its answer"),
+                ]
+                await client._request(
+                    SendMessage(
+                        id=0, topic_id=topic.id, text="second", intent="start", history=transcript
+                    )
+                )
+                turn = await sup.turns.receive()
+                assert [m.text for m in turn.send.history] == [
+                    "auto:1",
+                    "auto:1#0 ",
+                    "from another app",
+                    "its answer",
+                ]
+                turn.end("error", "vendor down")
+                await running.daemon.hosts[topic.id].wait_idle()
+
+                result = await client._request(ContinueTurn(id=0, topic_id=topic.id))
+                assert isinstance(result, SendResult) and result.disposition == "started"
+                again = await sup.turns.receive()
+                assert again.send.text == "second"  # nothing was answered: sent again
+                again.end()
+        await running.stop()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
