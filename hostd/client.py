@@ -48,6 +48,7 @@ from hostd_protocol.client_messages import (
     AnswerApproval,
     Attach,
     AttachResult,
+    ContinueTurn,
     CreateTopic,
     DeleteTopic,
     Detach,
@@ -84,7 +85,7 @@ from hostd_protocol.client_messages import (
     TopicResult,
     Welcome,
 )
-from hostd_protocol.common import PROTOCOL_VERSION, SendIntent
+from hostd_protocol.common import PROTOCOL_VERSION, HistoryMessage, SendIntent
 from hostd_protocol.errors import (
     ConnectionBroken,
     ConnectionClosed,
@@ -378,6 +379,7 @@ class Client:
         *,
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
+        history: list[HistoryMessage] | None = None,
     ) -> SendResult:
         r = await self._request(
             SendMessage(
@@ -387,8 +389,15 @@ class Client:
                 intent=intent,
                 client_msg_id=client_msg_id,
                 options=options or {},
+                history=history or [],
             )
         )
+        assert isinstance(r, SendResult)
+        return r
+
+    async def continue_turn(self, topic_id: str) -> SendResult:
+        """Continue the topic's last turn, which failed or was stopped, from its resume data."""
+        r = await self._request(ContinueTurn(id=0, topic_id=topic_id))
         assert isinstance(r, SendResult)
         return r
 

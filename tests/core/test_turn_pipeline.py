@@ -732,7 +732,6 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
 
     from hostd.client import open_client
     from hostd.paths import Paths
-    from hostd_protocol.client_messages import ContinueTurn, SendMessage, SendResult
     from hostd_protocol.errors import ConfigError
     from tests.io.conftest import start_daemon
     from tests.io.fakes import FakeSession, FakeSupervisor
@@ -770,11 +769,7 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
                     HistoryMessage(role="user", text="from another app"),
                     HistoryMessage(role="assistant", text="its answer"),
                 ]
-                await client._request(
-                    SendMessage(
-                        id=0, topic_id=topic.id, text="second", intent="start", history=transcript
-                    )
-                )
+                await client.send(topic.id, "second", "start", history=transcript)
                 turn = await sup.turns.receive()
                 assert [m.text for m in turn.send.history] == [
                     "auto:1",
@@ -785,8 +780,8 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
                 turn.end("error", "vendor down")
                 await running.daemon.hosts[topic.id].wait_idle()
 
-                result = await client._request(ContinueTurn(id=0, topic_id=topic.id))
-                assert isinstance(result, SendResult) and result.disposition == "started"
+                result = await client.continue_turn(topic.id)
+                assert result.disposition == "started"
                 again = await sup.turns.receive()
                 assert again.send.text == "second"  # nothing was answered: sent again
                 again.end()
