@@ -1,0 +1,7 @@
+"""`python -m hostd.bench`: see `hostd.bench.runner`."""
+
+import sys
+
+from hostd.bench.runner import main
+
+sys.exit(main())

@@ -1,0 +1,105 @@
+"""Latency: many topics streaming at a steady rate, several windows each; how long a chunk
+takes from the driver's emit to a window's receive.
+
+The scripted driver's bench chunks start with the driver's CLOCK_MONOTONIC nanoseconds when it
+emitted them; the windows process subtracts that from its own clock at receipt (the clock is
+system-wide). Baseline: the same number of drivers at the same rate, their pipes read by one
+bare `select` loop, so the driver's own scheduling delay on a busy machine is visible apart
+from what the host adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hostd.bench.control import create_topics, send_all
+from hostd.bench.procs import DaemonProc, WindowsProc, bare_fleet_turn, spawn_fleet
+from hostd.bench.report import Context, Result
+
+GOAL = "100 topics x 4 windows at 50 chunks/s: driver emit -> window receive p99 <= 2 ms"
+
+RATE = 50.0
+STAMP_SIZE = 64
+
+
+def bench_script(n: int, rate: float = RATE, size: int = STAMP_SIZE) -> str:
+    return f"/bench n={n} size={size} rate={rate:g}"
+
+
+def stream_rounds(
+    daemon: DaemonProc,
+    topics: list[str],
+    windows_per_topic: int,
+    script: str,
+    rounds: int,
+    on_round: Callable[[int, dict[str, Any]], None],
+    *,
+    warmup: str = "",
+    during: Callable[[], None] | None = None,
+) -> None:
+    """Attach the windows, play an optional warm-up turn on every topic (it starts the
+    drivers; not reported), then `rounds` turns of `script` on every topic at once."""
+    total = rounds + (1 if warmup else 0)
+    wp = WindowsProc(daemon.socket, topics, windows_per_topic, total, mode="stamp",
+                     stamp_size=STAMP_SIZE)
+    try:
+        wp.read(timeout=120)  # attached
+        if warmup:
+            send_all(daemon, topics, warmup)
+            wp.read(timeout=300)
+        for k in range(rounds):
+            send_all(daemon, topics, script)
+            if during is not None:
+                during()
+            on_round(k, wp.read(timeout=300))
+    finally:
+        wp.close()
+
+
+def run(ctx: Context) -> Result:
+    n_topics, n_windows, duration = (10, 2, 2.0) if ctx.quick else (100, 4, 5.0)
+    n_chunks = int(RATE * duration)
+    script = bench_script(n_chunks)
+    res = Result("latency", GOAL)
+    res.notes.append(
+        f"{n_topics} topics x {n_windows} windows, {RATE:g} chunks/s of {STAMP_SIZE} chars "
+        f"each for {duration:g} s; latency = window receipt - driver emit (CLOCK_MONOTONIC)"
+    )
+
+    fleet = spawn_fleet(n_topics)
+    try:
+        bare_fleet_turn(fleet, bench_script(5), STAMP_SIZE)
+        for _ in range(ctx.runs):
+            from hostd.bench.stats import percentile
+
+            lat = bare_fleet_turn(fleet, script, STAMP_SIZE)
+            res.add("bare pipes p50", "ms", percentile(lat, 50) / 1000, baseline=True)
+            res.add("bare pipes p99", "ms", percentile(lat, 99) / 1000, baseline=True)
+    finally:
+        for d in fleet:
+            d.close()
+
+    problems: list[str] = []
+
+    def on_round(k: int, report: dict[str, Any]) -> None:
+        lat = report["latency_us"]
+        res.add("host p50", "ms", lat["p50"] / 1000)
+        res.add("host p99", "ms", lat["p99"] / 1000, goal=("<=", 2.0))
+        res.add("host max", "ms", (lat["max"] or 0) / 1000)
+        expected = n_topics * n_windows * n_chunks
+        if lat["n"] != expected:
+            problems.append(f"round {k + 1}: {lat['n']} of {expected} chunks measured")
+        if report["gaps"] or report["resyncs"] or report["errors"]:
+            problems.append(
+                f"round {k + 1}: {report['gaps']} gaps, {report['resyncs']} resyncs, "
+                f"{report['errors']}"
+            )
+        ctx.log(f"  round {k + 1}: p50 {lat['p50'] / 1000:.2f} ms, p99 {lat['p99'] / 1000:.2f} ms")
+
+    with DaemonProc() as daemon:
+        topics = create_topics(daemon, n_topics)
+        stream_rounds(daemon, topics, n_windows, script, ctx.runs, on_round,
+                      warmup=bench_script(5))
+    res.check("every chunk reached every window", not problems, "; ".join(problems[:3]))
+    return res

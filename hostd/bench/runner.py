@@ -1,0 +1,96 @@
+"""`scripts/bench [SCENARIO ...] [--quick] [--runs N] [--json PATH]`.
+
+Runs each scenario (all by default) on the real daemon subprocess, real sockets and real
+driver subprocesses, prints a rich table of medians with min/max, and optionally writes the
+same numbers as JSON. Each scenario warms up first and then measures `--runs` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from typing import Any
+
+from hostd.bench.report import Context, Result, render
+
+#: name -> module under hostd.bench (each has GOAL and run(ctx) -> Result).
+SCENARIOS: dict[str, str] = {
+    "throughput": "throughput",
+    "latency": "latency",
+    "ttft": "ttft",
+    "cli": "cli",
+    "memory": "memory",
+    "store": "store_lag",
+    "claude-ttft": "claude_ttft",
+}
+#: What runs when no scenario is named (claude-ttft is optional: it needs its driver).
+DEFAULT = ["throughput", "latency", "ttft", "cli", "memory", "store", "claude-ttft"]
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description="Measure hostd's data path against a bare pipe, side by side in one run.",
+    )
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help=f"any of: {', '.join(SCENARIOS)} (default: all)")
+    p.add_argument("--quick", action="store_true",
+                   help="a tiny version of every scenario (a smoke test, not a measurement)")
+    p.add_argument("--runs", type=int, default=None,
+                   help="measured repetitions after the warm-up (default 3; --quick 1)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = p.parse_args(argv)
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        p.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    return args
+
+
+def run_one(name: str, ctx: Context) -> Result:
+    module: Any = importlib.import_module(f"hostd.bench.{SCENARIOS[name]}")
+    ctx.log(f"== {name}: {module.GOAL}")
+    t0 = time.perf_counter()
+    try:
+        result: Result = module.run(ctx)
+    except Exception as exc:  # one broken scenario must not lose the others' numbers
+        traceback.print_exc()
+        result = Result(name, module.GOAL, skipped=f"failed: {type(exc).__name__}: {exc}")
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs = args.runs if args.runs is not None else (1 if args.quick else 3)
+    ctx = Context(quick=args.quick, runs=max(1, runs))
+    names = args.scenarios or DEFAULT
+    results = [run_one(name, ctx) for name in names]
+    info = machine()
+    render(results, info)
+    if args.json:
+        doc = {"machine": info, "quick": args.quick, "runs": ctx.runs,
+               "results": [r.as_dict() for r in results]}
+        with open(args.json, "w") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+    failed = [r.scenario for r in results if r.skipped.startswith("failed")]
+    broken = [f"{r.scenario}: {c.name}" for r in results for c in r.checks if not c.passed]
+    if failed or broken:
+        print(f"bench: failed: {', '.join(failed + broken)}", file=sys.stderr)
+        return 1
+    return 0

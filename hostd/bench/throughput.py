@@ -1,0 +1,96 @@
+"""Throughput: one topic, the scripted driver streaming small text chunks flat out, with 1, 8
+and 32 windows attached (real sockets, all hosted by one separate windows process).
+
+Measured per window: characters of streamed content per second, from the first chunk it
+received to the last. Baseline: the same driver and script read and decoded by a bare
+blocking reader on the pipe. Every window must receive exactly the text the driver sent, in
+order (sha256 against the scripted driver's deterministic text), with no seq gap or resync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from hostd.bench.control import create_topics, send_all
+from hostd.bench.procs import BareDriver, DaemonProc, WindowsProc
+from hostd.bench.report import Context, Result
+from hostd.bench.stats import median
+
+GOAL = "per-window chars/s >= 0.7 x bare pipe with 8 windows"
+
+CHUNK_SIZE = 8
+
+
+def expected_sha(n: int, size: int) -> str:
+    from hostd_scripted.driver import words_text
+
+    return hashlib.sha256(words_text(n * size, 0).encode()).hexdigest()
+
+
+def run(ctx: Context) -> Result:
+    n = 2_000 if ctx.quick else 30_000
+    window_counts = (1, 8) if ctx.quick else (1, 8, 32)
+    script = f"/chunks n={n} size={CHUNK_SIZE} rate=0"
+    want = expected_sha(n, CHUNK_SIZE)
+    res = Result("throughput", GOAL)
+    res.notes.append(
+        f"{n} chunks of {CHUNK_SIZE} chars per turn; rate = chars / (last - first receipt)"
+    )
+
+    # Baseline: the driver's pipe, read bare. Warm-up turn first.
+    bare_rates: list[float] = []
+    with BareDriver() as bare:
+        bare.turn(script)
+        for _ in range(ctx.runs):
+            t = bare.turn(script)
+            rate = t.chars / max(1e-9, (t.last_ns - t.first_ns) / 1e9)
+            bare_rates.append(rate)
+            res.add("bare pipe chars/s", "chars/s", rate, baseline=True)
+            res.add("bare pipe chunks per read", "", t.frames / max(1, t.reads), baseline=True)
+            if t.sha256 != want:
+                res.check("bare pipe text", False, "the bare reader got other text")
+    ctx.log(f"  bare pipe: {median(bare_rates) / 1e3:.0f} k chars/s")
+    base = median(bare_rates)
+
+    with DaemonProc() as daemon:
+        for windows in window_counts:
+            (tid,) = create_topics(daemon, 1)
+            wp = WindowsProc(daemon.socket, [tid], windows, ctx.runs + 1, mode="text")
+            bad: list[str] = []
+            try:
+                wp.read()  # attached
+                for rnd in range(ctx.runs + 1):
+                    send_all(daemon, [tid], script)
+                    report = wp.read(timeout=300)
+                    if rnd == 0:
+                        continue  # warm-up: spawns the driver
+                    _round(res, report, windows, base, want, bad)
+            finally:
+                wp.close()
+            res.check(
+                f"{windows} window(s): exact text, in order",
+                not bad,
+                "; ".join(bad[:3]) if bad else f"{windows}/{windows} windows, {ctx.runs} turns",
+            )
+            ctx.log(f"  {windows} windows: {res.row(f'{windows} windows: ratio', 'x').values}")
+    return res
+
+
+def _round(res: Result, report: dict[str, Any], windows: int, base: float, want: str,
+           bad: list[str]) -> None:
+    wins = report["windows"]
+    rates = [w["chars"] / max(1e-9, (w["last_ns"] - w["first_ns"]) / 1e9) for w in wins]
+    med = median(rates)
+    goal = (">=", 0.7) if windows == 8 else None
+    res.add(f"{windows} windows: chars/s per window", "chars/s", med)
+    res.add(f"{windows} windows: ratio", "x", med / base, goal=goal)
+    res.add(f"{windows} windows: slowest window ratio", "x", min(rates) / base)
+    res.add(f"{windows} windows: events per window per turn", "", median([w["frames"] for w in wins]))
+    for w in wins:
+        if w["sha256"] != want:
+            bad.append(f"window {w['window']} got {w['chars']} chars of other text")
+    if report["gaps"] or report["resyncs"]:
+        bad.append(f"{report['gaps']} seq gaps, {report['resyncs']} resyncs")
+    if report["errors"]:
+        bad.extend(report["errors"])

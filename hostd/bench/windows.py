@@ -1,0 +1,262 @@
+"""The bench's windows: one separate process hosting many window connections.
+
+    python -m hostd.bench.windows '<json config>'
+
+Every window is a real socket connection to the daemon (hello, attach, then read). The
+process reports on stdout, one JSON line per line:
+
+- `{"ready": true}` once every window is attached;
+- one `{"round": k, ...}` line each time every window has seen its k-th `turn-ended`
+  (per-window characters, first/last receive times, a sha256 of the text, seq gaps,
+  resyncs, and latency percentiles when the chunks carry driver timestamps);
+- then it exits after `rounds` rounds.
+
+Decoding is deliberately lean (a partial struct that ignores what a window need not read), so
+the windows cost as little CPU as a real UI's socket reader would, and hosting 32 or 400 of
+them in one process does not make the client the bottleneck it measures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from hostd.bench.stats import percentile
+from hostd_protocol.client_messages import Attach, Hello
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.framing import Codec, FrameDecoder
+
+RECEIVE_SIZE = 1 << 20
+
+
+class _Chunk(msgspec.Struct):
+    type: str
+    text: str = ""
+
+
+class _Snap(msgspec.Struct):
+    seq: int = 0
+
+
+class _Result(msgspec.Struct):
+    type: str = ""
+    snapshot: _Snap | None = None
+
+
+class _Msg(msgspec.Struct):
+    """Just what a window reads of any server message (unknown fields are skipped)."""
+
+    type: str
+    seq: int = 0
+    id: int | None = None
+    chunk: _Chunk | None = None
+    result: _Result | None = None
+    message: str = ""
+
+
+_decode = msgspec.msgpack.Decoder(_Msg).decode
+_client_codec: Codec[Any] = Codec(Hello | Attach, "msgpack")
+
+
+@dataclass
+class WindowConfig:
+    socket: str
+    topics: list[str]
+    windows_per_topic: int
+    rounds: int
+    #: "text": keep the text (hash it per round); "stamp": parse `<ns>:` stamps of
+    #: `stamp_size`-character chunks and record driver -> window latency.
+    mode: str = "text"
+    stamp_size: int = 64
+
+
+@dataclass
+class Window:
+    topic_id: str
+    index: int
+    mode: str
+    stamp_size: int
+    seq: int = -1
+    gaps: int = 0
+    resyncs: int = 0
+    errors: list[str] = field(default_factory=list)
+    # the current round
+    chars: int = 0
+    frames: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+    parts: list[str] = field(default_factory=list)
+    pending: str = ""
+    latencies_us: list[float] = field(default_factory=list)
+    # finished rounds
+    done: list[dict[str, Any]] = field(default_factory=list)
+
+    def on_text(self, text: str, now_ns: int) -> None:
+        if not self.first_ns:
+            self.first_ns = now_ns
+        self.last_ns = now_ns
+        self.chars += len(text)
+        self.frames += 1
+        if self.mode == "text":
+            self.parts.append(text)
+            return
+        buf = self.pending + text
+        size = self.stamp_size
+        i = 0
+        while len(buf) - i >= size:
+            stamp, _, _ = buf[i : i + size].partition(":")
+            try:
+                self.latencies_us.append((now_ns - int(stamp)) / 1000.0)
+            except ValueError:
+                self.errors.append(f"bad bench chunk {buf[i : i + 24]!r}")
+            i += size
+        self.pending = buf[i:]
+
+    def end_round(self) -> None:
+        text = "".join(self.parts)
+        self.done.append(
+            {
+                "topic": self.topic_id,
+                "window": self.index,
+                "chars": self.chars,
+                "frames": self.frames,
+                "first_ns": self.first_ns,
+                "last_ns": self.last_ns,
+                "sha256": hashlib.sha256(text.encode()).hexdigest() if self.mode == "text" else "",
+                "latencies_us": self.latencies_us,
+                "leftover": len(self.pending),
+            }
+        )
+        self.chars = self.frames = self.first_ns = self.last_ns = 0
+        self.parts = []
+        self.pending = ""
+        self.latencies_us = []
+
+
+async def _run_window(
+    win: Window, conf: WindowConfig, attached: trio.Semaphore, notify: Callable[[], None]
+) -> None:
+    try:
+        stream = await trio.open_unix_socket(conf.socket)
+    except OSError as exc:
+        win.errors.append(f"connection closed: {exc}")
+        notify()
+        return
+    async with stream:
+        await stream.send_all(
+            _client_codec.encode_frame(Hello(protocol_version=PROTOCOL_VERSION, client="bench"))
+            + _client_codec.encode_frame(Attach(id=1, topic_id=win.topic_id, max_rows=1))
+        )
+        frames = FrameDecoder()
+        while len(win.done) < conf.rounds:
+            data = await stream.receive_some(RECEIVE_SIZE)
+            if not data:
+                win.errors.append("the daemon closed the connection")
+                break
+            now = time.monotonic_ns()
+            for body in frames.feed(data):
+                msg = _decode(body)
+                kind = msg.type
+                if kind == "row-appended":
+                    if msg.seq != win.seq + 1:
+                        win.gaps += 1
+                    win.seq = msg.seq
+                    chunk = msg.chunk
+                    if chunk is not None and chunk.type == "text":
+                        win.on_text(chunk.text, now)
+                elif kind == "reply":
+                    if msg.result is not None and msg.result.snapshot is not None:
+                        win.seq = msg.result.snapshot.seq
+                        attached.release()
+                elif kind == "turn-ended":
+                    if msg.seq != win.seq + 1:
+                        win.gaps += 1
+                    win.seq = msg.seq
+                    win.end_round()
+                    notify()
+                elif kind == "resync":
+                    win.resyncs += 1
+                    win.errors.append("resync: the window fell behind")
+                elif kind == "error":
+                    win.errors.append(f"connection closed: error {msg.message}")
+                    if win.seq < 0:
+                        attached.release()  # the attach failed: report it, do not hang
+                elif msg.seq:
+                    if msg.seq != win.seq + 1:
+                        win.gaps += 1
+                    win.seq = msg.seq
+    notify()
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _round_report(k: int, wins: list[Window]) -> dict[str, Any]:
+    per_window = [w.done[k - 1] for w in wins]
+    lat: list[float] = []
+    for p in per_window:
+        lat.extend(p.pop("latencies_us"))
+    return {
+        "round": k,
+        "windows": per_window,
+        "latency_us": {
+            "n": len(lat),
+            "p50": percentile(lat, 50),
+            "p99": percentile(lat, 99),
+            "max": max(lat) if lat else None,
+        },
+        "gaps": sum(w.gaps for w in wins),
+        "resyncs": sum(w.resyncs for w in wins),
+        "errors": sorted({e for w in wins for e in w.errors})[:5],
+    }
+
+
+async def run(conf: WindowConfig) -> None:
+    wins = [
+        Window(tid, i, conf.mode, conf.stamp_size)
+        for tid in conf.topics
+        for i in range(conf.windows_per_topic)
+    ]
+    attached = trio.Semaphore(0, max_value=len(wins))
+    progress = trio.Event()
+
+    def notify() -> None:
+        progress.set()
+
+    async with trio.open_nursery() as nursery:
+        for win in wins:
+            nursery.start_soon(_run_window, win, conf, attached, notify)
+        for _ in wins:
+            await attached.acquire()
+        _emit({"ready": True})
+        reported = 0
+        while reported < conf.rounds:
+            await progress.wait()
+            progress = trio.Event()
+            complete = min(len(w.done) for w in wins)
+            while reported < complete:
+                reported += 1
+                _emit(_round_report(reported, wins))
+            if any(w.errors and "closed" in w.errors[-1] for w in wins):
+                _emit({"fatal": sorted({e for w in wins for e in w.errors})[:5]})
+                nursery.cancel_scope.cancel()
+                return
+
+
+def main() -> None:
+    conf = WindowConfig(**json.loads(sys.argv[1]))
+    trio.run(run, conf)
+
+
+if __name__ == "__main__":
+    main()
