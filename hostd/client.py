@@ -58,6 +58,7 @@ from hostd_protocol.client_messages import (
     EditQueued,
     ErrorReply,
     GetTopic,
+    GetUsage,
     Hello,
     History,
     HistoryResult,
@@ -83,6 +84,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TopicListResult,
     TopicResult,
+    UsageTotals,
     Welcome,
 )
 from hostd_protocol.common import PROTOCOL_VERSION, HistoryMessage, SendIntent
@@ -399,6 +401,12 @@ class Client:
         """Continue the topic's last turn, which failed or was stopped, from its resume data."""
         r = await self._request(ContinueTurn(id=0, topic_id=topic_id))
         assert isinstance(r, SendResult)
+        return r
+
+    async def usage(self, topic_id: str = "") -> UsageTotals:
+        """Token/cost totals per topic (and per turn of `topic_id`), since the daemon started."""
+        r = await self._request(GetUsage(id=0, topic_id=topic_id))
+        assert isinstance(r, UsageTotals)
         return r
 
     async def stop(self, topic_id: str) -> None:

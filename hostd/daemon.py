@@ -57,6 +57,7 @@ from hostd_protocol.client_messages import (
     EditQueued,
     Empty,
     GetTopic,
+    GetUsage,
     History,
     HistoryResult,
     ListDrivers,
@@ -76,6 +77,8 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TopicListResult,
     TopicResult,
+    TurnUsage,
+    UsageTotals,
 )
 from hostd_protocol.errors import (
     HostdError,
@@ -183,6 +186,7 @@ class Daemon:
             ListDrivers: self._list_drivers,
             Ping: self._ping,
             Shutdown: self._shutdown,
+            GetUsage: self._usage,
         }
 
     # --- lifetime -------------------------------------------------------------------------
@@ -505,6 +509,14 @@ class Daemon:
 
     async def _ping(self, conn: Connection, msg: Ping) -> Result:
         return Pong(time=time.time())
+
+    async def _usage(self, conn: Connection, msg: GetUsage) -> Result:
+        usage = self.bridge.usage  # counted from UsageUpdated events, since daemon start
+        if not msg.topic_id:
+            return UsageTotals(topics=usage.topics())
+        self._topic_info(msg.topic_id)  # unknown topic -> typed error
+        turns = [TurnUsage(turn_id=t, usage=u) for t, u in usage.turns_of(msg.topic_id).items()]
+        return UsageTotals(topics={msg.topic_id: usage.topic_usage(msg.topic_id)}, turns=turns)
 
     async def _shutdown(self, conn: Connection, msg: Shutdown) -> Result:
         log.info("shutdown requested by %r", conn)

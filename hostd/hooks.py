@@ -367,6 +367,10 @@ class UsageAccounting(TurnObserver):
                 total = add_usage(total, usage)
         return total
 
+    def turns_of(self, topic_id: str) -> dict[str, Usage]:
+        """Each turn's figure for one topic, in the order the turns first reported usage."""
+        return {t: u for t, u in self._turns.items() if self._topic_of[t] == topic_id}
+
     def topics(self) -> dict[str, Usage]:
         """Every topic's total, for `hostd usage`."""
         return {topic: self.topic_usage(topic) for topic in sorted(set(self._topic_of.values()))}

@@ -260,6 +260,14 @@ class Ping(_Frozen, frozen=True, tag="ping"):
     id: int
 
 
+class GetUsage(_Frozen, frozen=True, tag="get-usage"):
+    """Token and cost totals the daemon counted since it started: per topic, and per turn of
+    `topic_id` when one is given. Answered by `UsageTotals`."""
+
+    id: int
+    topic_id: str = ""
+
+
 class Shutdown(_Frozen, frozen=True, tag="shutdown"):
     """Stop the daemon gracefully: stop turns, flush the store, remove the socket."""
 
@@ -288,6 +296,7 @@ ClientMessage = (
     | ListDrivers
     | Ping
     | Shutdown
+    | GetUsage
 )
 
 # --- results (inside `Reply`) -------------------------------------------------------------------
@@ -355,6 +364,18 @@ class Pong(_Frozen, frozen=True, tag="pong"):
     time: float = 0.0
 
 
+class TurnUsage(_Frozen, frozen=True):
+    turn_id: str
+    usage: Usage
+
+
+class UsageTotals(_Frozen, frozen=True, tag="usage-totals"):
+    """Answer to `GetUsage`. `turns` is filled only when a topic was asked for."""
+
+    topics: dict[str, Usage] = {}
+    turns: list[TurnUsage] = []
+
+
 Result = (
     Empty
     | TopicResult
@@ -365,6 +386,7 @@ Result = (
     | StatusResult
     | DriverListResult
     | Pong
+    | UsageTotals
 )
 
 # --- host -> client -----------------------------------------------------------------------------

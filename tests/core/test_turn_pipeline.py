@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import types
@@ -619,6 +620,14 @@ async def test_continue_request_from_resume_data(h: Harness) -> None:
 # --- the daemon seams (hostd.turn_bridge) -------------------------------------------------------
 
 
+def cli_run(handler: Callable[..., int], args: argparse.Namespace) -> tuple[int, str]:
+    from rich.console import Console
+
+    console = Console(record=True, width=160, color_system=None)
+    code = handler(args, console)
+    return code, console.export_text()
+
+
 def write_config(config: Path) -> None:
     (config / "assistants").mkdir(parents=True, exist_ok=True)
     (config / "assistants" / "coder.toml").write_text(
@@ -730,9 +739,11 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
     import shutil
     import tempfile
 
+    from hostd.cli import turn_cmds
     from hostd.client import open_client
     from hostd.paths import Paths
-    from hostd_protocol.errors import ConfigError
+    from hostd_protocol.driver_messages import UsageEvent
+    from hostd_protocol.errors import ConfigError, NotFound
     from tests.io.conftest import start_daemon
     from tests.io.fakes import FakeSession, FakeSupervisor
 
@@ -777,14 +788,31 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
                     "from another app",
                     "its answer",
                 ]
+                turn.session.emit(
+                    UsageEvent(turn_id=turn.turn_id, usage=Usage(input_tokens=5, cost_usd=0.5))
+                )
                 turn.end("error", "vendor down")
                 await running.daemon.hosts[topic.id].wait_idle()
+                totals = await client.usage(topic.id)
+                assert totals.topics == {topic.id: Usage(input_tokens=5, cost_usd=0.5)}
+                assert [t.turn_id for t in totals.turns] == [turn.turn_id]
 
                 result = await client.continue_turn(topic.id)
                 assert result.disposition == "started"
                 again = await sup.turns.receive()
                 assert again.send.text == "second"  # nothing was answered: sent again
                 again.end()
+                await running.daemon.hosts[topic.id].wait_idle()
+                with pytest.raises(NotFound, match=r"^nothing to continue: the last turn ended"):
+                    await client.continue_turn(topic.id)
+
+            # The CLI commands, each in a thread with its own trio.run, against this daemon.
+            args = argparse.Namespace(home=str(home), topic="")
+            code, out = await trio.to_thread.run_sync(cli_run, turn_cmds.run_usage, args)
+            assert code == 0 and topic.id in out and "$0.5000" in out
+            args = argparse.Namespace(home=str(home), topic=topic.id)
+            code, out = await trio.to_thread.run_sync(cli_run, turn_cmds.run_continue, args)
+            assert code == 1 and out.startswith("error: nothing to continue")
         await running.stop()
     finally:
         shutil.rmtree(home, ignore_errors=True)
