@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
     p = sub.add_parser(
         "assistants", help="list assistants (config dir) and the driver/model each resolves to"
     )
-    p.add_argument("--home", default=None, help="put every hostd path under this folder")
+    # `--home` is the global `hostd --home DIR` option (a sub-option would shadow it).
     p.add_argument("--config-dir", default=None, help="read this config folder instead")
     p.add_argument("--profile", default="", help="resolve `use::<role>` models for this profile")
     handlers["assistants"] = run
