@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -302,7 +302,7 @@ def parse_assistant(name: str, text: str, file: Path | str = "<string>") -> Assi
     )
 
 
-def _parse_workdir(value: object, err: Any) -> Workdir:
+def _parse_workdir(value: object, err: Callable[[Sequence[str], str], ConfigError]) -> Workdir:
     if isinstance(value, str):
         value = {"policy": value}
     if not isinstance(value, dict):

@@ -476,22 +476,32 @@ async def run_turn(req: TurnRequest, deps: PipelineDeps) -> TurnOutcome:
                 )
             if scope.cancelled_caught:
                 record.stop("stopped by the user")
-        except trio.Cancelled as exc:
-            record.fail_from(exc, cancelled=True)
-            failure = exc
         except HostdError as exc:
             # Expected failures (config, hooks, drivers) end the turn; the outcome says why.
             record.fail_from(exc)
         except BaseException as exc:
-            record.fail_from(exc)
             failure = exc
-            log.exception("turn %s of topic %s failed with a bug", req.turn_id, req.topic.id)
+            cancelled = _only_cancelled(exc)
+            record.fail_from(exc, cancelled=cancelled)
+            if not cancelled:
+                log.exception("turn %s of topic %s failed with a bug", req.turn_id, req.topic.id)
         # 12. Stream end (root only) and the final record: exactly once, on every path.
         outcome = record.finish(deps.clock())
         await _flush(turn, outcome)
         if failure is not None:
             raise failure
         return outcome
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """A cancellation, also when it arrives as a group of cancellations (from a nursery in a
+    driver turn): a stop, never an error row."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        _match, rest = exc.split(trio.Cancelled)
+        return rest is None
+    return False
 
 
 async def _flush(turn: _Turn, outcome: TurnOutcome) -> None:

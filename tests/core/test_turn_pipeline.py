@@ -816,3 +816,16 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
         await running.stop()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_cancellation_inside_a_driver_nursery_is_still_a_stop(h: Harness) -> None:
+    async def nursery_hang(call: DriverCall) -> DriverResult:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            nursery.start_soon(trio.sleep_forever)
+        raise AssertionError
+
+    h.driver.script["d1"] = [nursery_hang]
+    with trio.move_on_after(1):
+        await h.run()
+    assert h.sink.kinds() == ["start", "end"] and h.sink.outcome.status == "stopped"
