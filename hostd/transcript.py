@@ -278,8 +278,8 @@ class Transcript:
         return None if live is None else live.freeze()
 
     def approvals(self) -> list[ApprovalInfo]:
-        """Open approvals, oldest first."""
-        return sorted(self._approvals.values(), key=lambda a: (a.created_at, a.id))
+        """Open approvals, in the order they were requested (the host's order)."""
+        return list(self._approvals.values())
 
     def snapshot(self, max_rows: int | None = None) -> Snapshot:
         """The transcript as a `Snapshot` (same shape the host sends on attach)."""

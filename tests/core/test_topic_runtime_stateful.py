@@ -1,0 +1,531 @@
+"""The topic runtime under random interleavings (hypothesis `RuleBasedStateMachine`).
+
+Three parties drive it, synchronously:
+
+- clients: sends of every intent (and idempotent resends), stop, approval answers, queue edits,
+  discards and send-now (on any row, valid or not), resume_queue, time passing (tick);
+- a well-behaved fake driver that obeys the runtime's effects (StartTurn, Redirect, Interrupt,
+  ApprovalResponse): it streams chunks, injects steers in order, reports boundaries, compacts,
+  asks for approvals, ends turns (reporting undelivered steers first) or crashes;
+- an adversary sending stray driver events (old or unknown turn ids).
+
+Windows attach (snapshot) at random points and apply every later event. The invariants are
+DESIGN.md 1-7: seq without gaps, history order, no message lost or duplicated, exactly one
+TurnEnded per turn, never stuck compacting, every window equals the snapshot, approvals open
+only while a turn runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from hostd.runtime_effects import Effect, Emit, SaveTurn, StartTurn, ToDriver
+from hostd.topic_runtime import TopicRuntime
+from hostd.transcript import Transcript
+from hostd_protocol.client_messages import Rolled, TopicEvent, TopicInfo, TurnEnded, TurnStarted
+from hostd_protocol.common import (
+    Capabilities,
+    CompactionAnchor,
+    SendIntent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from hostd_protocol.driver_messages import (
+    ApprovalRequest,
+    ApprovalResponse,
+    ChunkEvent,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    DriverEvent,
+    Interrupt,
+    Redirect,
+    SteerBoundary,
+    SteerInjected,
+    SteerUndelivered,
+    TurnEnd,
+    UsageEvent,
+)
+from hostd_protocol.errors import (
+    AlreadyAnswered,
+    DriverCrashed,
+    InvalidArgument,
+    NotFound,
+    NothingToStop,
+    TopicBusy,
+)
+from tests.core.runtime_harness import normalized
+
+TIMEOUT = 30.0
+INTENTS: list[SendIntent] = ["start", "steer", "queue", "auto"]
+CLIENT_ACTIONS = [
+    *["send"] * 3,
+    *["steer"] * 3,
+    "resend",
+    "stop",
+    "answer",
+    *["queue_op"] * 2,
+    "resume_queue",
+    "time_passes",
+    "attach",
+    "detach",
+]
+DRIVER_ACTIONS = [
+    *["chunk"] * 3,
+    *["inject"] * 3,
+    *["boundary"] * 3,
+    *["end_turn"] * 2,
+    "crash",
+    *["compaction"] * 2,
+    "approval",
+]
+
+
+class FakeDriver:
+    """A driver that does what the protocol asks, checking that the host does too."""
+
+    def __init__(self) -> None:
+        self.turn: str | None = None
+        self.pending: list[str] = []  # redirected, not injected
+        self.injected: list[str] = []  # injected since the last boundary
+        self.interrupted = False
+        self.open_approvals: set[str] = set()
+        self.sends: Counter[str] = Counter()  # message_id -> Send count
+        self.injected_ever: list[str] = []
+
+    def obey(self, effect: Effect) -> None:
+        if isinstance(effect, StartTurn):
+            assert self.turn is None, "a turn was started while the driver still ran one"
+            self.turn = effect.turn_id
+            self.pending, self.injected, self.interrupted = [], [], False
+            self.sends[effect.send.message_id] += 1
+        elif isinstance(effect, ToDriver):
+            cmd = effect.command
+            if isinstance(cmd, Redirect):
+                assert cmd.turn_id == self.turn
+                self.pending.append(cmd.steer_id)
+            elif isinstance(cmd, Interrupt):
+                assert cmd.turn_id == self.turn
+                self.interrupted = True
+            elif isinstance(cmd, ApprovalResponse):
+                assert cmd.approval_id in self.open_approvals, cmd
+                self.open_approvals.discard(cmd.approval_id)
+            else:  # pragma: no cover
+                raise AssertionError(f"unexpected command {cmd!r}")
+
+    def ended(self) -> None:
+        self.turn = None
+        self.pending, self.injected = [], []
+        self.open_approvals.clear()
+
+
+class TopicMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids = 0
+        self.now = 0.0
+        self.texts = 0
+        self.driver = FakeDriver()
+        self.windows: list[Transcript] = []
+        self.events: list[TopicEvent] = []
+        self.last_seq = 0
+        self.accepted: dict[str, int] = {}  # row id -> acceptance order
+        self.discarded: set[str] = set()
+        self.steer_rows: dict[str, str] = {}  # steer id -> row id
+        self.client_ids: dict[str, str] = {}  # client_msg_id -> row id
+        self.started: list[str] = []
+        self.ended: Counter[str] = Counter()
+        self.turn_records: dict[str, list[SaveTurn]] = {}
+        self.approval_ids: list[str] = []
+        self.old_turns: list[str] = []
+        self.picked: set[str] = set()  # rows started explicitly (send when idle, send-now)
+
+    def new_id(self, prefix: str) -> str:
+        self.ids += 1
+        return f"{prefix}{self.ids}"
+
+    @initialize(inject=st.booleans(), history=st.booleans())
+    def setup(self, inject: bool, history: bool) -> None:
+        caps = Capabilities(inject_steering=inject, needs_history=history)
+        self.rt = TopicRuntime(
+            TopicInfo(id="T"),
+            [],
+            [],
+            0,
+            new_id=self.new_id,
+            wall=lambda: 1.0,
+            capabilities=caps,
+            approval_timeout=TIMEOUT,
+        )
+        self.windows.append(Transcript(self.rt.snapshot()))
+        self.send("auto", with_key=False)  # most interleavings start with a running turn
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def apply(self, effects: list[Effect], queued_before: list[str] | None = None) -> None:
+        for eff in effects:
+            if isinstance(eff, Emit):
+                ev = eff.event
+                assert ev.seq == self.last_seq + 1, "seq must grow by one, no gap"
+                self.last_seq = ev.seq
+                self.events.append(ev)
+                for window in self.windows:
+                    window.apply(ev)
+                if isinstance(ev, TurnStarted):
+                    self.started.append(ev.turn_id)
+                elif isinstance(ev, TurnEnded):
+                    self.ended[ev.turn_id] += 1
+                    self.old_turns.append(ev.turn_id)
+                elif isinstance(ev, Rolled):
+                    self.check_roll(ev)
+            elif isinstance(eff, SaveTurn):
+                self.turn_records.setdefault(eff.turn_id, []).append(eff)
+            elif isinstance(eff, StartTurn):
+                self.check_queue_order(eff)
+            self.driver.obey(eff)
+
+    def check_roll(self, ev: Rolled) -> None:
+        closed = self.rt.row(ev.closed_row_id)
+        new = self.rt.row(ev.new_row_id)
+        assert closed is not None and new is not None
+        positions = [closed.position]
+        for row_id in ev.steer_row_ids:
+            row = self.rt.row(row_id)
+            assert row is not None
+            positions.append(row.position)
+        positions.append(new.position)
+        assert positions == sorted(positions), "history must read A1a, U2, A2"
+        assert [self.accepted[r] for r in ev.steer_row_ids] == sorted(
+            self.accepted[r] for r in ev.steer_row_ids
+        ), "steers roll in acceptance order"
+
+    def check_queue_order(self, eff: StartTurn) -> None:
+        row_id = eff.send.message_id
+        if row_id in self.picked:
+            return
+        # A queued row starts only when every row still queued was accepted after it.
+        for other in self.rt.queued_row_ids():
+            assert self.accepted[other] > self.accepted[row_id], "queue order broken"
+
+    def feed(self, event: DriverEvent) -> list[Effect]:
+        effects = self.rt.driver_event(event, self.now)
+        self.apply(effects)
+        return effects
+
+    # --- the two parties, as weighted actions ---------------------------------------------
+    #
+    # Two rules with weighted action lists rather than one rule per action: hypothesis'
+    # swarm testing switches whole rules off per example, and a steer needs several actions
+    # in a row (send while busy, inject, boundary) to show anything.
+
+    @rule(action=st.sampled_from(CLIENT_ACTIONS), data=st.data())
+    def client(self, action: str, data: st.DataObject) -> None:
+        getattr(self, f"client_{action}")(data)
+
+    @precondition(lambda self: self.driver.turn is not None)
+    @rule(action=st.sampled_from(DRIVER_ACTIONS), data=st.data())
+    def driver_acts(self, action: str, data: st.DataObject) -> None:
+        getattr(self, f"driver_{action}")(data)
+
+    # --- clients ----------------------------------------------------------------------------
+
+    def client_send(self, data: st.DataObject) -> None:
+        intent = data.draw(st.sampled_from(INTENTS), label="intent")
+        self.send(intent, with_key=data.draw(st.booleans(), label="with_key"))
+
+    def client_steer(self, data: st.DataObject) -> None:
+        self.send(data.draw(st.sampled_from(["steer", "auto"]), label="intent"), with_key=False)
+
+    def send(self, intent: SendIntent, with_key: bool) -> None:
+        self.texts += 1
+        text = f"m{self.texts}"
+        key = f"k{self.texts}" if with_key else ""
+        busy = self.rt.active_turn_id is not None
+        try:
+            result, effects = self.rt.send(text, intent, self.now, client_msg_id=key)
+        except TopicBusy:
+            assert busy and intent == "start"
+            return
+        assert not (busy and intent == "start")
+        assert result.row_id not in self.accepted
+        self.accepted[result.row_id] = len(self.accepted)
+        if key:
+            self.client_ids[key] = result.row_id
+        for eff in effects:
+            if isinstance(eff, ToDriver) and isinstance(eff.command, Redirect):
+                self.steer_rows[eff.command.steer_id] = result.row_id
+        if result.disposition == "started":
+            # Started explicitly (idle topic): it may go ahead of a paused queue.
+            assert any(isinstance(e, StartTurn) for e in effects)
+            self.picked.add(result.row_id)
+        self.apply(effects)
+
+    def client_resend(self, data: st.DataObject) -> None:
+        if not self.client_ids:
+            return
+        key = data.draw(st.sampled_from(sorted(self.client_ids)), label="key")
+        result, effects = self.rt.send("again", "auto", self.now, client_msg_id=key)
+        assert effects == [] and result.row_id == self.client_ids[key]
+
+    def client_stop(self, data: st.DataObject) -> None:
+        running = self.rt.active_turn_id is not None
+        try:
+            self.apply(self.rt.stop(self.now))
+        except NothingToStop:
+            assert not running
+            return
+        assert running
+
+    def client_answer(self, data: st.DataObject) -> None:
+        aid = data.draw(st.sampled_from([*self.approval_ids[-4:], "bogus"]), label="approval")
+        allow = data.draw(st.booleans(), label="allow")
+        open_ids = {a.id for a in self.rt.snapshot().approvals}
+        try:
+            self.apply(self.rt.answer_approval(aid, allow, self.now, by="w1"))
+        except NotFound:
+            assert aid == "bogus"
+            return
+        except AlreadyAnswered:
+            assert aid not in open_ids
+            return
+        assert aid in open_ids
+
+    def _editable(self, row_id: str) -> bool:
+        # Drafts, and queued rows that are not steers in flight (those are in the run order).
+        row = self.rt.row(row_id)
+        if row is None:
+            return False
+        return row.status == "draft" or row_id in self.rt.queued_row_ids()
+
+    def client_queue_op(self, data: st.DataObject) -> None:
+        op = data.draw(st.sampled_from(["edit_queued", "discard_queued", "send_now"]), label="op")
+        # Mostly rows that can take it; sometimes any row, or none.
+        unsent = [r for r in sorted(self.accepted) if self._editable(r)]
+        pool = (
+            unsent if unsent and data.draw(st.booleans(), label="valid") else sorted(self.accepted)
+        )
+        row_id = data.draw(st.sampled_from([*pool, "bogus"]), label="row")
+        ok = self._editable(row_id)
+        args: tuple[Any, ...] = (f"edited {row_id}",) if op == "edit_queued" else ()
+        try:
+            effects = getattr(self.rt, op)(row_id, *args, self.now)
+        except (NotFound, InvalidArgument):
+            assert not ok
+            return
+        assert ok
+        if op == "discard_queued":
+            self.discarded.add(row_id)
+        if op == "send_now":
+            self.picked.add(row_id)
+        self.apply(effects)
+
+    def client_resume_queue(self, data: st.DataObject) -> None:
+        self.apply(self.rt.resume_queue(self.now))
+
+    def client_time_passes(self, data: st.DataObject) -> None:
+        self.now += data.draw(st.sampled_from([1.0, 10.0, TIMEOUT]), label="dt")
+        self.apply(self.rt.tick(self.now))
+
+    def client_attach(self, data: st.DataObject) -> None:
+        if len(self.windows) < 3:
+            self.windows.append(Transcript(self.rt.snapshot()))
+
+    def client_detach(self, data: st.DataObject) -> None:
+        if len(self.windows) > 1:
+            self.windows.pop(0)
+
+    # --- the fake driver --------------------------------------------------------------------
+
+    @property
+    def turn(self) -> str:
+        assert self.driver.turn is not None
+        return self.driver.turn
+
+    def driver_chunk(self, data: st.DataObject) -> None:
+        kind = data.draw(st.sampled_from(["text", "text", "thinking", "tool"]), label="chunk")
+        if kind == "text":
+            self.feed(ChunkEvent(turn_id=self.turn, chunk=TextDelta(text="a")))
+        elif kind == "thinking":
+            self.feed(ChunkEvent(turn_id=self.turn, chunk=ThinkingDelta(text="t")))
+        else:
+            self.feed(ChunkEvent(turn_id=self.turn, chunk=ToolCall(call_id="c", name="ls")))
+            self.feed(ChunkEvent(turn_id=self.turn, chunk=ToolResult(call_id="c", output="o")))
+
+    def driver_inject(self, data: st.DataObject) -> None:
+        # A well-behaved driver injects in order, and nothing more once interrupted.
+        if not self.driver.pending or self.driver.interrupted:
+            return self.driver_chunk(data)
+        steer = self.driver.pending.pop(0)
+        self.driver.injected.append(steer)
+        self.driver.injected_ever.append(steer)
+        self.feed(SteerInjected(turn_id=self.turn, steer_id=steer))
+        return None
+
+    def driver_boundary(self, data: st.DataObject) -> None:
+        if not self.driver.injected:
+            return self.driver_chunk(data)
+        steers, self.driver.injected = self.driver.injected, []
+        named = data.draw(st.booleans(), label="named")
+        self.feed(SteerBoundary(turn_id=self.turn, steer_ids=steers if named else []))
+        return None
+
+    def driver_end_turn(self, data: st.DataObject) -> None:
+        turn = self.turn
+        status = data.draw(st.sampled_from(["success", "success", "error"]), label="status")
+        if self.driver.pending:
+            self.feed(SteerUndelivered(turn_id=turn, steer_ids=list(self.driver.pending)))
+        final = "stopped" if self.driver.interrupted else status
+        self.driver.ended()
+        self.feed(TurnEnd(turn_id=turn, status=final, error="boom" if final == "error" else ""))
+
+    def driver_crash(self, data: st.DataObject) -> None:
+        self.driver.ended()
+        err = DriverCrashed("driver exited", driver="fake", exit_code=1, stderr_tail="trace")
+        self.apply(self.rt.driver_lost(err, self.now))
+
+    def driver_compaction(self, data: st.DataObject) -> None:
+        what = data.draw(st.sampled_from(["start", "complete", "anchor", "error"]), label="what")
+        turn = "" if data.draw(st.booleans(), label="blank") else self.turn
+        if what == "start":
+            self.feed(CompactionStart(turn_id=turn))
+        elif what == "complete":
+            self.feed(CompactionComplete(turn_id=turn))
+        elif what == "anchor":
+            self.feed(CompactionComplete(turn_id=turn, anchor=CompactionAnchor(tokens_before=9)))
+        else:
+            self.feed(CompactionError(turn_id=turn, message="nope"))
+
+    def driver_approval(self, data: st.DataObject) -> None:
+        aid = self.new_id("ap")
+        self.approval_ids.append(aid)
+        self.driver.open_approvals.add(aid)
+        self.feed(ApprovalRequest(turn_id=self.turn, approval_id=aid, tool="bash"))
+
+    @rule(data=st.data())
+    def stray(self, data: st.DataObject) -> None:
+        """Events naming a turn that is not running change nothing."""
+        turn = data.draw(st.sampled_from([*self.old_turns[-3:], "bogus"]))
+        kind = data.draw(st.integers(0, 7))
+        events: list[DriverEvent] = [
+            ChunkEvent(turn_id=turn, chunk=TextDelta(text="stray")),
+            TurnEnd(turn_id=turn, status="success"),
+            SteerInjected(turn_id=turn, steer_id="s?"),
+            SteerBoundary(turn_id=turn),
+            SteerUndelivered(turn_id=turn, steer_ids=list(self.steer_rows)[:2]),
+            CompactionStart(turn_id=turn),
+            ApprovalRequest(turn_id=turn, approval_id="stray", tool="x"),
+            UsageEvent(turn_id=turn, usage=Usage()),
+        ]
+        before = self.rt.snapshot()
+        assert self.rt.driver_event(events[kind], self.now) == []
+        assert self.rt.snapshot() == before
+
+    # --- invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def windows_equal_the_snapshot(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        snap = normalized(self.rt.snapshot(10_000))
+        for window in self.windows:
+            assert normalized(window.snapshot()) == snap
+
+    @invariant()
+    def every_message_is_exactly_one_row(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        rows = self.rt.snapshot(10_000).rows
+        user_rows = [r for r in rows if r.role == "user"]
+        ids = [r.id for r in user_rows]
+        assert len(ids) == len(set(ids))
+        assert set(ids) == set(self.accepted) - self.discarded
+        for row in user_rows:
+            assert row.status in ("success", "queued", "draft"), row
+            # Never delivered to the model twice (a Send, or an injected steer).
+            injected = sum(1 for s in self.driver.injected_ever if self.steer_rows.get(s) == row.id)
+            assert self.driver.sends[row.id] + min(injected, 1) <= 1, row
+            if row.status == "success":
+                assert row.turn_id and row.position < (1 << 40)
+            else:
+                assert row.position >= (1 << 40)
+
+    @invariant()
+    def history_order(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        rows = self.rt.snapshot(10_000).rows
+        positions = [r.position for r in rows]
+        assert len(positions) == len(set(positions))
+        # Within a turn, its user messages read in acceptance order, and the turn starts with
+        # a user message.
+        by_turn: dict[str, list[str]] = {}
+        for row in rows:
+            if row.turn_id:
+                by_turn.setdefault(row.turn_id, []).append(row.id)
+        for turn_id, row_ids in by_turn.items():
+            first = self.rt.row(row_ids[0])
+            assert first is not None and first.role == "user", turn_id
+            users = [r for r in row_ids if r in self.accepted]
+            assert [self.accepted[r] for r in users] == sorted(self.accepted[r] for r in users)
+
+    @invariant()
+    def one_turn_end_per_turn(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        assert len(self.started) == len(set(self.started))
+        active = self.rt.active_turn_id
+        for turn_id in self.started:
+            assert self.ended[turn_id] == (0 if turn_id == active else 1), turn_id
+            records = self.turn_records[turn_id]
+            assert records[0].status is None
+            if turn_id != active:
+                assert len(records) == 2
+                end = records[1]
+                assert (end.resume_text != "") == (end.status != "success")
+        assert set(self.ended) <= set(self.started)
+
+    @invariant()
+    def state_is_consistent(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        snap = self.rt.snapshot(10_000)
+        active = self.rt.active_turn_id
+        if active is None:
+            assert self.rt.state == "idle"
+            assert snap.approvals == []
+        assert all(a.turn_id == active and a.status == "open" for a in snap.approvals)
+        pending = [r for r in snap.rows if r.status == "pending"]
+        if active is None:
+            assert pending == []
+        else:
+            assert len(pending) == 1 and pending[0].turn_id == active
+        # The last StateChanged says the current state.
+        states = [e for e in self.events if e.__class__.__name__ == "StateChanged"]
+        if states:
+            assert msgspec.structs.asdict(states[-1])["state"] == self.rt.state
+        # The driver and the runtime agree on the running turn.
+        assert (self.driver.turn is None) == (active is None)
+
+
+TopicMachine.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_topic_runtime_stateful = TopicMachine.TestCase
