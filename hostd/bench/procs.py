@@ -49,7 +49,9 @@ def short_home(prefix: str = "hb") -> Path:
 class DaemonProc:
     """`python -m hostd serve` in a temporary HOSTD_HOME, started and stopped synchronously."""
 
-    def __init__(self, *, flush_interval: float | None = None, home: Path | None = None) -> None:
+    def __init__(self, *, flush_interval: float | None = None, home: Path | None = None,
+                 python_args: tuple[str, ...] = ()) -> None:
+        self.python_args = python_args
         self.home = home or short_home()
         self.own_home = home is None
         self.paths = Paths.under(self.home)
@@ -69,12 +71,12 @@ class DaemonProc:
 
     def start(self, timeout: float = 30.0) -> DaemonProc:
         read_fd, write_fd = os.pipe()
-        argv = [PYTHON, "-m", "hostd", "--home", str(self.home), "serve",
+        argv = [PYTHON, *self.python_args, "-m", "hostd", "--home", str(self.home), "serve",
                 "--default-driver", "scripted", "--log-level", "WARNING",
                 "--ready-fd", str(write_fd)]
         if self.flush_interval is not None:
             argv += ["--flush-interval", str(self.flush_interval)]
-        log = open(self.home / "bench-daemon.log", "ab")  # noqa: SIM115 - kept by the child
+        log = open(self.home / "bench-daemon.log", "ab")
         t0 = time.perf_counter()
         try:
             self.proc = subprocess.Popen(
@@ -98,11 +100,15 @@ class DaemonProc:
     def rss_mib(self) -> float:
         return rss_mib(self.pid)
 
-    def log_tail(self, n: int = 2000) -> str:
+    def log_text(self) -> str:
+        """The daemon's stdout and stderr so far."""
         try:
-            return (self.home / "bench-daemon.log").read_text(errors="replace")[-n:]
+            return (self.home / "bench-daemon.log").read_text(errors="replace")
         except OSError:
             return ""
+
+    def log_tail(self, n: int = 2000) -> str:
+        return self.log_text()[-n:]
 
     def stop(self, timeout: float = 20.0) -> None:
         proc, self.proc = self.proc, None

@@ -1,0 +1,116 @@
+"""Time to first token with the scripted driver, and the host's share of it.
+
+- cold: a new topic, no driver process yet: send -> first chunk at a window (process spawn,
+  handshake, turn);
+- warm: a new topic whose driver was prewarmed (`prewarm`, then the warm pool hands the
+  spare to the first send);
+- hot: the next send on a topic whose driver session is open.
+
+Host overhead: from the client writing `send` to the driver emitting its first chunk (the
+chunk carries the driver's CLOCK_MONOTONIC stamp), minus the same span on a bare pipe (the
+bench writes `Send` straight to a driver and reads its stamp). What is left is the socket,
+the daemon's request handling and its write to the driver's stdin.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import trio
+
+from hostd.bench.control import with_client
+from hostd.bench.procs import BareDriver, DaemonProc
+from hostd.bench.report import Context, Result
+from hostd.bench.stats import percentile
+
+GOAL = "host overhead (send -> driver has the command) p50 <= 1 ms; warm << cold"
+
+SCRIPT = "/bench n=1 size=64"
+
+
+async def _first_chunk(client: Any, topic_id: str) -> tuple[float, int, int]:
+    """Send SCRIPT; (seconds to the first chunk at this window, send ns, the chunk's stamp)."""
+    from hostd_protocol.client_messages import RowAppended, TurnEnded
+    from hostd_protocol.common import TextDelta
+
+    first = 0.0
+    stamp = 0
+    async with client.attach(topic_id, max_rows=1) as sub:
+        async with trio.open_nursery() as nursery:
+            t0 = time.perf_counter()
+            sent_ns = time.monotonic_ns()
+            nursery.start_soon(client.send, topic_id, SCRIPT, "start")
+            async for ev in sub:
+                if (not first and isinstance(ev, RowAppended)
+                        and isinstance(ev.chunk, TextDelta)):
+                    first = time.perf_counter() - t0
+                    stamp = int(ev.chunk.text.partition(":")[0])
+                if isinstance(ev, TurnEnded):
+                    if ev.status != "success":
+                        raise RuntimeError(f"ttft turn ended {ev.status}: {ev.error}")
+                    break
+    return first, sent_ns, stamp
+
+
+async def _wait_warm(client: Any, timeout: float = 20.0) -> None:
+    with trio.fail_after(timeout):
+        while (await client.status()).warm_drivers < 1:
+            await trio.sleep(0.005)
+
+
+def run(ctx: Context) -> Result:
+    res = Result("ttft", GOAL)
+    hot_sends = 5 if ctx.quick else 30
+    res.notes.append(
+        f"cold/warm: one new topic per run; hot and host overhead: {hot_sends} sends per run "
+        "on an open session; overhead = (driver stamp - client send) minus the bare pipe's"
+    )
+
+    # Baseline: Send written straight to a driver's stdin -> its first chunk's stamp.
+    bare_p50: list[float] = []
+    with BareDriver() as bare:
+        bare.turn(SCRIPT, mode="stamp")
+        for _ in range(ctx.runs):
+            spans = []
+            for _ in range(hot_sends):
+                t = bare.turn(SCRIPT, mode="stamp")
+                spans.append((int(t.first_chunk_text.partition(":")[0]) - t.sent_ns) / 1e6)
+            p50 = percentile(spans, 50)
+            bare_p50.append(p50)
+            res.add("bare pipe: Send -> driver emits, p50", "ms", p50, baseline=True)
+
+    with DaemonProc() as daemon:
+
+        async def measure(client: Any) -> None:
+            # Warm-up: the first topic pays for the daemon's lazy imports.
+            t = await client.create_topic(title="ttft-warmup", driver="scripted")
+            await _first_chunk(client, t.id)
+            for i in range(ctx.runs):
+                t = await client.create_topic(title="ttft-cold", driver="scripted")
+                cold, _, _ = await _first_chunk(client, t.id)
+                res.add("cold: send -> first chunk", "ms", cold * 1000)
+
+                t = await client.create_topic(title="ttft-warm", driver="scripted")
+                await client.prewarm(t.id)
+                await _wait_warm(client)
+                warm, _, _ = await _first_chunk(client, t.id)
+                res.add("warm (prewarmed): send -> first chunk", "ms", warm * 1000)
+
+                hot: list[float] = []
+                overhead: list[float] = []
+                for _ in range(hot_sends):
+                    first, sent_ns, stamp = await _first_chunk(client, t.id)
+                    hot.append(first * 1000)
+                    overhead.append((stamp - sent_ns) / 1e6)
+                res.add("hot (open session): send -> first chunk, p50", "ms",
+                        percentile(hot, 50))
+                res.add("host: send -> driver emits, p50", "ms", percentile(overhead, 50))
+                res.add("host: send -> driver emits, p99", "ms", percentile(overhead, 99))
+                res.add("host overhead p50 (minus bare pipe)", "ms",
+                        percentile(overhead, 50) - bare_p50[min(i, len(bare_p50) - 1)],
+                        goal=("<=", 1.0))
+                res.add("cold / warm", "x", cold / warm if warm else 0.0)
+
+        with_client(daemon, measure)
+    return res
