@@ -38,7 +38,7 @@ def importtime_offenders(stderr: str, top: int = TOP) -> list[tuple[str, float, 
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        parts = line[len("import time:"):].split("|")
+        parts = line[len("import time:") :].split("|")
         if len(parts) != 3:
             continue
         self_us, cum_us, name = parts
@@ -61,8 +61,12 @@ def run(ctx: Context) -> Result:
 
     _wall([PYTHON, "-c", "pass"])
     for _ in range(n):
-        res.add("bare python start (python -c pass)", "ms",
-                _wall([PYTHON, "-c", "pass"]) * 1000, baseline=True)
+        res.add(
+            "bare python start (python -c pass)",
+            "ms",
+            _wall([PYTHON, "-c", "pass"]) * 1000,
+            baseline=True,
+        )
 
     # Daemon start-to-ready: a fresh HOSTD_HOME each time; the first start is the warm-up.
     for i in range(ctx.runs + 1):

@@ -38,8 +38,9 @@ def create_topics(daemon: DaemonProc, n: int, options: dict[str, Any] | None = N
     async def worker(count: int) -> None:
         async with open_client(daemon.paths, client_name="bench-control") as client:
             for _ in range(count):
-                t = await client.create_topic(title="bench", driver="scripted",
-                                              options=options or {})
+                t = await client.create_topic(
+                    title="bench", driver="scripted", options=options or {}
+                )
                 ids.append(t.id)
 
     async def go() -> None:

@@ -41,8 +41,9 @@ def stream_rounds(
     """Attach the windows, play an optional warm-up turn on every topic (it starts the
     drivers; not reported), then `rounds` turns of `script` on every topic at once."""
     total = rounds + (1 if warmup else 0)
-    wp = WindowsProc(daemon.socket, topics, windows_per_topic, total, mode="stamp",
-                     stamp_size=STAMP_SIZE)
+    wp = WindowsProc(
+        daemon.socket, topics, windows_per_topic, total, mode="stamp", stamp_size=STAMP_SIZE
+    )
     try:
         wp.read(timeout=120)  # attached
         if warmup:
@@ -99,7 +100,6 @@ def run(ctx: Context) -> Result:
 
     with DaemonProc() as daemon:
         topics = create_topics(daemon, n_topics)
-        stream_rounds(daemon, topics, n_windows, script, ctx.runs, on_round,
-                      warmup=bench_script(5))
+        stream_rounds(daemon, topics, n_windows, script, ctx.runs, on_round, warmup=bench_script(5))
     res.check("every chunk reached every window", not problems, "; ".join(problems[:3]))
     return res

@@ -49,8 +49,13 @@ def short_home(prefix: str = "hb") -> Path:
 class DaemonProc:
     """`python -m hostd serve` in a temporary HOSTD_HOME, started and stopped synchronously."""
 
-    def __init__(self, *, flush_interval: float | None = None, home: Path | None = None,
-                 python_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        flush_interval: float | None = None,
+        home: Path | None = None,
+        python_args: tuple[str, ...] = (),
+    ) -> None:
         self.python_args = python_args
         self.home = home or short_home()
         self.own_home = home is None
@@ -71,16 +76,32 @@ class DaemonProc:
 
     def start(self, timeout: float = 30.0) -> DaemonProc:
         read_fd, write_fd = os.pipe()
-        argv = [PYTHON, *self.python_args, "-m", "hostd", "--home", str(self.home), "serve",
-                "--default-driver", "scripted", "--log-level", "WARNING",
-                "--ready-fd", str(write_fd)]
+        argv = [
+            PYTHON,
+            *self.python_args,
+            "-m",
+            "hostd",
+            "--home",
+            str(self.home),
+            "serve",
+            "--default-driver",
+            "scripted",
+            "--log-level",
+            "WARNING",
+            "--ready-fd",
+            str(write_fd),
+        ]
         if self.flush_interval is not None:
             argv += ["--flush-interval", str(self.flush_interval)]
         log = open(self.home / "bench-daemon.log", "ab")
         t0 = time.perf_counter()
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_fd,),
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(write_fd,),
                 start_new_session=True,
             )
         finally:
@@ -149,13 +170,28 @@ def _read_line(fd: int, timeout: float) -> str:
 class WindowsProc:
     """The windows process (`hostd.bench.windows`): start, wait until attached, read rounds."""
 
-    def __init__(self, socket: str, topics: list[str], windows_per_topic: int, rounds: int, *,
-                 mode: str = "text", stamp_size: int = 64) -> None:
-        conf = {"socket": socket, "topics": topics, "windows_per_topic": windows_per_topic,
-                "rounds": rounds, "mode": mode, "stamp_size": stamp_size}
+    def __init__(
+        self,
+        socket: str,
+        topics: list[str],
+        windows_per_topic: int,
+        rounds: int,
+        *,
+        mode: str = "text",
+        stamp_size: int = 64,
+    ) -> None:
+        conf = {
+            "socket": socket,
+            "topics": topics,
+            "windows_per_topic": windows_per_topic,
+            "rounds": rounds,
+            "mode": mode,
+            "stamp_size": stamp_size,
+        }
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "hostd.bench.windows", json.dumps(conf)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
         )
         assert self.proc.stdout is not None
         self._out = self.proc.stdout
@@ -215,9 +251,13 @@ class BareDriver:
         self._frames = FrameDecoder()
         self.spawned_ns = time.monotonic_ns()
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "hostd_scripted"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, cwd=self._cwd,
-            env=driver_env((), os.environ, {}), start_new_session=True,
+            [PYTHON, "-m", "hostd_scripted"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self._cwd,
+            env=driver_env((), os.environ, {}),
+            start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
@@ -239,8 +279,9 @@ class BareDriver:
         from hostd_protocol.common import PROTOCOL_VERSION
         from hostd_protocol.driver_messages import DriverFatal, Init, Ready
 
-        self._write(Init(protocol_version=PROTOCOL_VERSION, working_dir=self._cwd,
-                         options=self._options))
+        self._write(
+            Init(protocol_version=PROTOCOL_VERSION, working_dir=self._cwd, options=self._options)
+        )
         while True:
             _, events = self._read()
             for ev in events:

@@ -82,8 +82,14 @@ class Result:
     skipped: str = ""
     seconds: float = 0.0
 
-    def row(self, metric: str, unit: str, *, goal: tuple[str, float] | None = None,
-            baseline: bool = False) -> Row:
+    def row(
+        self,
+        metric: str,
+        unit: str,
+        *,
+        goal: tuple[str, float] | None = None,
+        baseline: bool = False,
+    ) -> Row:
         """The row named `metric`, created on first use (so repetitions append to it)."""
         for r in self.rows:
             if r.metric == metric:

@@ -47,12 +47,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="scripts/bench",
         description="Measure hostd's data path against a bare pipe, side by side in one run.",
     )
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help=f"any of: {', '.join(SCENARIOS)} (default: all)")
-    p.add_argument("--quick", action="store_true",
-                   help="a tiny version of every scenario (a smoke test, not a measurement)")
-    p.add_argument("--runs", type=int, default=None,
-                   help="measured repetitions after the warm-up (default 3; --quick 1)")
+    p.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help=f"any of: {', '.join(SCENARIOS)} (default: all)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny version of every scenario (a smoke test, not a measurement)",
+    )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="measured repetitions after the warm-up (default 3; --quick 1)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = p.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
@@ -83,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     render(results, info)
     if args.json:
-        doc = {"machine": info, "quick": args.quick, "runs": ctx.runs,
-               "results": [r.as_dict() for r in results]}
+        doc = {
+            "machine": info,
+            "quick": args.quick,
+            "runs": ctx.runs,
+            "results": [r.as_dict() for r in results],
+        }
         with open(args.json, "w") as fh:
             json.dump(doc, fh, indent=2)
             fh.write("\n")

@@ -47,8 +47,12 @@ class Spread:
         def clean(x: float) -> float | None:
             return None if math.isnan(x) else x
 
-        return {"median": clean(self.median), "min": clean(self.min), "max": clean(self.max),
-                "n": self.n}
+        return {
+            "median": clean(self.median),
+            "min": clean(self.min),
+            "max": clean(self.max),
+            "n": self.n,
+        }
 
 
 def fmt(value: float, unit: str) -> str:

@@ -77,8 +77,9 @@ def run(ctx: Context) -> Result:
     return res
 
 
-def _round(res: Result, report: dict[str, Any], windows: int, base: float, want: str,
-           bad: list[str]) -> None:
+def _round(
+    res: Result, report: dict[str, Any], windows: int, base: float, want: str, bad: list[str]
+) -> None:
     wins = report["windows"]
     rates = [w["chars"] / max(1e-9, (w["last_ns"] - w["first_ns"]) / 1e9) for w in wins]
     med = median(rates)
@@ -86,7 +87,9 @@ def _round(res: Result, report: dict[str, Any], windows: int, base: float, want:
     res.add(f"{windows} windows: chars/s per window", "chars/s", med)
     res.add(f"{windows} windows: ratio", "x", med / base, goal=goal)
     res.add(f"{windows} windows: slowest window ratio", "x", min(rates) / base)
-    res.add(f"{windows} windows: events per window per turn", "", median([w["frames"] for w in wins]))
+    res.add(
+        f"{windows} windows: events per window per turn", "", median([w["frames"] for w in wins])
+    )
     for w in wins:
         if w["sha256"] != want:
             bad.append(f"window {w['window']} got {w['chars']} chars of other text")
