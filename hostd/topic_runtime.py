@@ -300,30 +300,23 @@ class TopicRuntime:
         # A message that starts a turn goes straight into history; any other waits unsent.
         starting = disposition == "started"
         turn_id = self._new_id("t") if starting else ""
-        ts = self._wall()
-        row = MessageRow(
-            id=self._new_id("r"),
-            topic_id=self._tid,
+        live = self._open_row(
             role="user",
             status="success" if starting else "queued",
             position=self._book.place() if starting else self._book.unsent_position(),
             turn_id=turn_id,
             parts=[TextDelta(text=text)],
-            created_at=ts,
-            updated_at=ts,
             meta=meta,
         )
-        live = self._book.add(row)
-        self._out.row_opened(row)
         if starting:
             self._start_turn(live, turn_id)
         elif disposition == "steered":
             assert turn is not None
-            steer = _Steer(steer_id=self._new_id("s"), row_id=row.id)
+            steer = _Steer(steer_id=self._new_id("s"), row_id=live.id)
             turn.steers.append(steer)
             self._out.add(ToDriver(Redirect(turn_id=turn.id, steer_id=steer.steer_id, text=text)))
         result = SendResult(
-            row_id=row.id, disposition=disposition, turn_id=turn_id, position=row.position
+            row_id=live.id, disposition=disposition, turn_id=turn_id, position=live.position
         )
         if client_msg_id:
             self._sent[client_msg_id] = result
@@ -517,20 +510,13 @@ class TopicRuntime:
         if anchor is None or (not was_compacting and anchor in turn.anchors):
             return  # no boundary details, or a duplicate completion
         turn.anchors.append(anchor)
-        ts = self._wall()
-        marker = MessageRow(
-            id=self._new_id("r"),
-            topic_id=self._tid,
+        self._open_row(
             role="marker",
             status="success",
             position=self._book.place(),
             turn_id=turn.id,
             anchor=anchor,
-            created_at=ts,
-            updated_at=ts,
         )
-        self._book.add(marker)
-        self._out.row_opened(marker)
         answer = self._book[turn.row_id]
         if not answer.parts:
             # Compaction before the answer said anything: the answer reads after the marker.
@@ -603,8 +589,6 @@ class TopicRuntime:
             self._out.row_changed(user, status="success", position=position, turn_id=turn_id)
         text = user.parts.text()
         turn = self._turn = _Turn(id=turn_id, row_id="", texts=[text])
-        answer = self._open_answer(turn)
-        turn.row_id = answer.id
         self._out.add(SaveTurn(turn_id, None))
         self._out.event(
             TurnStarted,
@@ -613,8 +597,7 @@ class TopicRuntime:
             model=self._topic.model,
             capabilities=self._caps,
         )
-        self._book.add(answer)
-        self._out.row_opened(answer)
+        self._open_answer(turn)
         options = user.base.meta.get("options")
         history = self._book.history_before(user.position) if self._caps.needs_history else []
         send = Send(
@@ -626,18 +609,23 @@ class TopicRuntime:
         )
         self._out.add(StartTurn(turn_id, send))
 
-    def _open_answer(self, turn: _Turn) -> MessageRow:
+    def _open_row(self, **fields: Any) -> LiveRow:
+        """Create a row (new id, timestamps), store it durably and show it to the windows."""
         ts = self._wall()
-        return MessageRow(
-            id=self._new_id("r"),
-            topic_id=self._tid,
-            role="assistant",
-            status="pending",
-            position=self._book.place(),
-            turn_id=turn.id,
-            created_at=ts,
-            updated_at=ts,
+        row = MessageRow(
+            id=self._new_id("r"), topic_id=self._tid, created_at=ts, updated_at=ts, **fields
         )
+        self._out.row_opened(row)
+        return self._book.add(row)
+
+    def _open_answer(self, turn: _Turn) -> LiveRow:
+        """A new pending assistant row for `turn`, after everything placed so far; every
+        chunk of the turn goes there from now on."""
+        answer = self._open_row(
+            role="assistant", status="pending", position=self._book.place(), turn_id=turn.id
+        )
+        turn.row_id = answer.id
+        return answer
 
     def _place_steer(self, turn: _Turn, steer: _Steer) -> None:
         user = self._book[steer.row_id]
@@ -654,9 +642,6 @@ class TopicRuntime:
         rolled = {s.steer_id for s in steers}
         turn.steers = [s for s in turn.steers if s.steer_id not in rolled]
         answer = self._open_answer(turn)
-        self._book.add(answer)
-        turn.row_id = answer.id
-        self._out.row_opened(answer)
         self._out.event(
             Rolled,
             turn_id=turn.id,
