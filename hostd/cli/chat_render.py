@@ -299,9 +299,7 @@ def render_queue(rows: Sequence[MessageRow], kinds: Mapping[str, str] | None = N
         line.append(row_text(row))
         out.append(line)
     if out:
-        out.append(
-            Text(" /discard N drops one; drafts come back to the prompt with /edit N", style="dim")
-        )
+        out.append(Text(" /send N · /edit N · /discard N", style="dim"))
     return Group(*out)
 
 

@@ -65,6 +65,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     assistants_cmd.register(sub, handlers)
 
+    from hostd.cli.chat_parsers import add_chat_parsers  # `hostd chat`, `hostd demo`
+
+    add_chat_parsers(sub, handlers)
+
     return parser, handlers
 
 

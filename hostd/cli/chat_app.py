@@ -1,0 +1,661 @@
+"""`hostd chat [TOPIC]`: the interactive terminal client, built on `hostd.client` only.
+
+Shape (three trio tasks in one nursery, all owned by `ChatApp.run`):
+
+- *events*: iterates the topic subscription (snapshot, then live events; the client library
+  hides replay and resync) and turns the few events that deserve a line of their own (a roll,
+  an approval answered elsewhere, a failed turn, a notice) into notes;
+- *keys*: reads the keyboard (`chat_input`), edits the input line, and queues *actions*;
+- *actions*: runs requests one at a time, in the order typed (sends, stop, discard, approval
+  answers), so the host receives them in the user's order; their errors become notes;
+
+and a *painter* that redraws at most `FPS` times a second when something changed: settled rows
+and notes are printed above rich's `Live` region (into the scrollback), the rest is redrawn in
+it. All drawing goes through `chat_render` (pure), all bookkeeping through `chat_state` (pure).
+
+Ctrl-C once stops the running turn (the partial answer is kept, unsent messages come back as
+drafts); twice within `QUIT_WINDOW` seconds quits. Quitting never stops the daemon or the topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.text import Text
+
+from hostd.cli.chat_input import (
+    EndOfInput,
+    InputEvent,
+    Interrupt,
+    LineEditor,
+    Submit,
+    raw_terminal,
+    read_chunks,
+)
+from hostd.cli.chat_render import render_chat_live, render_row, roll_labels, total_usage
+from hostd.cli.chat_state import ChatState
+from hostd.client import Client, DaemonNotRunning, Subscription, open_client, start_daemon
+from hostd.paths import Paths
+from hostd_protocol.client_messages import (
+    ApprovalInfo,
+    ApprovalRequested,
+    ApprovalResolved,
+    NoticeEvent,
+    Rolled,
+    Snapshot,
+    TopicDeleted,
+    TopicInfo,
+    TurnEnded,
+    TurnStarted,
+)
+from hostd_protocol.errors import AlreadyAnswered, HostdError, UnknownTopic
+
+__all__ = ["ChatApp", "cmd_chat", "parse_command"]
+
+#: Frames per second at most: bursts of chunks are coalesced into one redraw.
+FPS = 20
+#: A second Ctrl-C within this many seconds quits.
+QUIT_WINDOW = 3.0
+
+HELP = """\
+[bold]Type[/bold] a message and press Enter. While an answer streams, what you type steers it
+(or waits as a queued message if the driver cannot steer).
+  [bold cyan]/stop[/bold cyan]          stop the answer (Ctrl-C); unsent messages come back as drafts
+  [bold cyan]/discard N[/bold cyan]     drop unsent message N
+  [bold cyan]/send N[/bold cyan]        send unsent message N now (stops the running answer)
+  [bold cyan]/edit N[/bold cyan]        put unsent message N back on the input line
+  [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny [reason])
+  [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
+  [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
+
+
+# --- commands (pure) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed input line: `name` "" means a plain message (`arg` holds it)."""
+
+    name: str
+    arg: str = ""
+
+
+COMMANDS = frozenset({"help", "quit", "stop", "discard", "send", "edit", "allow", "deny"})
+_ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
+
+
+def parse_command(line: str, *, approval_open: bool = False) -> Command:
+    """What a submitted line asks for. Unknown `/words` are errors, not messages."""
+    text = line.strip()
+    if not text:
+        return Command("noop")
+    if text.startswith("//"):
+        return Command("", text[1:])
+    if approval_open and text.lower() in ("y", "yes"):
+        return Command("allow")
+    if approval_open and text.lower() in ("n", "no"):
+        return Command("deny")
+    if not text.startswith("/"):
+        return Command("", line)
+    name, _, arg = text[1:].partition(" ")
+    name = _ALIASES.get(name.lower(), name.lower())
+    if name not in COMMANDS:
+        return Command("unknown", name)
+    return Command(name, arg.strip())
+
+
+# --- the app --------------------------------------------------------------------------------
+
+
+class Quit(Exception):
+    """Leave the chat (the daemon and the topic keep going)."""
+
+    def __init__(self, code: int = 0, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ChatApp:
+    """One terminal window on one topic."""
+
+    def __init__(
+        self,
+        client: Client,
+        sub: Subscription,
+        console: Console,
+        *,
+        client_name: str,
+        input_fd: int | None = None,
+        interactive: bool = True,
+    ) -> None:
+        self.client = client
+        self.sub = sub
+        self.console = console
+        self.client_name = client_name
+        self.input_fd = input_fd
+        self.interactive = interactive
+        self.topic_id = sub.topic_id
+        self.state = ChatState()
+        self.editor = LineEditor()
+        self.notes: list[RenderableType] = []
+        self.hint = ""
+        self._hint_until = 0.0
+        self._last_interrupt = -1e9
+        self._dirty = trio.Event()
+        #: Set (and replaced) after every topic event: what `_wait_idle` waits on.
+        self._event_seen = trio.Event()
+        self._answered_here: set[str] = set()
+        self._approvals_seen: dict[str, ApprovalInfo] = {}
+        self._driver = ""
+        self._model = ""
+        self._send_actions, self._recv_actions = trio.open_memory_channel[Command](256)
+        self._input_done = False
+
+    # --- reading the transcript -----------------------------------------------------------
+
+    @property
+    def transcript(self) -> Any:
+        return self.sub.transcript
+
+    def topic(self) -> TopicInfo:
+        topic: TopicInfo = self.transcript.topic
+        if (self._driver and not topic.driver) or (self._model and not topic.model):
+            import msgspec
+
+            topic = msgspec.structs.replace(
+                topic, driver=topic.driver or self._driver, model=topic.model or self._model
+            )
+        return topic
+
+    def note(self, renderable: RenderableType) -> None:
+        self.notes.append(renderable)
+        self.redraw()
+
+    def note_text(self, text: str, style: str = "dim") -> None:
+        self.note(Text(text, style=style))
+
+    def set_hint(self, text: str, seconds: float = QUIT_WINDOW) -> None:
+        self.hint = text
+        self._hint_until = trio.current_time() + seconds
+        self.redraw()
+
+    def redraw(self) -> None:
+        self._dirty.set()
+
+    # --- run ------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Until /quit, Ctrl-C twice, Ctrl-D, the end of piped input, or a lost connection."""
+        self._print_header()
+        code = 0
+        live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        try:
+            with live:
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._painter, live)
+                        nursery.start_soon(self._events)
+                        nursery.start_soon(self._actions)
+                        if self.input_fd is not None:
+                            nursery.start_soon(self._keys)
+                except* Quit as group:
+                    quit_exc = group.exceptions[0]
+                    assert isinstance(quit_exc, Quit)
+                    code = quit_exc.code
+                    if quit_exc.message:
+                        self.notes.append(Text(quit_exc.message, style="red"))
+                self._paint(live, final=True)
+        finally:
+            self._print_notes()
+        self.console.print(
+            Text.assemble(
+                ("bye", "bold"),
+                f": the topic keeps going in the daemon; come back with `hostd chat {self.topic_id}`",
+            ),
+            style="dim",
+        )
+        return code
+
+    def _print_header(self) -> None:
+        topic = self.topic()
+        head = Text.assemble(("hostd chat", "bold"), "  ", (topic.title or topic.id, "bold cyan"))
+        if topic.title:
+            head.append(f"  ({topic.id})", style="dim")
+        help_line = Text(
+            "type to send; typing while it answers steers · /help · Ctrl-C stops, twice quits",
+            style="dim",
+        )
+        self.console.print(Panel(Text.assemble(head, "\n", help_line), border_style="cyan"))
+        if self.transcript.truncated:
+            self.console.print(Text("(older messages not shown: `hostd history`)", style="dim"))
+
+    # --- painting -------------------------------------------------------------------------
+
+    async def _painter(self, live: Live) -> None:
+        while True:
+            # A hint expires by itself: wake up for that too.
+            with trio.move_on_at(self._hint_until if self.hint else math.inf):
+                await self._dirty.wait()
+            self._dirty = trio.Event()
+            self._paint(live)
+            # Coalesce: chunks that arrive within one frame are drawn together.
+            await trio.sleep(1 / FPS)
+
+    def _print_notes(self) -> None:
+        for note in self.notes:
+            self.console.print(note)
+        self.notes.clear()
+
+    def _paint(self, live: Live, *, final: bool = False) -> None:
+        rows = self.transcript.rows()
+        labels = roll_labels(rows)
+        for row in self.state.take_settled(rows):
+            self.console.print(render_row(row, label=labels.get(row.id, "")))
+            self.console.print()
+        drafts = self.state.new_drafts(rows)
+        if drafts:
+            unsent = [r.id for r in ChatState.unsent(rows)]
+            numbers = ", ".join(str(unsent.index(d.id) + 1) for d in drafts if d.id in unsent)
+            self.notes.append(
+                Text(
+                    f"{len(drafts)} unsent message(s) came back as drafts ({numbers}): "
+                    "/send N sends, /edit N puts it back on the input line, /discard N drops",
+                    style="yellow",
+                )
+            )
+        self._print_notes()
+        if self.hint and trio.current_time() >= self._hint_until:
+            self.hint = ""
+        if final:
+            live.update(Text(""), refresh=True)
+            return
+        view = self.state.view(
+            rows,
+            self.topic(),
+            self.transcript.state,
+            active_turn_id=self.transcript.active_turn_id,
+            approvals=self.transcript.approvals(),
+            usage=total_usage(self.transcript.usage.values()) if self.transcript.usage else None,
+            input_text=self.editor.text if self.interactive else None,
+            hint=self.hint,
+            height=self.console.height,
+        )
+        live.update(render_chat_live(view), refresh=True)
+
+    # --- topic events ---------------------------------------------------------------------
+
+    async def _events(self) -> None:
+        async for item in self.sub:
+            self._on_event(item)
+            self.redraw()
+            self._event_seen.set()
+            self._event_seen = trio.Event()
+        raise Quit(1, "lost the connection to hostd (was the daemon stopped?)")
+
+    def _on_event(self, item: Any) -> None:
+        if isinstance(item, Snapshot):
+            return  # a fresh snapshot after a resync: the painter redraws from it
+        if isinstance(item, TurnStarted):
+            self._driver = item.driver or self._driver
+            self._model = item.model or self._model
+        elif isinstance(item, Rolled):
+            labels = roll_labels(self.transcript.rows())
+            a1 = labels.get(item.closed_row_id, "A")
+            u2 = " ".join(labels.get(r, "U") for r in item.steer_row_ids)
+            a2 = labels.get(item.new_row_id, "A")
+            self.notes.append(
+                Text(f"↳ steer landed: {a1} closed, {u2} placed, {a2} continues", style="green")
+            )
+        elif isinstance(item, ApprovalRequested):
+            self._approvals_seen[item.approval.id] = item.approval
+        elif isinstance(item, ApprovalResolved):
+            self._on_approval_resolved(item)
+        elif isinstance(item, TurnEnded):
+            self._on_turn_ended(item)
+        elif isinstance(item, NoticeEvent):
+            style = {"info": "dim", "warning": "yellow", "error": "red"}[item.level]
+            self.notes.append(Text(f"[{item.code}] {item.message}", style=style))
+        elif isinstance(item, TopicDeleted):
+            raise Quit(0, "the topic was deleted (by another window)")
+
+    def _on_approval_resolved(self, item: ApprovalResolved) -> None:
+        info = self._approvals_seen.pop(item.approval_id, None)
+        tool = info.tool if info is not None else "tool"
+        if item.approval_id in self._answered_here:
+            return  # our own answer: the answering action already said so
+        if item.status in ("allowed", "denied"):
+            who = item.answered_by or "another window"
+            self.notes.append(
+                Text(f"approval for {tool}: {item.status} in {who}; prompt closed", style="yellow")
+            )
+        elif item.status == "timed_out":
+            self.notes.append(Text(f"approval for {tool} timed out (denied)", style="yellow"))
+        elif item.status == "cancelled":
+            self.notes.append(Text(f"approval for {tool} cancelled (turn ended)", style="dim"))
+
+    def _on_turn_ended(self, item: TurnEnded) -> None:
+        if item.status == "stopped":
+            self.notes.append(Text("■ stopped: the partial answer is kept", style="yellow"))
+        elif item.status == "error":
+            self.notes.append(render_turn_error(item.error_code, item.error, self.topic().driver))
+
+    # --- keyboard -------------------------------------------------------------------------
+
+    async def _keys(self) -> None:
+        assert self.input_fd is not None
+        async for text in read_chunks(self.input_fd):
+            if not self.interactive:
+                # Piped input: lines, no editing keys, no live input line.
+                text = text.replace("\r", "")
+            for event in self.editor.feed(text):
+                await self._on_input(event)
+            self.redraw()
+        if self.editor.text and not self.interactive:  # a last line without a newline
+            await self._on_input(Submit(self.editor.text))
+        await self._on_input(EndOfInput())
+
+    async def _on_input(self, event: InputEvent) -> None:
+        if isinstance(event, Interrupt):
+            self._on_ctrl_c()
+        elif isinstance(event, EndOfInput):
+            if self.interactive:
+                raise Quit(0)
+            # Piped input ran out: let the answer finish (and queued messages run), then leave.
+            await self._send_actions.send(Command("drain"))
+        elif isinstance(event, Submit):
+            cmd = parse_command(event.text, approval_open=bool(self.transcript.approvals()))
+            await self._on_command(cmd)
+
+    def _on_ctrl_c(self) -> None:
+        now = trio.current_time()
+        if now - self._last_interrupt <= QUIT_WINDOW:
+            raise Quit(0)
+        self._last_interrupt = now
+        if self.transcript.active_turn_id:
+            self._send_actions.send_nowait(Command("stop"))
+            self.set_hint("stopping… (Ctrl-C again to quit)")
+        elif self.editor.text:
+            self.editor.set("")
+            self.set_hint("input cleared (Ctrl-C again to quit)")
+        else:
+            self.set_hint("Ctrl-C again to quit (the topic keeps going)")
+
+    async def _on_command(self, cmd: Command) -> None:
+        if cmd.name == "noop":
+            return
+        if cmd.name == "quit":
+            raise Quit(0)
+        if cmd.name == "help":
+            self.note(Text.from_markup(HELP))
+            return
+        if cmd.name == "unknown":
+            self.note_text(
+                f"unknown command /{cmd.arg}: /help lists them; //{cmd.arg} sends it as a message",
+                "red",
+            )
+            return
+        if cmd.name == "edit":
+            row = self._unsent_row(cmd.arg)
+            if row is not None:
+                from hostd.cli.chat_render import row_text
+
+                self.editor.set(row_text(row))
+                await self._send_actions.send(Command("discard-quiet", row.id))
+            return
+        await self._send_actions.send(cmd)
+
+    def _unsent_row(self, arg: str) -> Any:
+        unsent = ChatState.unsent(self.transcript.rows())
+        try:
+            n = int(arg)
+        except ValueError:
+            self.note_text(f"which one? give its number (1..{len(unsent)})", "red")
+            return None
+        if not 1 <= n <= len(unsent):
+            if unsent:
+                self.note_text(f"no unsent message {n} (1..{len(unsent)})", "red")
+            else:
+                self.note_text("no unsent messages", "red")
+            return None
+        return unsent[n - 1]
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def _actions(self) -> None:
+        async for cmd in self._recv_actions:
+            try:
+                await self._run(cmd)
+            except HostdError as exc:
+                self.note_text(f"{exc.message} [{exc.code}]", "red")
+
+    async def _run(self, cmd: Command) -> None:
+        c, tid = self.client, self.topic_id
+        if cmd.name == "":
+            active = self.transcript.active_turn_id
+            result = await c.send(tid, cmd.arg, "auto")
+            if result.disposition == "steered":
+                self.state.steers[result.row_id] = active
+            elif result.disposition == "queued" and active:
+                self.note_text("queued: it runs when this answer ends (the driver cannot steer)")
+            self.redraw()
+        elif cmd.name == "stop":
+            if not self.transcript.active_turn_id:
+                self.note_text("nothing to stop")
+                return
+            await c.stop(tid)
+        elif cmd.name in ("discard", "send"):
+            row = self._unsent_row(cmd.arg)
+            if row is None:
+                return
+            if cmd.name == "discard":
+                await c.discard_queued(tid, row.id)
+                self.note_text("discarded")
+            else:
+                await c.send_now(tid, row.id)
+        elif cmd.name == "discard-quiet":
+            await c.discard_queued(tid, cmd.arg)
+        elif cmd.name in ("allow", "deny"):
+            await self._answer(cmd.name == "allow", cmd.arg)
+        elif cmd.name == "drain":
+            await self._wait_idle()
+            raise Quit(0)
+
+    async def _answer(self, allow: bool, reason: str) -> None:
+        approvals = self.transcript.approvals()
+        if not approvals:
+            self.note_text("no approval is waiting")
+            return
+        approval = approvals[0]
+        self._answered_here.add(approval.id)
+        try:
+            await self.client.answer_approval(self.topic_id, approval.id, allow, reason)
+        except AlreadyAnswered as exc:
+            self._answered_here.discard(approval.id)
+            self.note_text(f"too late: {exc.message}", "yellow")
+            return
+        verb = "allowed once" if allow else "denied"
+        self.note_text(f"{approval.tool}: {verb}", "green" if allow else "yellow")
+
+    async def _wait_idle(self) -> None:
+        """Until no turn runs and nothing is queued (piped input: let the answers finish)."""
+        while True:
+            rows = self.transcript.rows()
+            if not self.transcript.active_turn_id and not any(r.status == "queued" for r in rows):
+                return
+            await self._event_seen.wait()
+
+
+def render_turn_error(code: str, error: str, driver: str) -> RenderableType:
+    """A failed turn, said for humans: which driver, what broke, what to do."""
+    driver = driver or "the driver"
+    if code == "driver_unavailable":
+        body = Text.assemble(
+            (f"{driver} is unavailable", "bold"),
+            f": {error}\n" if error else "\n",
+            ("Install it (e.g. `pip install hostd-", "dim"),
+            (driver.replace("_", "-"), "dim"),
+            ("`), or pick another driver: `hostd drivers` lists them.", "dim"),
+        )
+        return Panel(body, title="driver unavailable", title_align="left", border_style="red")
+    if code in ("driver_crashed", "driver_timeout", "driver_protocol_error"):
+        what = {
+            "driver_crashed": "crashed",
+            "driver_timeout": "stopped answering",
+            "driver_protocol_error": "sent something that is not the protocol",
+        }[code]
+        body = Text.assemble(
+            (f"{driver} {what}", "bold"),
+            "\n",
+            (error or "(no details)", ""),
+            ("\nThe next message restarts it and resumes the session.", "dim"),
+        )
+        return Panel(body, title="driver failed", title_align="left", border_style="red")
+    return Text(
+        f"✗ the answer failed: {error or code}" + (f" [{code}]" if code else ""), style="red"
+    )
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def _parse_options(items: list[str]) -> dict[str, Any]:
+    import msgspec
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise Quit(2, f"--option wants KEY=VALUE, got {item!r}")
+        try:
+            out[key] = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            out[key] = value
+    return out
+
+
+async def _open_topic(client: Client, args: argparse.Namespace) -> TopicInfo:
+    """The topic named on the command line, or a new one; with a usable driver."""
+    if args.topic:
+        try:
+            topic = await client.get_topic(args.topic)
+        except UnknownTopic:
+            raise Quit(
+                1,
+                f"no topic {args.topic!r}: `hostd topics` lists them; "
+                "`hostd chat --driver NAME` starts a new one",
+            ) from None
+    else:
+        topic = await client.create_topic(
+            title=args.title,
+            driver=args.driver,
+            model=args.model,
+            assistant=args.assistant,
+            working_dir=args.working_dir,
+            options=_parse_options(args.option),
+        )
+    if topic.driver:
+        drivers = {d.name: d for d in await client.list_drivers()}
+        info = drivers.get(topic.driver)
+        if info is None:
+            known = ", ".join(sorted(drivers)) or "none"
+            raise Quit(
+                1,
+                f"driver {topic.driver!r} is not installed (installed: {known}); "
+                "install its package, or pick one with --driver",
+            )
+        if not info.available:
+            raise Quit(
+                1,
+                f"driver {topic.driver!r} is unavailable: {info.reason or 'it failed to load'}. "
+                "Fix that, or pick another driver (`hostd drivers`).",
+            )
+    return topic
+
+
+def _offer_to_start(console: Console, paths: Paths, exc: DaemonNotRunning) -> bool:
+    """Ask (on a terminal) whether to start the daemon; start it if yes."""
+    console.print(Text(f"hostd is not running (socket {paths.socket_path}).", style="yellow"))
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        console.print(
+            "Start it with [bold]hostd serve --detach[/bold] (or run [bold]hostd --autostart "
+            "chat[/bold])."
+        )
+        return False
+    try:
+        answer = console.input("Start it now in the background? [Y/n] ").strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        return False
+    if answer not in ("", "y", "yes"):
+        console.print("Start it later with [bold]hostd serve --detach[/bold].")
+        return False
+    try:
+        start_daemon(paths)
+    except HostdError as err:
+        console.print(Text(f"could not start hostd: {err.message}", style="red"))
+        return False
+    return True
+
+
+async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) -> int:
+    client_name = f"hostd chat {os.getpid()}"
+    stdin_fd: int | None = None
+    try:
+        stdin_fd = sys.stdin.fileno()
+    except (OSError, ValueError, AttributeError):
+        stdin_fd = None
+    interactive = stdin_fd is not None and os.isatty(stdin_fd)
+    async with open_client(
+        paths, client_name=client_name, autostart=getattr(args, "autostart", False)
+    ) as client:
+        topic = await _open_topic(client, args)
+        async with client.attach(topic.id) as sub:
+            app = ChatApp(
+                client,
+                sub,
+                console,
+                client_name=client_name,
+                input_fd=stdin_fd,
+                interactive=interactive,
+            )
+            if interactive:
+                assert stdin_fd is not None
+                with raw_terminal(stdin_fd):
+                    return await app.run()
+            return await app.run()
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    paths = Paths.from_env(getattr(args, "home", None))
+    for attempt in range(2):
+        try:
+            return trio.run(chat_main, args, console, paths)
+        except DaemonNotRunning as exc:
+            if attempt or not _offer_to_start(console, paths, exc):
+                return 1
+        except Quit as exc:
+            if exc.message:
+                console.print(Text(f"hostd chat: {exc.message}", style="red"))
+            return exc.code
+        except HostdError as exc:
+            console.print(Text(f"hostd chat: {exc.message} [{exc.code}]", style="red"))
+            return 1
+        except KeyboardInterrupt:
+            return 130
+    return 1
