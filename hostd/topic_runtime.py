@@ -11,10 +11,7 @@ Rules this file guards:
    `TurnEnd`, `DriverFatal`, `driver_lost`): `_end_turn` is its only exit. `SaveTurn` is
    written at both ends; `resume_text` only when the turn did not succeed. A turn with no
    output at all ends with `empty=True`.
-3. Sending names its intent. Idle: `start`/`auto`/`steer` start a turn at once (`queue`
-   waits behind queued rows, if any). Busy: `start` raises TopicBusy; `steer`/`auto` steer
-   when the turn is steerable (driver can inject, not stopping, not compacting); otherwise,
-   and for `queue`, the message is queued.
+3. Sending names its intent; the `_SEND` table says what each intent does in each phase.
 4. Every accepted message is exactly one row; none is lost, duplicated or reordered. A steer
    is placed into history at its boundary (A1a, U2, A2), or after the answer when the turn
    ends after the model saw it; otherwise its row stays `queued` and runs as a next turn in
@@ -112,7 +109,29 @@ from hostd_protocol.errors import (
 
 __all__ = ["APPROVAL_TIMER", "TopicRuntime"]
 
-_INTENTS: frozenset[str] = frozenset({"start", "steer", "queue", "auto"})
+# What a send does, by the topic's phase and the send's intent (None: refused, TopicBusy).
+#   idle       no turn runs and no queued row waits
+#   waiting    no turn runs, queued rows wait (after a restart, or a paused queue)
+#   steerable  a turn runs and takes steers (driver injects; not stopping, not compacting)
+#   busy       a turn runs and cannot take a steer now
+_SEND: dict[tuple[str, str], SendDisposition | None] = {
+    ("idle", "start"): "started",
+    ("idle", "steer"): "started",  # the turn it was meant for just ended: run it
+    ("idle", "queue"): "started",
+    ("idle", "auto"): "started",
+    ("waiting", "start"): "started",
+    ("waiting", "steer"): "started",
+    ("waiting", "queue"): "queued",
+    ("waiting", "auto"): "started",
+    ("steerable", "start"): None,
+    ("steerable", "steer"): "steered",
+    ("steerable", "queue"): "queued",
+    ("steerable", "auto"): "steered",
+    ("busy", "start"): None,
+    ("busy", "steer"): "queued",
+    ("busy", "queue"): "queued",
+    ("busy", "auto"): "queued",
+}
 
 
 @dataclass(slots=True)
@@ -269,7 +288,12 @@ class TopicRuntime:
             InvalidArgument: empty text or unknown intent.
             TopicBusy: intent `start` while a turn runs.
         """
-        if intent not in _INTENTS:
+        turn = self._turn
+        if turn is None:
+            phase = "waiting" if self.queued_row_ids() else "idle"
+        else:
+            phase = "steerable" if self._steerable(turn) else "busy"
+        if (phase, intent) not in _SEND:
             raise InvalidArgument(
                 f"unknown send intent {intent!r}; use one of start, steer, queue, auto"
             )
@@ -277,20 +301,13 @@ class TopicRuntime:
             raise InvalidArgument("the message is empty; type some text to send")
         if client_msg_id and client_msg_id in self._sent:
             return self._sent[client_msg_id], []
-        turn = self._turn
-        disposition: SendDisposition
-        if turn is None:
-            waits = intent == "queue" and bool(self.queued_row_ids())
-            disposition = "queued" if waits else "started"
-        elif intent == "start":
+        disposition = _SEND[phase, intent]
+        if disposition is None:
+            assert turn is not None
             raise TopicBusy(
                 f"topic {self._tid} is answering (turn {turn.id}); send with intent "
                 "steer, queue or auto, or stop the turn first"
             )
-        elif intent in ("steer", "auto") and self._steerable(turn):
-            disposition = "steered"
-        else:
-            disposition = "queued"
 
         meta: dict[str, Any] = {}
         if client_msg_id:

@@ -893,3 +893,61 @@ def test_constructor_rows_keep_their_content() -> None:
     )
     assert isinstance(h.starts()[0], StartTurn)
     assert h.of(ToDriver) == []
+
+
+# --- the send table, phase by phase ---------------------------------------------------------
+
+
+def _in_phase(phase: str) -> Harness:
+    h = Harness(NO_INJECT if phase == "busy" else INJECT)
+    if phase == "waiting":
+        h.send("U1")
+        h.send("Q1", "queue")
+        h.end("error")  # the queue waits
+    elif phase in ("steerable", "busy"):
+        h.send("U1")
+    return h
+
+
+@pytest.mark.parametrize(
+    ("phase", "intent", "disposition"),
+    [
+        ("idle", "start", "started"),
+        ("idle", "steer", "started"),
+        ("idle", "queue", "started"),
+        ("idle", "auto", "started"),
+        ("waiting", "start", "started"),
+        ("waiting", "steer", "started"),
+        ("waiting", "queue", "queued"),
+        ("waiting", "auto", "started"),
+        ("steerable", "start", None),
+        ("steerable", "steer", "steered"),
+        ("steerable", "queue", "queued"),
+        ("steerable", "auto", "steered"),
+        ("busy", "start", None),
+        ("busy", "steer", "queued"),
+        ("busy", "queue", "queued"),
+        ("busy", "auto", "queued"),
+    ],
+)
+def test_send_disposition(phase: str, intent: str, disposition: str | None) -> None:
+    h = _in_phase(phase)
+    if disposition is None:
+        with pytest.raises(TopicBusy):
+            h.rt.send("X", intent, h.now)  # type: ignore[arg-type]
+        return
+    result = h.send("X", intent)  # type: ignore[arg-type]
+    assert result.disposition == disposition
+    row = h.row(result.row_id)
+    if disposition == "started":
+        assert row.status == "success" and row.turn_id == result.turn_id == h.turn
+        assert h.starts()[-1].send.message_id == result.row_id
+    else:
+        assert row.status == "queued" and result.turn_id == "" and row.position >= UNSENT_BASE
+
+
+def test_a_resent_start_is_not_refused_as_busy() -> None:
+    h = Harness()
+    first = h.send("U1", "start", client_msg_id="c1")
+    again, effects = h.rt.send("U1", "start", h.now, client_msg_id="c1")
+    assert again == first and effects == []
