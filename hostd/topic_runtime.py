@@ -30,7 +30,6 @@ Positions are explained in `hostd.runtime_rows`; the rules windows rebuild rows 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
@@ -49,6 +48,7 @@ from hostd.runtime_effects import (
 )
 from hostd.runtime_outbox import Outbox
 from hostd.runtime_rows import UNSENT_STATUSES, RowBook
+from hostd.runtime_turn import Steer, Turn
 from hostd.transcript import LiveRow
 from hostd_protocol.client_messages import (
     ApprovalInfo,
@@ -69,7 +69,6 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.common import (
     Capabilities,
     Chunk,
-    CompactionAnchor,
     SendIntent,
     TextDelta,
     TopicState,
@@ -134,32 +133,6 @@ _SEND: dict[tuple[str, str], SendDisposition | None] = {
 }
 
 
-@dataclass(slots=True)
-class _Steer:
-    """A steer handed to the driver (`Redirect`), not yet placed into history or handed back."""
-
-    steer_id: str
-    row_id: str
-    injected: bool = False
-
-
-@dataclass(slots=True)
-class _Turn:
-    id: str
-    #: The open assistant row: every chunk of the turn goes here (A1, then A2 after a roll).
-    row_id: str
-    #: The user texts this turn answers (its message, then placed steers), for `resume_text`.
-    texts: list[str]
-    #: Any chunk at all in the whole turn (an empty turn is marked, not a plain success).
-    output: bool = False
-    #: A user (stop or send-now) asked to interrupt it.
-    stopping: bool = False
-    compacting: bool = False
-    steers: list[_Steer] = field(default_factory=list)
-    #: Anchors stored as markers in this turn, so a duplicate completion stores nothing.
-    anchors: list[CompactionAnchor] = field(default_factory=list)
-
-
 # Which turn a driver event must name to be applied: "none" (any time), "match" (the running
 # turn), "match-or-blank" (the running turn; a blank turn_id means the running one).
 _TurnRule = Literal["none", "match", "match-or-blank"]
@@ -204,7 +177,7 @@ class TopicRuntime:
         self._out = Outbox(topic.id, last_seq, wall)
         self._book = RowBook(rows)
         self._approvals = ApprovalBook(topic.id, approvals, approval_timeout)
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         #: The row `send_now` picked to run when the current turn has ended.
         self._next_up: str | None = None
         self._announced: TopicState = "idle"
@@ -329,7 +302,7 @@ class TopicRuntime:
             self._start_turn(live, turn_id)
         elif disposition == "steered":
             assert turn is not None
-            steer = _Steer(steer_id=self._new_id("s"), row_id=live.id)
+            steer = Steer(steer_id=self._new_id("s"), row_id=live.id)
             turn.steers.append(steer)
             self._out.add(ToDriver(Redirect(turn_id=turn.id, steer_id=steer.steer_id, text=text)))
         result = SendResult(
@@ -478,10 +451,10 @@ class TopicRuntime:
 
     # --- driver event handlers (see _DRIVER_TABLE) ----------------------------------------
 
-    def _on_ready(self, ev: Ready, turn: _Turn | None, now: float) -> None:
+    def _on_ready(self, ev: Ready, turn: Turn | None, now: float) -> None:
         self._caps = ev.capabilities
 
-    def _on_chunk(self, ev: ChunkEvent, turn: _Turn, now: float) -> None:
+    def _on_chunk(self, ev: ChunkEvent, turn: Turn, now: float) -> None:
         # The hot path: no row copy, no store write; the store reads the row at flush time.
         live = self._book[turn.row_id]
         if live.append(ev.chunk):
@@ -493,40 +466,28 @@ class TopicRuntime:
             )
             out.effects.append(TouchRow(live.id))
 
-    def _on_injected(self, ev: SteerInjected, turn: _Turn, now: float) -> None:
-        for steer in turn.steers:
-            if steer.steer_id == ev.steer_id:
-                steer.injected = True
+    def _on_injected(self, ev: SteerInjected, turn: Turn, now: float) -> None:
+        turn.mark_injected(ev.steer_id)
 
-    def _on_boundary(self, ev: SteerBoundary, turn: _Turn, now: float) -> None:
-        named = set(ev.steer_ids)
-        if named:
-            # The named steers, plus any the model saw before them (drivers inject in order).
-            last = max((i for i, s in enumerate(turn.steers) if s.steer_id in named), default=-1)
-            rolling = [s for s in turn.steers[: last + 1] if s.steer_id in named or s.injected]
-        else:
-            rolling = [s for s in turn.steers if s.injected]
+    def _on_boundary(self, ev: SteerBoundary, turn: Turn, now: float) -> None:
+        rolling = turn.take_rolling(set(ev.steer_ids))
         if rolling:
             self._roll(turn, rolling)
 
-    def _on_undelivered(self, ev: SteerUndelivered, turn: _Turn, now: float) -> None:
-        named = set(ev.steer_ids)
-        for steer in [s for s in turn.steers if s.steer_id in named]:
+    def _on_undelivered(self, ev: SteerUndelivered, turn: Turn, now: float) -> None:
+        for steer in turn.take_named(set(ev.steer_ids)):
             # Its row is already `queued` at its acceptance position, so it runs as a next
             # turn. After a stop it goes back to the windows instead, like every unsent steer.
             if turn.stopping:
                 self._out.row_changed(self._book[steer.row_id], status="draft")
-        turn.steers = [s for s in turn.steers if s.steer_id not in named]
 
-    def _on_compaction_start(self, ev: CompactionStart, turn: _Turn, now: float) -> None:
+    def _on_compaction_start(self, ev: CompactionStart, turn: Turn, now: float) -> None:
         turn.compacting = True
 
-    def _on_compaction_complete(self, ev: CompactionComplete, turn: _Turn, now: float) -> None:
-        was_compacting, turn.compacting = turn.compacting, False
+    def _on_compaction_complete(self, ev: CompactionComplete, turn: Turn, now: float) -> None:
         anchor = ev.anchor
-        if anchor is None or (not was_compacting and anchor in turn.anchors):
-            return  # no boundary details, or a duplicate completion
-        turn.anchors.append(anchor)
+        if not turn.finish_compaction(anchor):
+            return  # no boundary details, or a repeated completion
         self._open_row(
             role="marker",
             status="success",
@@ -539,13 +500,13 @@ class TopicRuntime:
             # Compaction before the answer said anything: the answer reads after the marker.
             self._out.row_changed(answer, position=self._book.place())
 
-    def _on_compaction_error(self, ev: CompactionError, turn: _Turn, now: float) -> None:
+    def _on_compaction_error(self, ev: CompactionError, turn: Turn, now: float) -> None:
         if turn.compacting:  # else a duplicate: the first one already told the windows
             turn.compacting = False
             reason = ev.message or "the driver gave no reason"
             self._out.notice("compaction_failed", f"compaction failed: {reason}", "error")
 
-    def _on_approval(self, ev: ApprovalRequest, turn: _Turn, now: float) -> None:
+    def _on_approval(self, ev: ApprovalRequest, turn: Turn, now: float) -> None:
         if ev.approval_id in self._approvals:
             return  # a duplicate request: the first one is open or answered
         info = ApprovalInfo(
@@ -563,13 +524,13 @@ class TopicRuntime:
         else:
             self._approvals.request(info, now, self._out)
 
-    def _on_usage(self, ev: UsageEvent, turn: _Turn, now: float) -> None:
+    def _on_usage(self, ev: UsageEvent, turn: Turn, now: float) -> None:
         self._out.event(UsageUpdated, turn_id=turn.id, usage=ev.usage)
 
-    def _on_resume_token(self, ev: ResumeToken, turn: _Turn | None, now: float) -> None:
+    def _on_resume_token(self, ev: ResumeToken, turn: Turn | None, now: float) -> None:
         self._out.add(SaveResumeToken(ev.token))
 
-    def _on_api_retry(self, ev: ApiRetry, turn: _Turn | None, now: float) -> None:
+    def _on_api_retry(self, ev: ApiRetry, turn: Turn | None, now: float) -> None:
         status = f" (HTTP {ev.error_status})" if ev.error_status is not None else ""
         message = (
             f"the model API request failed{status}; retry {ev.attempt} of {ev.max_retries} "
@@ -577,23 +538,23 @@ class TopicRuntime:
         )
         self._out.notice("api_retry", message, "warning")
 
-    def _on_notice(self, ev: Notice, turn: _Turn | None, now: float) -> None:
+    def _on_notice(self, ev: Notice, turn: Turn | None, now: float) -> None:
         self._out.notice(ev.code, ev.message, "warning")
 
-    def _on_turn_end(self, ev: TurnEnd, turn: _Turn, now: float) -> None:
+    def _on_turn_end(self, ev: TurnEnd, turn: Turn, now: float) -> None:
         code = ev.error_code or (DriverTurnError.code if ev.status == "error" else "")
         self._end_turn(turn, ev.status, ev.error, code)
 
-    def _on_fatal(self, ev: DriverFatal, turn: _Turn | None, now: float) -> None:
+    def _on_fatal(self, ev: DriverFatal, turn: Turn | None, now: float) -> None:
         if turn is not None:
             self._end_turn(turn, "stopped" if turn.stopping else "error", ev.message, ev.code)
 
-    def _on_nothing(self, ev: object, turn: _Turn | None, now: float) -> None:
+    def _on_nothing(self, ev: object, turn: Turn | None, now: float) -> None:
         pass
 
     # --- transitions ----------------------------------------------------------------------
 
-    def _steerable(self, turn: _Turn) -> bool:
+    def _steerable(self, turn: Turn) -> bool:
         return self._caps.inject_steering and not turn.stopping and not turn.compacting
 
     def _start_turn(self, user: LiveRow, turn_id: str = "") -> None:
@@ -605,7 +566,7 @@ class TopicRuntime:
             position = self._book.place()
             self._out.row_changed(user, status="success", position=position, turn_id=turn_id)
         text = user.parts.text()
-        turn = self._turn = _Turn(id=turn_id, row_id="", texts=[text])
+        turn = self._turn = Turn(id=turn_id, row_id="", texts=[text])
         self._out.add(SaveTurn(turn_id, None))
         self._out.event(
             TurnStarted,
@@ -635,7 +596,7 @@ class TopicRuntime:
         self._out.row_opened(row)
         return self._book.add(row)
 
-    def _open_answer(self, turn: _Turn) -> LiveRow:
+    def _open_answer(self, turn: Turn) -> LiveRow:
         """A new pending assistant row for `turn`, after everything placed so far; every
         chunk of the turn goes there from now on."""
         answer = self._open_row(
@@ -644,20 +605,19 @@ class TopicRuntime:
         turn.row_id = answer.id
         return answer
 
-    def _place_steer(self, turn: _Turn, steer: _Steer) -> None:
+    def _place_steer(self, turn: Turn, steer: Steer) -> None:
         user = self._book[steer.row_id]
         position = self._book.place()
         self._out.row_changed(user, status="success", position=position, turn_id=turn.id)
         turn.texts.append(user.parts.text())
 
-    def _roll(self, turn: _Turn, steers: list[_Steer]) -> None:
-        """Close the answer so far (A1a), place the steers (U2 ...), open A2 for the rest."""
+    def _roll(self, turn: Turn, steers: list[Steer]) -> None:
+        """Close the answer so far (A1a), place the steers (U2 ...), open A2 for the rest.
+        The steers have left flight already (`Turn.take_rolling`)."""
         closed = self._book[turn.row_id]
         self._out.row_changed(closed, status="success", empty=True if not closed.parts else None)
         for steer in steers:
             self._place_steer(turn, steer)
-        rolled = {s.steer_id for s in steers}
-        turn.steers = [s for s in turn.steers if s.steer_id not in rolled]
         answer = self._open_answer(turn)
         self._out.event(
             Rolled,
@@ -667,28 +627,25 @@ class TopicRuntime:
             new_row_id=answer.id,
         )
 
-    def _begin_stop(self, turn: _Turn) -> None:
+    def _begin_stop(self, turn: Turn) -> None:
         turn.stopping = True
         self._approvals.close_turn(turn.id, "the turn was stopped", self._out, tell_driver=True)
         # Steers the model has not seen, and queued messages, go back to the windows.
-        for steer in turn.steers:
-            if not steer.injected:
-                self._out.row_changed(self._book[steer.row_id], status="draft")
-        turn.steers = [s for s in turn.steers if s.injected]
+        for steer in turn.take_unseen():
+            self._out.row_changed(self._book[steer.row_id], status="draft")
         for row_id in self.queued_row_ids():
             if row_id != self._next_up:
                 self._out.row_changed(self._book[row_id], status="draft")
         self._out.add(ToDriver(Interrupt(turn_id=turn.id)))
 
-    def _end_turn(self, turn: _Turn, status: TurnStatus, error: str, error_code: str) -> None:
+    def _end_turn(self, turn: Turn, status: TurnStatus, error: str, error_code: str) -> None:
         """The one exit of every turn: rows final, approvals closed, record saved, TurnEnded."""
         answer = self._book[turn.row_id]
         # Steers the model saw but did not answer in a new message: the model has them, so
         # history shows them after the answer. Steers it never saw stay queued: next turns.
-        for steer in turn.steers:
+        for steer in turn.take_all():
             if steer.injected:
                 self._place_steer(turn, steer)
-        turn.steers = []
         self._out.row_changed(
             answer,
             status=status,
@@ -710,7 +667,7 @@ class TopicRuntime:
         self._turn = None
         self._chain(turn, status)
 
-    def _chain(self, ended: _Turn, status: TurnStatus) -> None:
+    def _chain(self, ended: Turn, status: TurnStatus) -> None:
         """Start the next turn: the `send_now` pick, else the queue head when allowed."""
         pick = self._book.get(self._next_up) if self._next_up else None
         self._next_up = None
@@ -741,7 +698,7 @@ class TopicRuntime:
         return self._out.take()
 
     def _steer_rows(self) -> set[str]:
-        return {s.row_id for s in self._turn.steers} if self._turn else set()
+        return self._turn.steer_rows() if self._turn else set()
 
     def _unsent_row(self, row_id: str, verb: str) -> LiveRow:
         live = self._book.get(row_id)
