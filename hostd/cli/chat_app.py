@@ -150,7 +150,7 @@ class ChatApp:
         self.notes: list[RenderableType] = []
         self.hint = ""
         self._hint_until = 0.0
-        self._last_interrupt = -1e9
+        self._last_interrupt = -math.inf
         self._dirty = trio.Event()
         #: Set (and replaced) after every topic event: what `_wait_idle` waits on.
         self._event_seen = trio.Event()
@@ -360,6 +360,9 @@ class ChatApp:
     async def _keys(self) -> None:
         assert self.input_fd is not None
         async for text in read_chunks(self.input_fd):
+            if text.strip("\x03"):
+                # "Twice" means two Ctrl-C in a row: any other key starts the count again.
+                self._last_interrupt = -math.inf
             if not self.interactive:
                 # Piped input: lines, no editing keys, no live input line.
                 text = text.replace("\r", "")

@@ -43,6 +43,8 @@ __all__ = [
     "render_row",
     "render_rows",
     "render_status_line",
+    "render_tool",
+    "close_open_markdown",
     "render_window",
     "roll_labels",
     "row_text",
@@ -178,12 +180,26 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
     return Group(*parts)
 
 
+def close_open_markdown(text: str) -> str:
+    """Close what a half-streamed markdown text left open (a code fence, bold, inline code),
+    so the live answer is drawn formatted as it grows instead of flipping from raw to
+    formatted when the closing marker arrives."""
+    if text.count("```") % 2:
+        return text + "\n```"
+    if text.count("**") % 2:
+        text += "**"
+    if text.replace("```", "").count("`") % 2:
+        text += "`"
+    return text
+
+
 def _render_parts(row: MessageRow, *, live: bool) -> Iterable[RenderableType]:
     results = {p.call_id: p for p in row.parts if isinstance(p, ToolResult)}
     called: set[str] = set()
     for i, part in enumerate(row.parts):
         if isinstance(part, TextDelta):
-            yield Padding(Markdown(part.text), (0, 0, 0, 2))
+            text = close_open_markdown(part.text) if live else part.text
+            yield Padding(Markdown(text), (0, 0, 0, 2))
         elif isinstance(part, ThinkingDelta):
             last = i == len(row.parts) - 1
             yield Padding(render_thinking(part.text, live=live and last), (0, 0, 0, 2))

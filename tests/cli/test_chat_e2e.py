@@ -1,0 +1,214 @@
+"""`hostd chat` end to end: a real daemon (scripted driver), the real CLI in a tmux pane
+(private socket, killed at the end), keys typed with send-keys and the screen read with
+capture-pane. Also `hostd chat` with piped stdin, and the human error for a missing daemon.
+
+Waiting polls capture-pane for a condition under a deadline; nothing sleeps to synchronise.
+"""
+
+# ruff: noqa: RUF001  (the prompt mark U+276F is part of the snapshots)
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.cli.chat_render import roll_labels, row_text
+from hostd.cli.demo import DemoDaemon, run_daemon
+from hostd.client import open_client
+
+pytestmark = pytest.mark.e2e
+
+TMUX = shutil.which("tmux") or "/usr/bin/tmux"
+#: The answer: streams, then waits at a tool call until a steer arrives (no timing involved).
+SCRIPT = "\n".join(
+    [
+        "/text Working on it, **reading** now.",
+        "/tool Read wait-steer=20",
+        "/text Finished the answer.",
+    ]
+)
+
+
+@pytest.fixture
+async def daemon() -> AsyncIterator[DemoDaemon]:
+    home = Path(tempfile.mkdtemp(prefix="hdc", dir="/tmp"))  # short: AF_UNIX path limit
+    try:
+        # run_daemon bounds its own start (readiness line) and stop (SIGTERM, then SIGKILL).
+        async with run_daemon(home) as d:
+            yield d
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def new_topic(d: DemoDaemon, script: str = SCRIPT) -> str:
+    async with open_client(d.paths) as c:
+        topic = await c.create_topic(title="e2e", driver="scripted", options={"scenario": script})
+    return str(topic.id)
+
+
+class Pane:
+    """One tmux server (private socket) with one pane running a command."""
+
+    def __init__(self) -> None:
+        self.socket = f"hostd-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+    async def tmux(self, *args: str) -> str:
+        proc = await trio.run_process(
+            [TMUX, "-L", self.socket, "-f", "/dev/null", *args],
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+        out: str = proc.stdout.decode()
+        return out
+
+    async def start(self, command: str, width: int = 100, height: int = 45) -> None:
+        await self.tmux(
+            "new-session", "-d", "-x", str(width), "-y", str(height), "-s", "chat", command
+        )
+
+    async def screen(self) -> str:
+        return await self.tmux("capture-pane", "-p", "-t", "chat")
+
+    async def keys(self, *keys: str) -> None:
+        await self.tmux("send-keys", "-t", "chat", *keys)
+
+    async def wait_for(self, *texts: str, timeout: float = 10) -> str:
+        return await self.wait_until(lambda s: all(t in s for t in texts), timeout, texts)
+
+    async def wait_until(
+        self, ok: Callable[[str], bool], timeout: float, what: object = "condition"
+    ) -> str:
+        screen = ""
+        with trio.move_on_after(timeout):
+            while True:
+                screen = await self.screen()
+                if ok(screen):
+                    return screen
+                await trio.sleep(0.05)  # polling the screen under a deadline
+        raise AssertionError(f"screen never showed {what!r}; it shows:\n{screen}")
+
+    async def kill(self) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.run_process(
+                [TMUX, "-L", self.socket, "kill-server"], check=False, capture_stderr=True
+            )
+
+
+def chat_command(d: DemoDaemon, *args: str) -> str:
+    home = d.paths.home
+    argv = " ".join([sys.executable, "-m", "hostd", "chat", *args])
+    return f"env HOSTD_HOME={home} {argv}; echo CHAT-EXIT=$?; sleep 60"
+
+
+@pytest.mark.skipif(not os.path.exists(TMUX), reason="tmux is not installed")
+async def test_chat_in_tmux_type_steer_stop_approve_quit(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon)
+    pane = Pane()
+    try:
+        with trio.fail_after(50):
+            await pane.start(chat_command(daemon, topic_id))
+            await pane.wait_for("hostd chat", "● idle", "❯")
+
+            # Type a message: the answer streams and stops at the tool call.
+            await pane.keys("hello there", "Enter")
+            await pane.wait_for("U1  you ❯ hello there", "⚙ Read", "running…", "● answering")
+            # Type while it answers: a steer; the answer rolls into A1a / U2 / A2.
+            await pane.keys("steer now", "Enter")
+            screen = await pane.wait_for(
+                "steer landed: A1a closed, U2 placed, A2 continues",
+                "You said: steer now",
+                "Finished the answer.",
+                "● idle",
+            )
+            assert screen.index("A1a assistant") < screen.index("U2  you ❯ steer now")
+            assert screen.index("U2  you ❯ steer now") < screen.index("A2  assistant")
+            assert "✓ done" in screen  # the tool panel got its result
+
+            # A long answer, a steer it never takes, then Ctrl-C: stopped, steer -> draft.
+            await pane.keys("//wait", "Enter")
+            await pane.wait_for("A3  assistant  answering…")
+            await pane.keys("later please", "Enter")
+            await pane.wait_for("1. [steer] later please")
+            await pane.keys("C-c")
+            await pane.wait_for(
+                "A3  assistant  (stopped: partial answer kept)",
+                "came back as drafts",
+                "1. [draft] later please",
+                "● idle",
+            )
+            await pane.keys("/discard 1", "Enter")
+            await pane.wait_until(lambda s: "[draft]" not in s, 10, "draft discarded")
+
+            # An approval, answered first by another window: the prompt closes and says so.
+            await pane.keys("//approve Bash", "Enter")
+            await pane.wait_for("approve Bash", "y allow once", "● awaiting approval")
+            async with open_client(daemon.paths, client_name="other window") as other:
+                async with other.attach(topic_id) as sub:
+                    (approval,) = sub.transcript.approvals()
+                await other.answer_approval(topic_id, approval.id, False, "not now")
+            screen = await pane.wait_for(
+                "approval for Bash: denied in other window; prompt closed",
+                "denied: did not run Bash (not now).",
+                "● idle",
+            )
+            assert "y allow once" not in screen
+
+            # Ctrl-C twice quits; the daemon and the topic keep going.
+            await pane.keys("C-c")
+            await pane.wait_for("Ctrl-C again to quit")
+            await pane.keys("C-c")
+            await pane.wait_for("bye: the topic keeps going", "CHAT-EXIT=0")
+
+            async with open_client(daemon.paths) as c:
+                rows = (await c.history(topic_id)).rows
+            labels = roll_labels(rows)
+            assert [labels[r.id] for r in rows] == ["U1", "A1a", "U2", "A2", "U3", "A3", "U4", "A4"]
+            assert [r.status for r in rows][4:6] == ["success", "stopped"]
+            assert row_text(rows[2]) == "steer now"
+    finally:
+        await pane.kill()
+
+
+async def test_chat_with_piped_stdin_answers_then_exits(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon, "/echo")
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "80"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic_id],
+            stdin=b"first question\nsecond question\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert "U1  you ❯ first question" in out
+    assert "U2  you ❯ second question" in out
+    assert out.index("A1  assistant") < out.index("U2  you ❯ second question")
+    assert "bye: the topic keeps going" in out
+
+
+async def test_chat_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
+    env = {**os.environ, "HOSTD_HOME": str(tmp_path)}
+    with trio.fail_after(20):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", "--driver", "scripted"],
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 1
+    assert "hostd is not running" in out
+    assert "hostd serve --detach" in out

@@ -1,0 +1,120 @@
+"""The pure parts of `hostd chat`: the line editor, command parsing, and which rows go to the
+scrollback (settled, in order, once) versus the live region."""
+
+from __future__ import annotations
+
+import pytest
+
+from hostd.cli.chat_app import Command, parse_command
+from hostd.cli.chat_input import EndOfInput, Interrupt, LineEditor, Submit
+from hostd.cli.chat_state import ChatState
+from hostd_protocol.client_messages import MessageRow, TopicInfo
+from hostd_protocol.common import TextDelta
+
+
+def test_editor_keys() -> None:
+    ed = LineEditor()
+    assert ed.feed("helo") == []
+    assert ed.feed("\x7flo wor") == []  # backspace
+    assert ed.text == "hello wor"
+    assert ed.feed("\x17") == [] and ed.text == "hello "  # Ctrl-W: last word
+    assert ed.feed("there\r") == [Submit("hello there")]
+    assert ed.text == ""
+    assert ed.feed("x\x15") == [] and ed.text == ""  # Ctrl-U
+    assert ed.feed("\x03") == [Interrupt()]
+    assert ed.feed("\x04") == [EndOfInput()]  # Ctrl-D on an empty line
+    ed.feed("a")
+    assert ed.feed("\x04") == []  # ... but not on a non-empty one
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 100])
+def test_editor_swallows_escape_sequences_across_feeds(split: int) -> None:
+    keys = "a\x1b[A\x1b[1;5Cb\x1bOPc\x1bxd\n"  # up, ctrl-right, F1, alt-x
+    ed = LineEditor()
+    events = []
+    for i in range(0, len(keys), split):
+        events += ed.feed(keys[i : i + split])
+    assert events == [Submit("abcd")]
+
+
+def test_editor_two_lines_in_one_read() -> None:
+    assert LineEditor().feed("one\ntwo\n") == [Submit("one"), Submit("two")]
+
+
+def test_parse_command() -> None:
+    assert parse_command("hello") == Command("", "hello")
+    assert parse_command("  ") == Command("noop")
+    assert parse_command("/stop") == Command("stop")
+    assert parse_command("/discard 2") == Command("discard", "2")
+    assert parse_command("/Q") == Command("quit")
+    assert parse_command("/text hi") == Command("unknown", "text")
+    assert parse_command("//text hi") == Command("", "/text hi")
+    assert parse_command("y") == Command("", "y")  # no approval open: a message
+    assert parse_command("y", approval_open=True) == Command("allow")
+    assert parse_command("No", approval_open=True) == Command("deny")
+    assert parse_command("/deny too risky", approval_open=True) == Command("deny", "too risky")
+
+
+def _row(rid: str, role: str, status: str, pos: int, turn: str = "t1") -> MessageRow:
+    return MessageRow(
+        id=rid,
+        topic_id="t",
+        role=role,
+        status=status,
+        position=pos,
+        turn_id=turn,
+        parts=[TextDelta(text=rid)],
+    )
+
+
+def test_settled_rows_print_once_in_order_and_stop_at_the_live_answer() -> None:
+    st = ChatState()
+    u1 = _row("u1", "user", "success", 1)
+    a1 = _row("a1", "assistant", "pending", 2)
+    steer = _row("s", "user", "queued", 2**40, "")
+    rows = [u1, a1, steer]
+    assert [r.id for r in st.take_settled(rows)] == ["u1"]
+    assert [r.id for r in st.live_rows(rows)] == ["a1"]
+    assert [r.id for r in ChatState.unsent(rows)] == ["s"]
+    assert st.take_settled(rows) == []  # never twice
+    # The roll: A1a ends, U2 is placed after it, A2 streams.
+    rows = [
+        u1,
+        _row("a1", "assistant", "success", 2),
+        _row("s", "user", "success", 3),
+        _row("a2", "assistant", "pending", 4),
+    ]
+    assert [r.id for r in st.take_settled(rows)] == ["a1", "s"]
+    assert [r.id for r in st.live_rows(rows)] == ["a2"]
+
+
+def test_steer_kind_lasts_while_its_turn_runs() -> None:
+    st = ChatState(steers={"s": "t1"})
+    rows = [_row("s", "user", "queued", 2**40, "")]
+    assert st.kinds(rows, "t1") == {"s": "steer"}
+    assert st.kinds(rows, "") == {}  # the turn ended without taking it: plain queued
+    assert st.kinds(rows, "t2") == {}
+
+
+def test_drafts_are_announced_once() -> None:
+    st = ChatState()
+    rows = [_row("d1", "user", "draft", 2**40, ""), _row("d2", "user", "draft", 2**40 + 1, "")]
+    assert [r.id for r in st.new_drafts(rows)] == ["d1", "d2"]
+    assert st.new_drafts(rows) == []
+
+
+def test_view_reserves_room_for_queue_and_prompt() -> None:
+    st = ChatState()
+    rows = [_row("q", "user", "queued", 2**40, "")]
+    view = st.view(
+        rows,
+        TopicInfo(id="t"),
+        "answering",
+        active_turn_id="t1",
+        approvals=[],
+        usage=None,
+        input_text="",
+        height=20,
+    )
+    assert [r.id for r in view.unsent] == ["q"]
+    assert view.max_answer_lines == 20 - 4 - 2

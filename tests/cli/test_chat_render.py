@@ -1,0 +1,289 @@
+"""Snapshots of what `hostd chat` draws, through a capture console (no colours, fixed width):
+a streaming markdown answer frame by frame (Live, auto_refresh=False), a tool panel, a steer
+roll, an approval prompt, the compacting status, and the human failure panels."""
+
+# ruff: noqa: RUF001  (the prompt mark U+276F is part of the snapshots)
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from hostd.cli.chat_app import render_turn_error
+from hostd.cli.chat_render import (
+    ChatView,
+    close_open_markdown,
+    render_chat_live,
+    render_row,
+    render_rows,
+    render_status_line,
+    render_tool,
+    roll_labels,
+)
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.common import (
+    Chunk,
+    CompactionAnchor,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+WIDTH = 64
+TOPIC = TopicInfo(id="t1", driver="scripted", model="m-1")
+CALL = ToolCall(call_id="c1", name="Read", input={"file_path": "README.md"})
+RESULT = ToolResult(call_id="c1", output="# project\nline 2\nline 3\nline 4\nline 5\nline 6\n")
+
+
+def capture_console(*, terminal: bool = False) -> Console:
+    return Console(
+        record=True,
+        color_system=None,
+        width=WIDTH,
+        height=30,
+        file=io.StringIO(),
+        force_terminal=terminal,
+        legacy_windows=False,
+    )
+
+
+def clean(text: str) -> str:
+    """Trailing spaces off every line (markdown pads to the width), trailing blank lines off."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+
+
+def screen(renderable: RenderableType) -> str:
+    console = capture_console()
+    console.print(renderable)
+    return clean(console.export_text())
+
+
+def row(
+    row_id: str,
+    role: str,
+    parts: list[Chunk],
+    status: str = "success",
+    position: int = 1,
+    turn_id: str = "t1",
+) -> MessageRow:
+    return MessageRow(
+        id=row_id,
+        topic_id="t1",
+        role=role,
+        status=status,
+        position=position,
+        turn_id=turn_id,
+        parts=parts,
+    )
+
+
+def test_streaming_markdown_frames() -> None:
+    console = capture_console(terminal=True)
+    frames: list[str] = []
+    steps: list[list[Chunk]] = [
+        [ThinkingDelta(text="Let me think about the")],
+        [ThinkingDelta(text="Let me think about the daemon."), TextDelta(text="hostd is **a dae")],
+        [
+            ThinkingDelta(text="Let me think about the daemon."),
+            TextDelta(text="hostd is **a daemon**:\n\n- owns streams\n- stores rows"),
+        ],
+    ]
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        for parts in steps:
+            answer = row("a1", "assistant", parts, status="pending", position=2)
+            view = ChatView(
+                topic=TOPIC,
+                state="answering",
+                live_rows=[answer],
+                labels={"a1": "A1"},
+                input_text="steer th",
+            )
+            live.update(render_chat_live(view), refresh=True)
+            frames.append(clean(console.export_text(clear=True)))
+    assert frames[0] == clean("""
+A1  assistant  answering…
+  ▸ thinking (5 words)  … Let me think about the
+
+────────────────────────────────────────────────────────────────
+scripted · m-1 · ● answering
+❯ steer th▏""")
+    # Half-streamed bold is closed while live, so it is drawn formatted, not as raw `**`.
+    assert frames[1] == clean("""
+A1  assistant  answering…
+  ▸ thinking (6 words)
+  hostd is a dae
+
+────────────────────────────────────────────────────────────────
+scripted · m-1 · ● answering
+❯ steer th▏""")
+    assert frames[2] == clean("""
+A1  assistant  answering…
+  ▸ thinking (6 words)
+  hostd is a daemon:
+
+   • owns streams
+   • stores rows
+
+────────────────────────────────────────────────────────────────
+scripted · m-1 · ● answering
+❯ steer th▏""")
+
+
+def test_close_open_markdown() -> None:
+    assert close_open_markdown("a **b") == "a **b**"
+    assert close_open_markdown("run `ls") == "run `ls`"
+    assert close_open_markdown("```py\nx = 1") == "```py\nx = 1\n```"
+    assert close_open_markdown("done **b** and `c`") == "done **b** and `c`"
+
+
+def test_tool_panel_running_done_and_failed() -> None:
+    assert screen(render_tool(CALL, None)) == clean("""
+╭─ ⚙ Read  README.md ──────────────────────────────────────────╮
+│ running…                                                     │
+╰──────────────────────────────────────────────────────────────╯""")
+    assert screen(render_tool(CALL, RESULT)) == clean("""
+╭─ ⚙ Read  README.md ──────────────────────────────────────────╮
+│ # project                                                    │
+│ line 2                                                       │
+│ line 3                                                       │
+│ line 4                                                       │
+│ … 2 more lines                                               │
+╰───────────────────────────────────────────────────── ✓ done ─╯""")
+    failed = render_tool(
+        ToolCall(call_id="c2", name="Bash", input={"command": "rm -rf /tmp/x"}),
+        ToolResult(call_id="c2", output="permission denied", is_error=True),
+    )
+    assert screen(failed) == clean("""
+╭─ ⚙ Bash  rm -rf /tmp/x ──────────────────────────────────────╮
+│ permission denied                                            │
+╰──────────────────────────────────────────────────── ✗ error ─╯""")
+
+
+def test_roll_is_labelled_a1a_u2_a2() -> None:
+    rows = [
+        row("u1", "user", [TextDelta(text="What is hostd?")], position=1),
+        row("a1", "assistant", [TextDelta(text="Reading first."), CALL, RESULT], position=2),
+        row("u2", "user", [TextDelta(text="Mention steering")], position=3),
+        row("a2", "assistant", [TextDelta(text="You said: Mention steering.")], position=4),
+        row("q1", "user", [TextDelta(text="and tests?")], "queued", 2**40, ""),
+    ]
+    assert roll_labels(rows) == {"u1": "U1", "a1": "A1a", "u2": "U2", "a2": "A2"}
+    assert screen(render_rows(rows[:4])) == clean("""
+U1  you ❯ What is hostd?
+
+A1a assistant
+  Reading first.
+  ╭─ ⚙ Read  README.md ────────────────────────────────────────╮
+  │ # project                                                  │
+  │ line 2                                                     │
+  │ line 3                                                     │
+  │ line 4                                                     │
+  │ … 2 more lines                                             │
+  ╰─────────────────────────────────────────────────── ✓ done ─╯
+
+U2  you ❯ Mention steering
+
+A2  assistant
+  You said: Mention steering.""")
+
+
+def test_a_steer_that_became_the_next_turn_is_not_a_roll() -> None:
+    rows = [
+        row("u1", "user", [TextDelta(text="q")], position=1, turn_id="t1"),
+        row("a1", "assistant", [TextDelta(text="a")], position=2, turn_id="t1"),
+        row("u2", "user", [TextDelta(text="q2")], position=3, turn_id="t2"),
+        row("a2", "assistant", [TextDelta(text="a2")], position=4, turn_id="t2"),
+    ]
+    assert list(roll_labels(rows).values()) == ["U1", "A1", "U2", "A2"]
+
+
+def test_approval_prompt_and_queue() -> None:
+    approval = ApprovalInfo(
+        id="ap1",
+        topic_id="t1",
+        turn_id="t1",
+        tool="Bash",
+        input={"command": "ls"},
+        description="run Bash: ls",
+    )
+    queued = row("q1", "user", [TextDelta(text="and tests?")], "queued", 2**40, "")
+    draft = row("q2", "user", [TextDelta(text="shorter")], "draft", 2**40 + 1, "")
+    view = ChatView(
+        topic=TOPIC,
+        state="answering",
+        unsent=[queued, draft],
+        unsent_kinds={"q1": "steer"},
+        approvals=[approval],
+        input_text="",
+    )
+    assert screen(render_chat_live(view)) == clean("""
+ 1. [steer] and tests?
+ 2. [draft] shorter
+ /send N · /edit N · /discard N
+╭─ approve Bash ───────────────────────────────────────────────╮
+│ run Bash: ls                                                 │
+│ {"command": "ls"}                                            │
+│ y allow once   n deny                                        │
+╰──────────────────────────────────────────────────────────────╯
+────────────────────────────────────────────────────────────────
+scripted · m-1 · ● awaiting approval
+❯ ▏""")
+
+
+def test_compacting_status_and_marker() -> None:
+    usage = Usage(input_tokens=120_000, output_tokens=900, cost_usd=0.0123)
+    line = render_status_line(TOPIC, "compacting", usage=usage)
+    assert screen(line) == "scripted · m-1 · ● compacting · 120.0k in / 900 out · $0.0123"
+    marker = MessageRow(
+        id="m1",
+        topic_id="t1",
+        role="marker",
+        status="success",
+        position=5,
+        anchor=CompactionAnchor(tokens_before=120_000, tokens_after=8_000),
+    )
+    assert screen(render_row(marker)) == (
+        "────────── context compacted: 120,000 → 8,000 tokens ───────────"
+    )
+
+
+def test_stopped_and_failed_rows() -> None:
+    stopped = row("a1", "assistant", [TextDelta(text="Partial")], "stopped", 2)
+    assert screen(render_row(stopped, label="A1")) == clean("""
+A1  assistant  (stopped: partial answer kept)
+  Partial""")
+    failed = MessageRow(
+        id="a2",
+        topic_id="t1",
+        role="assistant",
+        status="error",
+        position=3,
+        parts=[TextDelta(text="Start")],
+        error="scripted failure",
+    )
+    assert screen(render_row(failed, label="A2")) == clean("""
+A2  assistant  (failed)
+  Start
+✗ scripted failure""")
+
+
+def test_driver_failures_are_said_for_humans() -> None:
+    crashed = screen(
+        render_turn_error("driver_crashed", "scripted exited with code 3; stderr: boom", "scripted")
+    )
+    assert crashed == clean("""
+╭─ driver failed ──────────────────────────────────────────────╮
+│ scripted crashed                                             │
+│ scripted exited with code 3; stderr: boom                    │
+│ The next message restarts it and resumes the session.        │
+╰──────────────────────────────────────────────────────────────╯""")
+    unavailable = screen(
+        render_turn_error("driver_unavailable", "claude CLI not found", "claude_code")
+    )
+    assert "claude_code is unavailable: claude CLI not found" in unavailable
+    assert "pip install hostd-claude-code" in unavailable
+    assert "hostd drivers" in unavailable
