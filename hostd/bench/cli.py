@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 from hostd.bench.procs import PYTHON, DaemonProc
 from hostd.bench.report import Context, Result
@@ -56,37 +57,38 @@ def _describe(offenders: list[tuple[str, float, float]]) -> str:
 
 def run(ctx: Context) -> Result:
     res = Result("cli", GOAL)
-    hostd_cmd = [PYTHON, "-m", "hostd"]
-    n = 3 if ctx.quick else 10
+    script = Path(PYTHON).parent / "hostd"  # the console script users run
+    hostd_cmd = [str(script)] if script.exists() else [PYTHON, "-m", "hostd"]
+    n = 2 if ctx.quick else 10
 
-    _wall([PYTHON, "-c", "pass"])
-    for _ in range(n):
-        res.add(
-            "bare python start (python -c pass)",
-            "ms",
-            _wall([PYTHON, "-c", "pass"]) * 1000,
-            baseline=True,
-        )
-
-    # Daemon start-to-ready: a fresh HOSTD_HOME each time; the first start is the warm-up.
-    for i in range(ctx.runs + 1):
-        with DaemonProc() as d:
-            if i:
-                res.add("daemon start -> ready", "ms", d.ready_s * 1000, goal=("<=", 300.0))
-
-    with DaemonProc() as daemon:
-        argv = [*hostd_cmd, "--home", str(daemon.home), "topics"]
-        _wall(argv)
+    for label, code in (("pass", "pass"), ("import trio", "import trio")):
+        _wall([PYTHON, "-c", code])
         for _ in range(n):
-            ms = _wall(argv) * 1000
-            res.add("`hostd topics` round trip", "ms", ms, goal=("<=", 150.0))
-        env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        res.notes.append(f"`hostd topics` imports: {_describe(importtime_offenders(proc.stderr))}")
+            ms = _wall([PYTHON, "-c", code]) * 1000
+            res.add(f"bare python -c '{label}'", "ms", ms, baseline=True)
 
-    # The daemon's imports: run it with -X importtime until ready.
-    d = DaemonProc(python_args=("-X", "importtime"))
-    with d:
-        log = d.log_text()
-    res.notes.append(f"`hostd serve` imports: {_describe(importtime_offenders(log))}")
+    # The daemon's imports: run it with -X importtime until ready (also the warm-up start).
+    if not ctx.quick:
+        with DaemonProc(python_args=("-X", "importtime")) as d:
+            log = d.log_text()
+        res.notes.append(f"`hostd serve` imports: {_describe(importtime_offenders(log))}")
+
+    # Daemon start-to-ready: a fresh HOSTD_HOME each time.
+    for i in range(ctx.runs):
+        daemon = DaemonProc().start()
+        try:
+            res.add("daemon start -> ready", "ms", daemon.ready_s * 1000, goal=("<=", 300.0))
+            if i < ctx.runs - 1:
+                continue
+            argv = [*hostd_cmd, "--home", str(daemon.home), "topics"]
+            _wall(argv)
+            for _ in range(n):
+                ms = _wall(argv) * 1000
+                res.add("`hostd topics` round trip", "ms", ms, goal=("<=", 150.0))
+            env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+            proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            offenders = _describe(importtime_offenders(proc.stderr))
+            res.notes.append(f"`hostd topics` imports: {offenders}")
+        finally:
+            daemon.stop()
     return res

@@ -59,7 +59,7 @@ def stream_rounds(
 
 
 def run(ctx: Context) -> Result:
-    n_topics, n_windows, duration = (10, 2, 2.0) if ctx.quick else (100, 4, 5.0)
+    n_topics, n_windows, duration = (3, 2, 0.5) if ctx.quick else (100, 4, 5.0)
     n_chunks = int(RATE * duration)
     script = bench_script(n_chunks)
     res = Result("latency", GOAL)

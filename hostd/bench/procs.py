@@ -144,7 +144,7 @@ class DaemonProc:
             shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self) -> DaemonProc:
-        return self.start()
+        return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
