@@ -69,6 +69,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     add_chat_parsers(sub, handlers)
 
+    from hostd.cli import turn_cmds  # `hostd continue`, `hostd usage` (turn pipeline)
+
+    turn_cmds.register(sub, handlers)
+
     return parser, handlers
 
 
