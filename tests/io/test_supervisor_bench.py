@@ -1,0 +1,39 @@
+"""The benchmark helpers in hostd.bench_ttft produce sane numbers (tiny runs)."""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+from hostd.bench_ttft import measure_stream, measure_ttft
+from hostd.driver_registry import DriverRegistry
+from hostd.testing.processes import no_new_children
+from hostd_scripted.spec import SPEC
+
+REGISTRY = DriverRegistry.from_specs(SPEC)
+ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+
+
+async def test_ttft_cold_and_warm() -> None:
+    with no_new_children(), trio.fail_after(30):
+        report = await measure_ttft(runs=1, registry=REGISTRY, base_env=ENV)
+    assert len(report.cold) == len(report.warm) == 1
+    cold, warm = report.cold[0], report.warm[0]
+    # A warm open takes a parked process; a cold one starts an interpreter.
+    assert warm.open_s < cold.open_s
+    assert cold.total_s >= cold.open_s
+    medians = report.medians()
+    assert set(medians) == {
+        f"{mode}_{name}"
+        for mode in ("cold", "warm")
+        for name in ("open_s", "send_to_first_chunk_s", "total_s")
+    }
+
+
+async def test_stream_latency() -> None:
+    with no_new_children(), trio.fail_after(30):
+        report = await measure_stream(chunks=500, chunk_size=32, registry=REGISTRY, base_env=ENV)
+    assert report.chunks == 500
+    assert 0 < report.batches <= 500
+    assert 0 <= report.latency_p50_s <= report.latency_p99_s <= report.latency_max_s < 5
