@@ -51,6 +51,12 @@ def _cmd_drivers(args: argparse.Namespace) -> int:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     parser = argparse.ArgumentParser(prog="hostd", description="hostd: local agent host daemon")
     parser.add_argument("--version", action="version", version=f"hostd {__version__}")
+    parser.add_argument(
+        "--home", default=None, help="put every hostd path under this folder (like HOSTD_HOME)"
+    )
+    parser.add_argument(
+        "--autostart", action="store_true", help="start the daemon if it is not running"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     handlers: dict[str, Handler] = {}
 
@@ -72,6 +78,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from hostd.cli import turn_cmds  # `hostd continue`, `hostd usage` (turn pipeline)
 
     turn_cmds.register(sub, handlers)
+
+    # Daemon-core commands; their modules import rich/trio only when they run.
+    from hostd.cli.parsers import add_daemon_parsers, add_topic_parsers
+
+    add_daemon_parsers(sub, handlers)
+    add_topic_parsers(sub, handlers)
 
     return parser, handlers
 

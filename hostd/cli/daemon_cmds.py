@@ -1,0 +1,218 @@
+"""`hostd serve`, `hostd status`, `hostd stop`: the daemon's process life.
+
+`serve` runs the daemon in the foreground, logging to stderr and to `<log dir>/hostd.log`;
+SIGTERM / SIGINT stop it gracefully (stop turns, flush, remove the socket). `serve --detach`
+starts the same command as a new session leader with its output on the log file and returns
+once the child says it serves (a readiness pipe, not a guess), or prints why it did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import trio
+
+from hostd.cli.common import console, fail, paths_from, run_client
+from hostd.paths import Paths
+
+log = logging.getLogger("hostd")
+
+
+def setup_logging(paths: Paths, level: str) -> logging.Handler:
+    """stderr + a rotating file in the log dir; returns the file handler (close it at exit)."""
+    paths.log_dir.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler = logging.handlers.RotatingFileHandler(
+        paths.log_path, maxBytes=10 * 1024 * 1024, backupCount=3, encoding="utf-8"
+    )
+    file_handler.setFormatter(fmt)
+    stream_handler = logging.StreamHandler(sys.stderr)
+    stream_handler.setFormatter(fmt)
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    root.addHandler(file_handler)
+    root.addHandler(stream_handler)
+    return file_handler
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    if args.detach:
+        return _detach(paths, args)
+    from hostd.daemon import DaemonConfig, serve_daemon
+    from hostd.server import DaemonAlreadyRunning
+    from hostd_protocol.errors import HostdError
+
+    file_handler = setup_logging(paths, args.log_level)
+    ready_fd: int | None = args.ready_fd
+    config_kw: dict[str, object] = {"default_driver": args.default_driver}
+    if args.flush_interval is not None:
+        config_kw["flush_interval"] = args.flush_interval
+    config = DaemonConfig(**config_kw)  # type: ignore[arg-type]
+
+    def tell(msg: str) -> None:
+        nonlocal ready_fd
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, (msg + "\n").encode())
+            finally:
+                os.close(ready_fd)
+                ready_fd = None
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def run_daemon(task_status: trio.TaskStatus[object]) -> None:
+                try:
+                    await serve_daemon(paths, config=config, task_status=task_status)
+                finally:
+                    # Shutdown is complete (or failed): stop listening for signals too.
+                    nursery.cancel_scope.cancel()
+
+            daemon = await nursery.start(run_daemon)
+            tell(f"ready {os.getpid()}")
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+                async for signum in sigs:
+                    log.info("signal %s: shutting down", signal.Signals(signum).name)
+                    daemon.request_shutdown()
+
+    try:
+        trio.run(main)
+    except (HostdError, BaseExceptionGroup) as exc:
+        err = _first_hostd_error(exc)
+        if err is None:
+            raise
+        if isinstance(err, DaemonAlreadyRunning):
+            tell(f"running {err.details.get('pid') or ''}")
+        else:
+            tell(f"error {err.message}")
+        print(f"hostd: {err.message}", file=sys.stderr)
+        return 1
+    finally:
+        tell("error the daemon exited before it was ready")
+        logging.getLogger().removeHandler(file_handler)
+        file_handler.close()
+    return 0
+
+
+def _first_hostd_error(exc: BaseException) -> Any:
+    from hostd_protocol.errors import HostdError
+
+    if isinstance(exc, HostdError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _first_hostd_error(sub)
+            if found is not None:
+                return found
+    return None
+
+
+def _detach(paths: Paths, args: argparse.Namespace) -> int:
+    """Start `hostd serve` in a new session; return when it is ready (or failed)."""
+    paths.ensure()
+    read_fd, write_fd = os.pipe()
+    argv = [sys.executable, "-m", "hostd", "serve", "--ready-fd", str(write_fd),
+            "--log-level", args.log_level]
+    if paths.home is not None:
+        argv += ["--home", str(paths.home)]
+    if args.default_driver:
+        argv += ["--default-driver", args.default_driver]
+    if args.flush_interval is not None:
+        argv += ["--flush-interval", str(args.flush_interval)]
+    with open(os.devnull, "rb") as devnull_in, open(os.devnull, "wb") as devnull_out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=devnull_in,
+            stdout=devnull_out,
+            stderr=devnull_out,  # the daemon logs to its log file
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        line = pipe.readline().decode().strip()
+    word, _, rest = line.partition(" ")
+    if word == "ready":
+        console().print(f"hostd started (pid {proc.pid}), socket {paths.socket_path}")
+        return 0
+    if word == "running":
+        proc.wait()
+        console().print(f"hostd is already running{f' (pid {rest})' if rest else ''}")
+        return 0
+    code = proc.wait()
+    reason = rest or f"it exited with code {code}"
+    return fail(f"hostd did not start: {reason} (log: {paths.log_path})")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    async def go(client: Any) -> Any:
+        return await client.status()
+
+    st: Any = run_client(args, go)
+    if isinstance(st, int):
+        return st
+    table = Table(title="hostd", show_header=False)
+    for key, value in (
+        ("pid", st.pid),
+        ("version", st.version),
+        ("uptime", f"{st.uptime_s:.0f} s"),
+        ("topics", st.topics),
+        ("active turns", st.active_turns),
+        ("connections", st.connections),
+        ("drivers running", st.drivers_running),
+        ("warm drivers", st.warm_drivers),
+        ("socket", st.socket_path),
+        ("data", st.data_dir),
+    ):
+        table.add_row(key, str(value))
+    console().print(table)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from hostd.server import read_lock_pid
+
+    paths = paths_from(args)
+    pid = read_lock_pid(paths.lock_path)
+
+    async def go(client: Any) -> Any:
+        await client.shutdown()
+        return None
+
+    res = run_client(args, go)
+    if isinstance(res, int):
+        return res
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if not _lock_held(paths):
+            console().print("hostd stopped" + (f" (pid {pid})" if pid else ""))
+            return 0
+        time.sleep(0.05)
+    return fail(f"hostd did not stop within {args.timeout:.0f} s" + (f" (pid {pid})" if pid else ""))
+
+
+def _lock_held(paths: Paths) -> bool:
+    import fcntl
+
+    try:
+        fd = os.open(paths.lock_path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
