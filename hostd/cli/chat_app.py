@@ -220,6 +220,12 @@ class ChatApp:
                     code = quit_exc.code
                     if quit_exc.message:
                         self.notes.append(Text(quit_exc.message, style="red"))
+                except* HostdError as group:
+                    # E.g. the daemon went away and re-attaching failed: say it, exit 1.
+                    err = group.exceptions[0]
+                    assert isinstance(err, HostdError)
+                    code = 1
+                    self.notes.append(Text(f"{err.message} [{err.code}]", style="red"))
                 self._paint(live, final=True)
         finally:
             self._print_notes()
@@ -353,7 +359,9 @@ class ChatApp:
         if item.status == "stopped":
             self.notes.append(Text("■ stopped: the partial answer is kept", style="yellow"))
         elif item.status == "error":
-            self.notes.append(render_turn_error(item.error_code, item.error, self.topic().driver))
+            panel = render_turn_error(item.error_code, item.error, self.topic().driver)
+            if panel is not None:
+                self.notes.append(panel)
 
     # --- keyboard -------------------------------------------------------------------------
 
@@ -504,34 +512,40 @@ class ChatApp:
             await self._event_seen.wait()
 
 
-def render_turn_error(code: str, error: str, driver: str) -> RenderableType:
-    """A failed turn, said for humans: which driver, what broke, what to do."""
+def render_turn_error(code: str, error: str, driver: str) -> RenderableType | None:
+    """A turn the driver failed, said for humans: which driver, what broke (with the stderr
+    tail the host attached), what to do. None for other failures: the failed row already
+    shows its error."""
     driver = driver or "the driver"
     if code == "driver_unavailable":
         body = Text.assemble(
             (f"{driver} is unavailable", "bold"),
-            f": {error}\n" if error else "\n",
-            ("Install it (e.g. `pip install hostd-", "dim"),
-            (driver.replace("_", "-"), "dim"),
-            ("`), or pick another driver: `hostd drivers` lists them.", "dim"),
+            "\n",
+            (error or "(no details)", ""),
+            (
+                "\nFix what it says (install the driver or the CLI it needs, set its API key), "
+                "or pick another driver: `hostd drivers` lists them.",
+                "dim",
+            ),
         )
         return Panel(body, title="driver unavailable", title_align="left", border_style="red")
-    if code in ("driver_crashed", "driver_timeout", "driver_protocol_error"):
-        what = {
-            "driver_crashed": "crashed",
-            "driver_timeout": "stopped answering",
-            "driver_protocol_error": "sent something that is not the protocol",
-        }[code]
+    if code in _DRIVER_FAILURES:
         body = Text.assemble(
-            (f"{driver} {what}", "bold"),
+            (f"{driver} {_DRIVER_FAILURES[code]}", "bold"),
             "\n",
             (error or "(no details)", ""),
             ("\nThe next message restarts it and resumes the session.", "dim"),
         )
         return Panel(body, title="driver failed", title_align="left", border_style="red")
-    return Text(
-        f"✗ the answer failed: {error or code}" + (f" [{code}]" if code else ""), style="red"
-    )
+    return None
+
+
+_DRIVER_FAILURES = {
+    "driver_crashed": "crashed",
+    "driver_timeout": "stopped answering",
+    "driver_protocol_error": "broke the protocol",
+    "driver_error": "failed",
+}
 
 
 # --- the command ----------------------------------------------------------------------------

@@ -176,7 +176,9 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
     parts: list[RenderableType] = [head]
     parts.extend(_render_parts(row, live=live))
     if row.error:
-        parts.append(Text(f"✗ {row.error}", style="red"))
+        # The first line only: a driver failure's details (stderr tail) get their own panel.
+        first = row.error.strip().splitlines()[0] if row.error.strip() else row.error
+        parts.append(Text(f"✗ {first}", style="red"))
     return Group(*parts)
 
 

@@ -10,10 +10,12 @@ import io
 
 from rich.console import Console, RenderableType
 from rich.live import Live
+from rich.text import Text
 
 from hostd.cli.chat_app import render_turn_error
 from hostd.cli.chat_render import (
     ChatView,
+    Tail,
     close_open_markdown,
     render_chat_live,
     render_row,
@@ -281,9 +283,40 @@ def test_driver_failures_are_said_for_humans() -> None:
 │ scripted exited with code 3; stderr: boom                    │
 │ The next message restarts it and resumes the session.        │
 ╰──────────────────────────────────────────────────────────────╯""")
-    unavailable = screen(
-        render_turn_error("driver_unavailable", "claude CLI not found", "claude_code")
-    )
-    assert "claude_code is unavailable: claude CLI not found" in unavailable
-    assert "pip install hostd-claude-code" in unavailable
+    panel = render_turn_error("driver_unavailable", "claude CLI not found", "claude_code")
+    assert panel is not None
+    unavailable = screen(panel)
+    assert unavailable == clean("""
+╭─ driver unavailable ─────────────────────────────────────────╮
+│ claude_code is unavailable                                   │
+│ claude CLI not found                                         │
+│ Fix what it says (install the driver or the CLI it needs,    │
+│ set its API key), or pick another driver: `hostd drivers`    │
+│ lists them.                                                  │
+╰──────────────────────────────────────────────────────────────╯""")
+    assert render_turn_error("driver_turn_error", "vendor said no", "scripted") is None
     assert "hostd drivers" in unavailable
+
+
+def test_tail_keeps_the_last_lines_of_a_long_answer() -> None:
+    body = Text("\n".join(f"line {i}" for i in range(10)))
+    assert screen(Tail(body, 4)) == clean("""
+… 7 lines above
+line 7
+line 8
+line 9""")
+    assert screen(Tail(body, 20)).splitlines()[0] == "line 0"
+
+
+def test_failed_row_shows_the_first_line_of_a_long_error() -> None:
+    failed = MessageRow(
+        id="a2",
+        topic_id="t1",
+        role="assistant",
+        status="error",
+        position=3,
+        error="driver 'x' exited with code 3\n--- driver stderr (tail) ---\nboom",
+    )
+    assert screen(render_row(failed, label="A2")) == clean("""
+A2  assistant  (failed)
+✗ driver 'x' exited with code 3""")
