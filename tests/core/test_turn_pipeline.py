@@ -260,7 +260,9 @@ async def test_stop_through_the_registered_interrupt(h: Harness) -> None:
     assert h.interrupts.interrupt("T1") is False  # unregistered on the way out
 
 
-async def test_cancellation_is_a_stop_written_before_it_propagates(h: Harness) -> None:
+async def test_cancellation_is_a_stop_written_before_it_propagates(
+    h: Harness, autojump_clock: trio.testing.MockClock
+) -> None:
     h.driver.script["d1"] = [hang]
     with trio.move_on_after(1) as scope:
         await h.run()
@@ -818,7 +820,9 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def test_cancellation_inside_a_driver_nursery_is_still_a_stop(h: Harness) -> None:
+async def test_cancellation_inside_a_driver_nursery_is_still_a_stop(
+    h: Harness, autojump_clock: trio.testing.MockClock
+) -> None:
     async def nursery_hang(call: DriverCall) -> DriverResult:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.sleep_forever)
