@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -41,16 +42,25 @@ from hostd.cli.chat_input import (
     raw_terminal,
     read_chunks,
 )
-from hostd.cli.chat_render import render_chat_live, render_row, roll_labels, total_usage
+from hostd.cli.chat_render import (
+    render_chat_live,
+    render_row,
+    roll_labels,
+    row_text,
+    total_usage,
+)
 from hostd.cli.chat_state import ChatState
 from hostd.client import Client, DaemonNotRunning, Subscription, open_client, start_daemon
 from hostd.paths import Paths
+from hostd.transcript import Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalResolved,
+    MessageRow,
     NoticeEvent,
     Rolled,
+    RowOpened,
     Snapshot,
     TopicDeleted,
     TopicInfo,
@@ -159,19 +169,22 @@ class ChatApp:
         self._driver = ""
         self._model = ""
         self._send_actions, self._recv_actions = trio.open_memory_channel[Command](256)
-        self._input_done = False
+        #: Whether the running turn's driver takes steers (from `TurnStarted`).
+        self._can_steer = False
+        #: Rows this window sent that the host queued (not steered), whatever order the
+        #: reply and the row's event arrive in.
+        self._queued_here: set[str] = set()
 
     # --- reading the transcript -----------------------------------------------------------
 
     @property
-    def transcript(self) -> Any:
-        return self.sub.transcript
+    def transcript(self) -> Transcript:
+        transcript: Transcript = self.sub.transcript
+        return transcript
 
     def topic(self) -> TopicInfo:
         topic: TopicInfo = self.transcript.topic
         if (self._driver and not topic.driver) or (self._model and not topic.model):
-            import msgspec
-
             topic = msgspec.structs.replace(
                 topic, driver=topic.driver or self._driver, model=topic.model or self._model
             )
@@ -320,6 +333,14 @@ class ChatApp:
         if isinstance(item, TurnStarted):
             self._driver = item.driver or self._driver
             self._model = item.model or self._model
+            self._can_steer = item.capabilities.inject_steering
+        elif isinstance(item, RowOpened):
+            active = self.transcript.active_turn_id
+            mine_queued = item.row.id in self._queued_here
+            if item.row.status == "queued" and active and self._can_steer and not mine_queued:
+                # Sent while answering to a driver that steers: a steer (this window's own
+                # sends are corrected by their reply, other windows' are a fair guess).
+                self.state.steers[item.row.id] = active
         elif isinstance(item, Rolled):
             labels = roll_labels(self.transcript.rows())
             a1 = labels.get(item.closed_row_id, "A")
@@ -424,14 +445,12 @@ class ChatApp:
         if cmd.name == "edit":
             row = self._unsent_row(cmd.arg)
             if row is not None:
-                from hostd.cli.chat_render import row_text
-
                 self.editor.set(row_text(row))
                 await self._send_actions.send(Command("discard-quiet", row.id))
             return
         await self._send_actions.send(cmd)
 
-    def _unsent_row(self, arg: str) -> Any:
+    def _unsent_row(self, arg: str) -> MessageRow | None:
         unsent = ChatState.unsent(self.transcript.rows())
         try:
             n = int(arg)
@@ -462,8 +481,11 @@ class ChatApp:
             result = await c.send(tid, cmd.arg, "auto")
             if result.disposition == "steered":
                 self.state.steers[result.row_id] = active
-            elif result.disposition == "queued" and active:
-                self.note_text("queued: it runs when this answer ends (the driver cannot steer)")
+            elif result.disposition == "queued":
+                self._queued_here.add(result.row_id)
+                self.state.steers.pop(result.row_id, None)
+                if active:
+                    self.note_text("queued: it runs when this answer ends (no steering now)")
             self.redraw()
         elif cmd.name == "stop":
             if not self.transcript.active_turn_id:
@@ -552,8 +574,6 @@ _DRIVER_FAILURES = {
 
 
 def _parse_options(items: list[str]) -> dict[str, Any]:
-    import msgspec
-
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
