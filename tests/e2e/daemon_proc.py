@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import trio
 
@@ -30,10 +31,18 @@ class DaemonProcess:
         return await self.proc.wait()
 
 
+def _open_log(home: Path) -> BinaryIO:
+    return open(home / "daemon-stderr.log", "ab")
+
+
+def exists(path: object) -> bool:
+    return os.path.lexists(path)  # type: ignore[arg-type]
+
+
 async def start(home: Path, *extra: str) -> DaemonProcess:
     """Start the daemon and return once it serves (its readiness pipe says so)."""
     read_fd, write_fd = os.pipe()
-    log = open(home / "daemon-stderr.log", "ab")  # noqa: SIM115 - closed below
+    log = _open_log(home)
     try:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "hostd", "--home", str(home), "serve",

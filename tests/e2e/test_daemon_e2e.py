@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -51,7 +50,7 @@ async def test_two_windows_real_driver(home: Path) -> None:
                 assert text_of(stored[-1].parts).endswith("done.")
         finally:
             assert await d.terminate() == 0
-        assert not os.path.lexists(Paths.under(home).socket_path)
+        assert not daemon_proc.exists(Paths.under(home).socket_path)
 
 
 async def test_kill9_mid_answer_then_restart(home: Path) -> None:
@@ -72,7 +71,7 @@ async def test_kill9_mid_answer_then_restart(home: Path) -> None:
                             break
             await d.kill9()
         # What a SIGKILLed daemon leaves behind: a socket nobody listens on.
-        assert os.path.lexists(paths.socket_path)
+        assert daemon_proc.exists(paths.socket_path)
 
         d2 = await daemon_proc.start(home)
         try:
@@ -152,4 +151,4 @@ async def test_cli_round_trip(home: Path) -> None:
             assert tid[:10] in await hostd("topics")
         finally:
             assert "hostd stopped" in await hostd("stop")
-        assert not os.path.lexists(Paths.under(home).socket_path)
+        assert not daemon_proc.exists(Paths.under(home).socket_path)
