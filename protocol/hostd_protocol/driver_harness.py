@@ -235,7 +235,12 @@ class _Harness:
                 try:
                     await out.send_all(b"".join(batch))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return  # the host is gone; the reader sees EOF and ends the process
+                    # The host is gone; the reader sees EOF and ends the process. Keep
+                    # draining meanwhile: an emit into a closed channel would fail the turn
+                    # and its final TurnEnd, and the exit would wait for that turn.
+                    async for _ in self._recv_events:
+                        pass
+                    return
 
     async def run(self, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> int:
         async with trio.open_nursery() as nursery:
@@ -383,15 +388,22 @@ class _Harness:
             error_code = DriverError.code
         finally:
             with trio.CancelScope(shield=True):
-                turn._deny_all("the turn ended")
-                undelivered = turn._drain_undelivered()
-                if undelivered:
-                    await self.emit(SteerUndelivered(turn_id=turn.turn_id, steer_ids=undelivered))
-                await self.emit(
-                    TurnEnd(turn_id=turn.turn_id, status=status, error=error, error_code=error_code)
-                )
-                self.turn = None
-                self.turn_done.set()
+                try:
+                    turn._deny_all("the turn ended")
+                    undelivered = turn._drain_undelivered()
+                    if undelivered:
+                        await self.emit(
+                            SteerUndelivered(turn_id=turn.turn_id, steer_ids=undelivered)
+                        )
+                    await self.emit(
+                        TurnEnd(
+                            turn_id=turn.turn_id, status=status, error=error, error_code=error_code
+                        )
+                    )
+                finally:
+                    # Even if the host is gone: the process exit waits for this.
+                    self.turn = None
+                    self.turn_done.set()
 
     def _cancel_turn(self) -> None:
         if self.turn is not None:
