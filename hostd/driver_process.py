@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
@@ -52,6 +53,8 @@ from hostd_protocol.errors import (
     DriverProtocolError,
     DriverTimeout,
     DriverUnavailable,
+    FrameTooLarge,
+    InvalidArgument,
     InvalidMessage,
     ProtocolError,
 )
@@ -257,6 +260,7 @@ class DriverSession:
         self._stdout_eof = trio.Event()
         self._stderr_eof = trio.Event()
         self._turn_waiters: dict[str, trio.Event] = {}
+        self._init_frame = b""
 
     # --- public -------------------------------------------------------------------------------
 
@@ -280,7 +284,15 @@ class DriverSession:
             self.active_turn = cmd.turn_id
             if self.on_turn_start is not None:
                 self.on_turn_start(self)
-        frame = self._out_codec.encode_frame(cmd)
+        try:
+            frame = self._out_codec.encode_frame(cmd)
+        except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
+            # Our side cannot put it on the wire (e.g. a message over the frame limit): the
+            # caller fails the turn with this, the session itself is fine.
+            raise DriverProtocolError(
+                f"cannot send {type(cmd).__name__} to driver {self.driver!r}: {exc}",
+                driver=self.driver,
+            ) from None
         try:
             async with self._send_lock:
                 await self._proc.stdin.send_all(frame)
@@ -371,6 +383,13 @@ class DriverSession:
         self, *, task_status: trio.TaskStatus[DriverSession] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Spawn, handshake, then read until the process ends. See the module docstring."""
+        try:
+            self._init_frame = self._out_codec.encode_frame(self._init)
+        except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
+            raise InvalidArgument(
+                f"cannot start driver {self.driver!r}: its options do not encode: {exc}",
+                details={"driver": self.driver},
+            ) from None
         await self._spawn()
         started = False
         try:
@@ -439,7 +458,7 @@ class DriverSession:
         try:
             with trio.fail_after(timeout):
                 try:
-                    await proc.stdin.send_all(self._out_codec.encode_frame(self._init))
+                    await proc.stdin.send_all(self._init_frame)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     pass  # it died at once: reading stdout will say so, with its exit code
                 while True:

@@ -41,7 +41,13 @@ from hostd.warm_pool import IdleTimers, WarmPool
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.driver_messages import Init, Prewarm
 from hostd_protocol.driver_spec import DriverSpec
-from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
+from hostd_protocol.errors import (
+    DriverCrashed,
+    DriverError,
+    HostdError,
+    InvalidArgument,
+    TopicClosed,
+)
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
@@ -79,17 +85,26 @@ class SessionOptions:
         return digest[:16]
 
     def key(self) -> str:
-        """The warm-pool key: driver, model, working dir, prompt, options, secrets' fingerprint."""
-        body = _KEY_ENCODER.encode(
-            {
-                "driver": self.driver,
-                "model": self.model,
-                "working_dir": self.working_dir,
-                "system_prompt": self.system_prompt,
-                "options": dict(self.options),
-                "secrets": self.secrets_fingerprint(),
-            }
-        )
+        """The warm-pool key: driver, model, working dir, prompt, options, secrets' fingerprint.
+
+        Raises `InvalidArgument` when the options are not plain data (they must go into
+        `Init` on the wire anyway).
+        """
+        try:
+            body = _KEY_ENCODER.encode(
+                {
+                    "driver": self.driver,
+                    "model": self.model,
+                    "working_dir": self.working_dir,
+                    "system_prompt": self.system_prompt,
+                    "options": dict(self.options),
+                    "secrets": self.secrets_fingerprint(),
+                }
+            )
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise InvalidArgument(
+                f"options of driver {self.driver!r} are not plain data: {exc}"
+            ) from None
         return f"{self.driver}:{hashlib.sha256(body).hexdigest()[:24]}"
 
 

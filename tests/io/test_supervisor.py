@@ -41,6 +41,7 @@ from hostd_protocol.errors import (
     DriverProtocolError,
     DriverTimeout,
     DriverUnavailable,
+    InvalidArgument,
     TopicClosed,
 )
 from hostd_scripted.spec import SPEC
@@ -221,13 +222,14 @@ async def test_driver_that_cannot_import_reports_its_stderr(
 async def test_handshake_timeout_kills_and_reports(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
-    async with serving(tmp_path, base_env, handshake_timeout=0.5) as sup:
+    # Long enough for the interpreter to reach `init` and say so even on a loaded machine.
+    async with serving(tmp_path, base_env, handshake_timeout=2.5) as sup:
         start = trio.current_time()
         with pytest.raises(DriverTimeout) as info:
             await sup.open("t", opts(hang_at_handshake=True))
-        assert trio.current_time() - start < 3
+        assert trio.current_time() - start < 2.5 + 2
         err = info.value
-        assert err.message == "driver 'scripted' did not complete the handshake within 0.5s"
+        assert err.message == "driver 'scripted' did not complete the handshake within 2.5s"
         assert err.exit_code == -signal.SIGKILL
         assert "hanging at the handshake" in err.stderr_tail
         assert sup.statistics().sessions == 0
@@ -614,3 +616,27 @@ async def test_cancelling_serve_kills_and_reaps_everything(
             nursery.cancel_scope.cancel()
     assert all(s.ended.is_set() for s in sessions)
     assert not child_pids() & {s.pid for s in sessions}
+
+
+# --- commands that cannot go on the wire -------------------------------------------------------
+
+
+async def test_options_that_do_not_encode_are_refused_before_spawning(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        with pytest.raises(InvalidArgument, match=r"^options of driver 'scripted' are not plain"):
+            await sup.open("t", opts(bad=object()))
+        assert sup.statistics().spawned == 0
+
+
+async def test_a_command_over_the_frame_limit_fails_alone(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, max_frame_size=4096) as sup:
+        session = await sup.open("t", opts())
+        with pytest.raises(DriverProtocolError, match=r"^cannot send Send to driver 'scripted': "):
+            await session.send(Send(turn_id="big", text="x" * 10_000))
+        assert session.alive
+        result = await turn(session, "small", "hi")
+        assert result.end is not None and result.end.status == "success"
