@@ -305,7 +305,12 @@ class Demo:
         async with run_daemon(self.home, "daemon2.out") as daemon2:
             self.result.daemon_pids.append(daemon2.process.pid)
             await self._stored(daemon2, topic_id)
-        self.say("6.", "daemon stopped; nothing left running")
+            self.say(
+                "6.",
+                f"daemon restarted (pid {daemon2.process.pid}) on the same home: "
+                "the history was read back from disk",
+            )
+        self.say("7.", "daemon stopped; nothing left running")
         return self.result
 
     async def _two_windows(self, daemon: DemoDaemon) -> str:
