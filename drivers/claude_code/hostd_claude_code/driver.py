@@ -104,8 +104,11 @@ class ClaudeCodeDriver(DriverBase):
         self._paths: CliPaths | None = None
         #: The session this driver continues (stored token, or the id it chose / was told).
         self._session_id: str | None = None
-        #: Whether `_session_id` has a transcript the CLI can resume.
+        #: Whether `_session_id` may have a transcript the CLI can resume (a prompt was sent).
         self._resumable = False
+        #: Whether losing `_session_id` loses conversation the user has seen (it was stored by
+        #: the host, or a turn of it completed): only then is a failed resume a `Notice`.
+        self._has_history = False
         #: The session id last reported to the host as a `ResumeToken`.
         self._announced: str | None = None
         self._client: ClaudeSDKClient | None = None
@@ -132,6 +135,7 @@ class ClaudeCodeDriver(DriverBase):
         if init.resume_token:
             self._session_id = init.resume_token
             self._resumable = True
+            self._has_history = True
         if unknown:
             msg = f"ignored unknown claude-code options: {', '.join(unknown)}"
             print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
@@ -166,18 +170,25 @@ class ClaudeCodeDriver(DriverBase):
                     return await self._connect(resume=self._session_id)
                 except _ResumeMissing as exc:
                     lost = self._session_id
-                    self._deferred.append(
-                        Notice(
-                            code="resume_failed",
-                            message=(
-                                f"Could not resume the Claude Code session {lost}: {exc}. "
-                                "Started a new session; the model does not remember the "
-                                "earlier conversation."
-                            ),
+                    if self._has_history:
+                        self._deferred.append(
+                            Notice(
+                                code="resume_failed",
+                                message=(
+                                    f"Could not resume the Claude Code session {lost}: {exc}. "
+                                    "Started a new session; the model does not remember the "
+                                    "earlier conversation."
+                                ),
+                            )
                         )
-                    )
+                    else:
+                        # A first turn cut before the CLI wrote anything: nothing was lost.
+                        self._deferred.append(
+                            Log(level="info", message=f"session {lost} had no transcript yet")
+                        )
                     self._session_id = None
                     self._resumable = False
+                    self._has_history = False
             if self._session_id is None:
                 self._session_id = str(uuid.uuid4())
             return await self._connect(session_id=self._session_id)
@@ -367,7 +378,7 @@ class ClaudeCodeDriver(DriverBase):
                         self._session_id = translator.session_id
             result = translator.result
             assert result is not None
-            self._resumable = True
+            self._has_history = True
             if result.total_cost_usd is not None:
                 self._cost_base = float(result.total_cost_usd)
             if not result.is_error:
@@ -397,6 +408,9 @@ class ClaudeCodeDriver(DriverBase):
         from claude_agent_sdk import CLIConnectionError
 
         self._query_sent = True
+        # From here the CLI may write a transcript for the session id: a later connect must
+        # resume it (a preset `session_id` that already exists is refused).
+        self._resumable = True
         try:
             await client.query(turn.send.text)
         except CLIConnectionError:
