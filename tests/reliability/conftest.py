@@ -1,15 +1,28 @@
 """Fixtures of the reliability suite: a short HOSTD_HOME per test (AF_UNIX paths are short),
-and the seed every randomised attack uses (`HOSTD_STRESS_SEED`, printed on failure)."""
+the seed every randomised attack uses (`HOSTD_STRESS_SEED`, printed on failure), and an
+in-process daemon with the real supervisor and real scripted driver processes (for attacks
+that need short timeouts)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+
+from hostd.client import Client
+from hostd.daemon import Daemon, DaemonConfig, serve_daemon
+from hostd.driver_registry import DriverRegistry
+from hostd.paths import Paths
+from hostd_protocol.client_messages import MessageRow, Snapshot, TopicEvent, TurnEnded
+from hostd_protocol.common import SendIntent
+from hostd_scripted.spec import SPEC as SCRIPTED
 
 
 @pytest.fixture
@@ -22,5 +35,85 @@ def home() -> Iterator[Path]:
 
 
 @pytest.fixture
+def paths(home: Path) -> Paths:
+    return Paths.under(home)
+
+
+@pytest.fixture
 def seed() -> int:
     return int(os.environ.get("HOSTD_STRESS_SEED", "9"))
+
+
+@dataclass
+class InProcess:
+    paths: Paths
+    daemon: Daemon
+    done: trio.Event
+
+    async def stop(self) -> None:
+        self.daemon.request_shutdown()
+        with trio.fail_after(20):
+            await self.done.wait()
+
+
+async def start_in_process(
+    nursery: trio.Nursery, paths: Paths, *, handshake_timeout: float = 2.0, **sup_kw: Any
+) -> InProcess:
+    """`serve_daemon` in this process (real socket, store, supervisor and scripted driver
+    processes), with a handshake timeout short enough for tests."""
+    from hostd.supervisor import Supervisor
+
+    done = trio.Event()
+
+    async def run(task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await serve_daemon(
+                paths,
+                config=DaemonConfig(default_driver="scripted"),
+                registry=DriverRegistry.from_specs(SCRIPTED),
+                supervisor_factory=lambda r: Supervisor(
+                    r, handshake_timeout=handshake_timeout, **sup_kw
+                ),
+                task_status=task_status,
+            )
+        finally:
+            done.set()
+
+    with trio.fail_after(20):
+        daemon = await nursery.start(run)
+    return InProcess(paths, daemon, done)
+
+
+@dataclass
+class TurnOutcome:
+    end: TurnEnded
+    rows: list[MessageRow]
+    #: (arrival time, event) of every event after the attach snapshot.
+    events: list[tuple[float, TopicEvent]]
+    #: From the send to the turn's end.
+    seconds: float
+
+
+async def run_turn(
+    client: Client,
+    topic_id: str,
+    text: str,
+    intent: SendIntent = "auto",
+    on_event: Callable[[TopicEvent], Awaitable[None]] | None = None,
+) -> TurnOutcome:
+    """Send `text` and follow the topic until that message's turn ends."""
+    events: list[tuple[float, TopicEvent]] = []
+    async with client.attach(topic_id, max_rows=10_000) as sub:
+        start = trio.current_time()
+        result = await client.send(topic_id, text, intent)
+        async for item in sub:
+            if isinstance(item, Snapshot):
+                continue
+            events.append((trio.current_time(), item))
+            if on_event is not None:
+                await on_event(item)
+            if isinstance(item, TurnEnded) and item.turn_id == result.turn_id:
+                return TurnOutcome(
+                    item, sub.transcript.rows(), events, trio.current_time() - start
+                )
+    raise AssertionError("the subscription ended before the turn did")

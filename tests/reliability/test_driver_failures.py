@@ -1,0 +1,160 @@
+"""Drivers that die or misbehave: each is a clear, bounded failure of its own topic only
+(DESIGN.md invariants 9 and 11). Real driver processes (the scripted driver's failure modes)
+under an in-process daemon with a 2 s handshake timeout and the default 3 s interrupt grace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.paths import Paths
+from hostd.stress.dbcheck import row_text
+from hostd_protocol.client_messages import RowAppended, TopicEvent, TurnEnded
+from tests.reliability.conftest import TurnOutcome, run_turn, start_in_process
+
+pytestmark = pytest.mark.e2e
+
+#: A failing driver must end its turn within this (the 2 s handshake timeout, the 3 s
+#: interrupt grace, plus process start-up on a busy 2-core box).
+FAIL_BOUND = 6.0
+
+
+def _answer(outcome: TurnOutcome) -> str:
+    return row_text(next(r for r in outcome.rows if r.turn_id == outcome.end.turn_id
+                         and r.role == "assistant").parts)
+
+
+async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            first = await run_turn(c, t.id, "/whoami\nhello")
+            assert first.end.status == "success"
+            token = _answer(first).removeprefix("new session ")
+            session = d.daemon.supervisor.session(t.id)
+            assert session is not None and session.resume_token == token
+
+            chunks = 0
+            killed_at = 0.0
+
+            async def kill_after_chunks(ev: TopicEvent) -> None:
+                nonlocal chunks, killed_at
+                if isinstance(ev, RowAppended):
+                    chunks += 1
+                    if chunks == 10:
+                        killed_at = trio.current_time()
+                        os.kill(session.pid, signal.SIGKILL)
+
+            second = await run_turn(
+                c, t.id, "/stderr last words before the kill\n/chunks 400 size=8 rate=100\nq2",
+                on_event=kill_after_chunks,
+            )
+            failed_in = trio.current_time() - killed_at
+            assert second.end.status == "error"
+            assert second.end.error_code == "driver_crashed"
+            assert "was killed by SIGKILL" in second.end.error
+            assert "last words before the kill" in second.end.error  # the stderr tail
+            assert failed_in < FAIL_BOUND
+            partial = _answer(second)
+            assert 10 * 8 <= len(partial) < 400 * 8  # the partial answer is kept
+
+            third = await run_turn(c, t.id, "/whoami\nagain")
+            assert third.end.status == "success"
+            assert _answer(third) == f"resumed {token}"  # the stored resume token was passed
+        await d.stop()
+
+
+async def test_misbehaving_drivers_fail_their_topic_only(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    bad = {
+        "garbage": ("/text before\n/garbage\nq", {}),
+        "oversized": ("/text before\n/oversized\nq", {}),
+        "no-handshake": ("q", {"hang_at_handshake": True}),
+        "crash-at-handshake": ("q", {"crash_at_handshake": True}),
+        "garbage-at-handshake": ("q", {"garbage_at_handshake": True}),
+    }
+    expect = {
+        "garbage": ("driver_protocol_error", "wrote a bad frame"),
+        "oversized": ("driver_protocol_error", "wrote a bad frame"),
+        "no-handshake": ("driver_timeout", "did not complete the handshake within 2s"),
+        "crash-at-handshake": ("driver_crashed", "exited during the handshake"),
+        "garbage-at-handshake": ("driver_protocol_error", "bad frame during the handshake"),
+    }
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths)
+        outcomes: dict[str, TurnOutcome] = {}
+        async with open_client(paths) as c:
+            good = await c.create_topic(driver="scripted", title="good")
+            topics = {
+                name: await c.create_topic(driver="scripted", title=name, options=opts)
+                for name, (_, opts) in bad.items()
+            }
+
+            async def one(name: str, topic_id: str, text: str) -> None:
+                outcomes[name] = await run_turn(c, topic_id, text)
+
+            async with trio.open_nursery() as n:
+                # 4 s of steady streaming while the others fail.
+                n.start_soon(one, "good", good.id, "/chunks 400 size=8 rate=100\ngood")
+                for name, (text, _) in bad.items():
+                    n.start_soon(one, name, topics[name].id, text)
+
+            ok = outcomes["good"]
+            assert ok.end.status == "success"
+            assert len(_answer(ok)) == 400 * 8
+            arrivals = [t for t, ev in ok.events if isinstance(ev, RowAppended)]
+            gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+            assert max(gaps) < 1.0, "the good topic stalled while the others failed"
+            for name, (code, words) in expect.items():
+                end = outcomes[name].end
+                assert (end.status, end.error_code) == ("error", code), (name, end)
+                assert words in end.error, (name, end.error)
+                assert outcomes[name].seconds < FAIL_BOUND, (name, outcomes[name].seconds)
+
+            # Each failed topic works again with a well-behaved turn (a new driver process).
+            again = await run_turn(c, topics["garbage"].id, "/text fine now\nq")
+            assert again.end.status == "success"
+            assert (await c.status()).pid == os.getpid()
+        await d.stop()
+
+
+async def test_stray_late_and_hanging_drivers(nursery: trio.Nursery, paths: Paths) -> None:
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            # Events for a turn that does not exist, and after the turn ended: ignored.
+            stray = await run_turn(c, t.id, "/stray\n/text real\n/late\nq")
+            assert stray.end.status == "success"
+            assert _answer(stray) == "real"
+            after = await run_turn(c, t.id, "/text next\nq")
+            assert _answer(after) == "next"
+            assert "late" not in _answer(after) and "stray" not in _answer(after)
+
+            # A driver that ignores the interrupt is killed after the grace: the turn ends
+            # `stopped` within the bound, and the next turn gets a new driver.
+            async with c.attach(t.id) as sub:
+                sent = await c.send(t.id, "/text about to hang\n/hang\nq")
+                async for ev in sub:
+                    if isinstance(ev, RowAppended):
+                        break
+                stop_at = trio.current_time()
+                await c.stop(t.id)
+                end = None
+                async for ev in sub:
+                    if isinstance(ev, TurnEnded) and ev.turn_id == sent.turn_id:
+                        end = ev
+                        break
+                assert trio.current_time() - stop_at < FAIL_BOUND
+                assert end is not None and end.status == "stopped"
+            assert (await run_turn(c, t.id, "/text alive\nq")).end.status == "success"
+        await d.stop()
