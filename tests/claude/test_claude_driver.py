@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
@@ -55,6 +55,7 @@ from tests.fakes.anthropic_api import (
     has_tool_result,
     overloaded,
     text,
+    thinking,
     tool_use,
     user_says,
     user_text_contains,
@@ -79,6 +80,7 @@ RULES = [
     Rule(user_says("run echo"), tool_use("Bash", {"command": "echo hi"})),
     Rule(_follow_up("run echo"), text("Echoed.")),
     Rule(user_says("busy"), overloaded()),
+    Rule(user_says("think first"), thinking("Let me think.", "Thought about it.")),
     Rule(user_says("big"), text("Big answer.", input_tokens=90_000)),
     Rule(has_tool_result, text("Done.")),
 ]
@@ -160,6 +162,19 @@ async def test_text_turn(shared: DriverProcess, workdir: Path) -> None:
     assert usage[0].usage.output_tokens > 0 and usage[0].usage.cost_usd > 0
     # Every chunk comes before the usage and the end.
     assert kinds(events)[-2:] == ["usage", "turn-end"]
+
+
+async def test_thinking_turn(shared: DriverProcess, workdir: Path) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            events = await peer.turn("think-1", "think first")
+    got = chunks(events)
+    thoughts = [c.text for c in got if isinstance(c, ThinkingDelta)]
+    assert "".join(thoughts) == "Let me think."
+    # Thinking first, then the answer.
+    assert isinstance(got[0], ThinkingDelta) and isinstance(got[-1], TextDelta)
+    assert text_of(events) == "Thought about it."
+    assert end_of(events).status == "success"
 
 
 async def test_tool_turn(shared: DriverProcess, workdir: Path) -> None:
