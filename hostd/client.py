@@ -149,6 +149,8 @@ class Subscription:
         self._client = client
         self.topic_id = topic_id
         self.max_rows = max_rows
+        #: The snapshot taken at attach; `snapshot` is the latest (a resync takes a new one).
+        self.first: Snapshot | None = None
         self.snapshot: Snapshot | None = None
         self.transcript: Any = None
         self.seq = 0
@@ -163,6 +165,8 @@ class Subscription:
     def _reset(self, snapshot: Snapshot) -> None:
         from hostd.transcript import Transcript
 
+        if self.first is None:
+            self.first = snapshot
         self.snapshot = snapshot
         self.transcript = Transcript(snapshot)
         self.seq = snapshot.seq

@@ -211,7 +211,9 @@ class Connection:
 
     def push_event(self, stream: TopicStream, frame: bytes) -> None:
         """A topic event frame, already encoded in this connection's encoding."""
-        if self._event_bytes + len(frame) > self.max_queue_bytes:
+        # An event bigger than the whole budget still goes out on an empty queue: the limit
+        # bounds how far a window lags, not how big one event may be.
+        if self._event_bytes and self._event_bytes + len(frame) > self.max_queue_bytes:
             self._fell_behind()
             return
         self._enqueue(frame, is_event=True)

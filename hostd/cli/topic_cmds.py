@@ -94,6 +94,9 @@ def cmd_send(args: argparse.Namespace) -> int:
                 printer.show(item)
                 if isinstance(item, TurnEnded) and item.turn_id == (result.turn_id or item.turn_id):
                     break
+                # A resync's fresh snapshot may already be past the turn's end.
+                if isinstance(item, Snapshot) and item is not sub.first and not item.active_turn_id:
+                    break
             return result
 
     result = run_client(args, go)
@@ -125,6 +128,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
             async for item in sub:
                 printer.show(item)
                 if isinstance(item, TurnEnded | TopicDeleted):
+                    break
+                if isinstance(item, Snapshot) and item is not sub.first and not item.active_turn_id:
                     break
         return 0
 
