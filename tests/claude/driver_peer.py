@@ -177,13 +177,14 @@ class Peer:
         text: str,
         *,
         on_event: Callable[[Any], Any] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> list[Any]:
         """Send one turn and receive its events up to its TurnEnd.
 
         `on_event(event)` is awaited (if it returns an awaitable) for each event, so a test
         can react mid-turn (steer, interrupt, answer an approval).
         """
-        await self.send(Send(turn_id=turn_id, text=text))
+        await self.send(Send(turn_id=turn_id, text=text, options=options or {}))
         got: list[Any] = []
         while True:
             event = await self.recv()

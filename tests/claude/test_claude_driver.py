@@ -190,6 +190,26 @@ async def test_tool_turn(shared: DriverProcess, workdir: Path) -> None:
     assert end_of(events).status == "success"
 
 
+async def test_per_send_model_override(
+    shared: DriverProcess, workdir: Path, api: FakeAnthropicAPI
+) -> None:
+    with trio.fail_after(TURN_TIMEOUT):
+        async with attached(shared, workdir) as peer:
+            first = await peer.turn("model-1", "hello", options={"model": "claude-sonnet-4-5"})
+            overridden = api.message_requests[-1].model
+            second = await peer.turn("model-2", "hello")
+            default = api.message_requests[-1].model
+            bad = await peer.turn("model-3", "hello", options={"permission_mode": "yolo"})
+    assert end_of(first).status == end_of(second).status == "success"
+    assert overridden == "claude-sonnet-4-5" and default != overridden
+    assert end_of(bad) == TurnEnd(
+        turn_id="model-3",
+        status="error",
+        error="invalid claude-code send option: permission_mode='yolo'",
+        error_code="invalid_argument",
+    )
+
+
 # --- steering -----------------------------------------------------------------------------------
 
 

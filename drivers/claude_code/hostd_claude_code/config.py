@@ -20,13 +20,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 from hostd_protocol.errors import InvalidArgument
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
+PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
 
 #: The CLI creates Unix sockets under CLAUDE_CODE_TMPDIR; `sun_path` holds 108 bytes, and the
 #: CLI appends its own names, so a longer temp dir moves to a private dir under /tmp.

@@ -34,6 +34,7 @@ import trio
 
 from hostd_claude_code import __version__
 from hostd_claude_code.config import (
+    PERMISSION_MODES,
     ClaudeCodeOptions,
     CliPaths,
     cli_env,
@@ -50,6 +51,7 @@ from hostd_protocol.common import (
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
 from hostd_protocol.driver_messages import Init, Log, Notice, Redirect
+from hostd_protocol.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
@@ -114,6 +116,9 @@ class ClaudeCodeDriver(DriverBase):
         self._client: ClaudeSDKClient | None = None
         self._messages: Any = None  # the client's receive_messages() generator
         self._client_ok = False
+        #: What the running CLI was last told (per-send overrides switch it).
+        self._cli_model: str | None = None
+        self._cli_mode: str = "default"
         #: The CLI process's running cost total at the end of its last turn.
         self._cost_base = 0.0
         self._connect_lock = trio.Lock()
@@ -222,6 +227,9 @@ class ClaudeCodeDriver(DriverBase):
                 stderr_tail=self.stderr_tail(),
             ) from None
         self._client = client
+        assert self._init is not None
+        self._cli_model = self._init.model or None
+        self._cli_mode = self._opts.permission_mode
         self._cost_base = 0.0
         self._messages = client.receive_messages()
         self._client_ok = True
@@ -387,7 +395,7 @@ class ClaudeCodeDriver(DriverBase):
                 return "stopped"
             raise TurnFailed(result_error_message(result), driver=DRIVER_NAME)
         except BaseException:
-            if translator is None or translator.result is None:
+            if self._query_sent and (translator is None or translator.result is None):
                 # Cancelled or failed mid-turn: the client may still hold this turn's
                 # messages, so the next turn gets a fresh CLI (resuming the session).
                 self._client_ok = False
@@ -407,6 +415,7 @@ class ClaudeCodeDriver(DriverBase):
         """Write the prompt; a CLI that died between turns is replaced once."""
         from claude_agent_sdk import CLIConnectionError
 
+        await self._apply_turn_options(client, turn)
         self._query_sent = True
         # From here the CLI may write a transcript for the session id: a later connect must
         # resume it (a preset `session_id` that already exists is refused).
@@ -418,8 +427,30 @@ class ClaudeCodeDriver(DriverBase):
             client = await self._ensure_client()
             for event in self._take_deferred(turn.turn_id):
                 await turn.emit(event)
+            await self._apply_turn_options(client, turn)
             await client.query(turn.send.text)
         return client
+
+    async def _apply_turn_options(self, client: ClaudeSDKClient, turn: TurnContext) -> None:
+        """Per-send overrides (`Send.options`): `model` and `permission_mode` for this turn.
+
+        The CLI keeps what it is told, so a turn without an override switches back to the
+        session's own setting.
+        """
+        assert self._init is not None
+        options = turn.send.options
+        model = options.get("model") or self._init.model or None
+        if not isinstance(model, str | None):
+            raise InvalidArgument(f"invalid claude-code send option: model={model!r}")
+        mode = options.get("permission_mode") or self._opts.permission_mode
+        if mode not in PERMISSION_MODES:
+            raise InvalidArgument(f"invalid claude-code send option: permission_mode={mode!r}")
+        if model != self._cli_model:
+            await client.set_model(model)
+            self._cli_model = model
+        if mode != self._cli_mode:
+            await client.set_permission_mode(mode)
+            self._cli_mode = mode
 
     async def _pump(self, turn: TurnContext, translator: Translator, marker: object) -> None:
         """Read SDK messages until the turn's result."""
