@@ -31,7 +31,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from hostd.runtime_effects import Effect, Emit, SaveTurn, StartTurn, ToDriver
+from hostd.runtime_effects import Effect, Emit, SaveApproval, SaveTurn, StartTurn, ToDriver
 from hostd.topic_runtime import TopicRuntime
 from hostd.transcript import Transcript
 from hostd_protocol.client_messages import (
@@ -162,6 +162,7 @@ class TopicMachine(RuleBasedStateMachine):
         self.turn_records: dict[str, list[SaveTurn]] = {}
         self.approval_ids: list[str] = []
         self.old_turns: list[str] = []
+        self.stored_approvals: dict[str, ApprovalInfo] = {}  # what the store holds
         self.abandoned: set[str] = set()  # turns running when the daemon restarted
         self.uncertain: set[str] = set()  # rows whose delivery a restart cannot know
         self.picked: set[str] = set()  # rows started explicitly (send when idle, send-now)
@@ -211,6 +212,8 @@ class TopicMachine(RuleBasedStateMachine):
                     self.check_roll(ev)
             elif isinstance(eff, SaveTurn):
                 self.turn_records.setdefault(eff.turn_id, []).append(eff)
+            elif isinstance(eff, SaveApproval):
+                self.stored_approvals[eff.approval.id] = eff.approval
             elif isinstance(eff, StartTurn):
                 self.check_queue_order(eff)
             self.driver.obey(eff)
@@ -332,9 +335,8 @@ class TopicMachine(RuleBasedStateMachine):
         op = data.draw(st.sampled_from(["edit_queued", "discard_queued", "send_now"]), label="op")
         # Mostly rows that can take it; sometimes any row, or none.
         unsent = [r for r in sorted(self.accepted) if self._editable(r)]
-        pool = (
-            unsent if unsent and data.draw(st.booleans(), label="valid") else sorted(self.accepted)
-        )
+        valid: bool = data.draw(st.booleans(), label="valid")
+        pool = unsent if unsent and valid else sorted(self.accepted)
         row_id = data.draw(st.sampled_from([*pool, "bogus"]), label="row")
         ok = self._editable(row_id)
         args: tuple[Any, ...] = (f"edited {row_id}",) if op == "edit_queued" else ()
@@ -384,7 +386,9 @@ class TopicMachine(RuleBasedStateMachine):
             assert turn is not None
             self.uncertain |= {s.row_id for s in turn.steers if s.injected}
         self.driver.ended()  # the driver died with the daemon
-        self.rt = self.make_runtime(rows, snap.approvals, snap.seq)
+        # Idempotency keys live in their rows' meta: a discarded row's key is forgotten.
+        self.client_ids = {k: r for k, r in self.client_ids.items() if r not in self.discarded}
+        self.rt = self.make_runtime(rows, list(self.stored_approvals.values()), snap.seq)
         self.windows = [Transcript(self.rt.snapshot())]
         self.events = []
         self.apply(self.rt.resume_queue(self.now))
