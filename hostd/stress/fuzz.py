@@ -1,0 +1,385 @@
+"""Socket fuzzing: random and mutated frames against a live daemon (DESIGN.md invariant 11).
+
+A `Case` is one connection: the byte chunks a hostile or broken client writes (each written
+separately, so frames arrive split), optionally after a valid `hello`. `run_case` plays it,
+then a `ping` (if the connection should still be open), then half-closes and reads until the
+daemon closes. The daemon must:
+
+- answer only with frames that decode as server messages, in the encoding the client picked;
+- answer errors with a known, typed code, never `internal_error` (an unhandled exception);
+- close the connection after a framing error, and after our end of stream, promptly;
+- keep serving everything else (the harness pings it between cases) and leave stored data
+  unchanged (the fuzz frames name only topics, rows and approvals that do not exist, or read
+  existing topics without changing them).
+
+`random_case(rng, ...)` makes cases from a seeded `random.Random` (for `scripts/stress`);
+the hypothesis tests in tests/reliability build cases with strategies instead.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import trio
+
+from hostd.server import DaemonAlreadyRunning
+from hostd_protocol.client_messages import ErrorReply, Pong, Reply, ServerMessage
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.errors import HostdError, ProtocolError, error_classes
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder, detect_encoding
+
+__all__ = [
+    "Case",
+    "CaseResult",
+    "FuzzReport",
+    "KNOWN_CODES",
+    "TEMPLATES",
+    "encode_body",
+    "frame",
+    "hello_body",
+    "random_case",
+    "run_case",
+    "run_fuzz",
+]
+
+Encoding = Literal["msgpack", "json"]
+
+KNOWN_CODES = frozenset(error_classes()) | {DaemonAlreadyRunning.code}
+PING_ID = 4_000_000_001
+#: Errors after which the daemon closes the connection (the stream cannot be trusted, or the
+#: handshake failed); after any other error the connection must keep serving.
+FATAL_CODES = frozenset(
+    {"frame_too_large", "malformed_frame", "truncated_frame", "handshake_error", "version_mismatch"}
+)
+MISSING_TOPIC = "tp-does-not-exist"
+
+#: Requests the fuzzer may send (as dicts, so fields can get wrong types). None of them changes
+#: stored data when its ids name nothing; `create-topic` and `shutdown` are never sent.
+TEMPLATES: tuple[dict[str, Any], ...] = (
+    {"type": "ping", "id": 1},
+    {"type": "status", "id": 2},
+    {"type": "list-topics", "id": 3},
+    {"type": "list-drivers", "id": 4},
+    {"type": "get-usage", "id": 5, "topic_id": MISSING_TOPIC},
+    {"type": "get-topic", "id": 6, "topic_id": MISSING_TOPIC},
+    {"type": "rename-topic", "id": 7, "topic_id": MISSING_TOPIC, "title": "x"},
+    {"type": "delete-topic", "id": 8, "topic_id": MISSING_TOPIC},
+    {"type": "attach", "id": 9, "topic_id": MISSING_TOPIC, "since": 3, "max_rows": 10},
+    {"type": "detach", "id": 10, "topic_id": MISSING_TOPIC},
+    {"type": "send", "id": 11, "topic_id": MISSING_TOPIC, "text": "hi", "intent": "auto"},
+    {"type": "stop", "id": 12, "topic_id": MISSING_TOPIC},
+    {"type": "answer-approval", "id": 13, "topic_id": MISSING_TOPIC, "approval_id": "a",
+     "allow": True},
+    {"type": "edit-queued", "id": 14, "topic_id": MISSING_TOPIC, "row_id": "r", "text": "t"},
+    {"type": "discard-queued", "id": 15, "topic_id": MISSING_TOPIC, "row_id": "r"},
+    {"type": "send-now", "id": 16, "topic_id": MISSING_TOPIC, "row_id": "r"},
+    {"type": "continue", "id": 17, "topic_id": MISSING_TOPIC},
+    {"type": "history", "id": 18, "topic_id": MISSING_TOPIC, "limit": 5},
+    {"type": "prewarm", "id": 19, "topic_id": MISSING_TOPIC},
+    {"type": "no-such-request", "id": 20},
+)
+
+#: Read-only requests on a topic that exists (its id is filled in by the caller).
+EXISTING_TEMPLATES: tuple[dict[str, Any], ...] = (
+    {"type": "get-topic", "id": 30},
+    {"type": "attach", "id": 31, "since": None, "max_rows": 5},
+    {"type": "attach", "id": 32, "since": 0, "max_rows": 5},
+    {"type": "detach", "id": 33},
+    {"type": "history", "id": 34, "before_position": None, "limit": 3},
+    {"type": "get-usage", "id": 35},
+)
+
+#: Values of every wire type, for "valid frame, wrong type" (and odd values of the right one).
+ODD_VALUES: tuple[Any, ...] = (
+    None, True, False, 0, -1, 2**31, 2**63 - 1, -(2**63), 1.5, float("inf"), "", "x" * 300,
+    "\u0000\ud7ff", [], [1, "a"], {}, {"type": "ping"}, {"nested": {"deep": [None]}}, b"\xff\x00",
+)
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def encode_body(msg: dict[str, Any], encoding: Encoding) -> bytes:
+    if encoding == "json":
+        return msgspec.json.encode(msg)
+    return msgspec.msgpack.encode(msg)
+
+
+def hello_body(encoding: Encoding) -> bytes:
+    return encode_body(
+        {"type": "hello", "protocol_version": list(PROTOCOL_VERSION), "client": "fuzz"}, encoding
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    chunks: tuple[bytes, ...]
+    hello: bool = True
+    encoding: Encoding = "msgpack"
+    label: str = ""
+
+
+@dataclass
+class CaseResult:
+    replies: list[Any] = field(default_factory=list)
+    error_codes: list[str] = field(default_factory=list)
+    ping_answered: bool = False
+    closed_by_daemon: bool = False
+    encoding_fallbacks: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _client_stream_encoding(case: Case) -> Encoding:
+    """The encoding the daemon will pick: from the first complete frame body we send."""
+    if case.hello:
+        return case.encoding
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+    for chunk in case.chunks:
+        try:
+            bodies = decoder.feed(chunk)
+        except ProtocolError:
+            return "msgpack"
+        if bodies:
+            return detect_encoding(bodies[0])
+    return "msgpack"
+
+
+def _well_framed(case: Case) -> bool:
+    """Whether the bytes split into whole frames (else the ping is swallowed by a frame)."""
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+    try:
+        for chunk in case.chunks:
+            decoder.feed(chunk)
+        decoder.close()
+    except ProtocolError:
+        return False
+    return True
+
+
+async def run_case(socket_path: Path, case: Case, *, timeout: float = 10.0) -> CaseResult:
+    """Play one case on a new connection; see the module docstring for what is checked."""
+    result = CaseResult()
+    encoding = _client_stream_encoding(case)
+    codec: Codec[Any] = Codec(ServerMessage, encoding, DEFAULT_MAX_FRAME_SIZE)
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+    with trio.fail_after(timeout):
+        stream = await trio.open_unix_socket(str(socket_path))
+        async with stream:
+            async with trio.open_nursery() as nursery:
+                received = trio.Event()
+
+                async def read() -> None:
+                    while True:
+                        try:
+                            data = await stream.receive_some(65536)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            data = b""
+                        if not data:
+                            result.closed_by_daemon = True
+                            received.set()
+                            return
+                        try:
+                            bodies = decoder.feed(data)
+                        except ProtocolError as exc:
+                            result.problems.append(f"daemon sent a bad frame: {exc}")
+                            received.set()
+                            return
+                        for body in bodies:
+                            _check_reply(codec, body, result)
+
+                nursery.start_soon(read)
+                try:
+                    if case.hello:
+                        await stream.send_all(frame(hello_body(case.encoding)))
+                    for chunk in case.chunks:
+                        await stream.send_all(chunk)
+                    if not result.closed_by_daemon:
+                        ping = encode_body({"type": "ping", "id": PING_ID}, encoding)
+                        await stream.send_all(frame(ping))
+                    await stream.send_eof()
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass  # the daemon closed on us (after a framing error): fine
+                await received.wait()
+    if (case.hello and _well_framed(case) and not result.ping_answered
+            and not FATAL_CODES & set(result.error_codes)):
+        result.problems.append("the connection stayed usable but the follow-up ping got no answer")
+    return result
+
+
+_OTHER: dict[Encoding, Encoding] = {"msgpack": "json", "json": "msgpack"}
+
+
+def _check_reply(codec: Codec[Any], body: bytes, result: CaseResult) -> None:
+    try:
+        msg = codec.decode(body)
+    except HostdError as exc:
+        # Known: when a frame error follows complete frames in one read, the decoder drops
+        # those frames, so the daemon never saw the hello that chose JSON and answers in
+        # msgpack (docs/reliability.md). The reply must still be a valid message.
+        other: Codec[Any] = Codec(ServerMessage, _OTHER[codec.encoding], DEFAULT_MAX_FRAME_SIZE)
+        try:
+            msg = other.decode(body)
+        except HostdError:
+            result.problems.append(f"undecodable reply ({exc.code}): {body[:80]!r}")
+            return
+        result.encoding_fallbacks += 1
+    result.replies.append(msg)
+    if isinstance(msg, ErrorReply):
+        result.error_codes.append(msg.code)
+        if msg.code not in KNOWN_CODES:
+            result.problems.append(f"unknown error code {msg.code!r}: {msg.message}")
+        if msg.code == "internal_error":
+            result.problems.append(f"internal error (a daemon bug): {msg.message}")
+    elif isinstance(msg, Reply) and msg.id == PING_ID and isinstance(msg.result, Pong):
+        result.ping_answered = True
+
+
+# --- random cases (seeded; for scripts/stress) ------------------------------------------------
+
+
+def _wrong_type(
+    rng: random.Random, msg: dict[str, Any], keep: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    out = dict(msg)
+    key = rng.choice([*(k for k in out if k not in keep), "extra_field"])
+    current = out.get(key, object())
+    choices = [v for v in ODD_VALUES if type(v) is not type(current)]
+    out[key] = rng.choice(choices)
+    return out
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.randrange(4)
+        if op == 0 and b:
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            b.insert(rng.randint(0, len(b)), rng.randrange(256))
+        elif op == 2 and b:
+            del b[rng.randrange(len(b))]
+        elif b:
+            i = rng.randrange(len(b))
+            b[i] = rng.choice((0x00, 0xFF, 0x7F, 0x80, 0xC1, 0xDF, ord("{")))
+    return bytes(b)
+
+
+def random_case(
+    rng: random.Random, existing_topics: Sequence[str] = (), max_frame: int = DEFAULT_MAX_FRAME_SIZE
+) -> Case:
+    """One hostile connection, drawn from the seeded `rng`."""
+    encoding: Encoding = rng.choice(("msgpack", "msgpack", "json"))
+    hello = rng.random() < 0.85
+    kind = rng.choice(("valid", "wrong-type", "mutated", "random", "oversized", "truncated",
+                       "before-hello", "second-hello", "bad-version", "existing", "many"))
+    template = dict(rng.choice(TEMPLATES))
+    if kind == "existing" and existing_topics:
+        template = {**rng.choice(EXISTING_TEMPLATES), "topic_id": rng.choice(existing_topics)}
+        if rng.random() < 0.5:
+            template = _wrong_type(rng, template, keep=("type",))
+    body = encode_body(template, encoding)
+    chunks: list[bytes]
+    if kind == "wrong-type":
+        chunks = [frame(encode_body(_wrong_type(rng, template), encoding))]
+    elif kind == "mutated":
+        if rng.random() < 0.7:  # the body mutated, its header honest
+            chunks = [frame(_mutate(rng, body))]
+        else:  # header and body mutated together
+            chunks = [_mutate(rng, frame(body))]
+    elif kind == "random":
+        chunks = [rng.randbytes(rng.randint(0, 64)) for _ in range(rng.randint(1, 3))]
+    elif kind == "oversized":
+        size = rng.choice((max_frame + 1, 2**31, 2**32 - 1))
+        chunks = [struct.pack(">I", size) + rng.randbytes(rng.randint(0, 16))]
+    elif kind == "truncated":
+        data = frame(body)
+        chunks = [data[: rng.randint(1, len(data) - 1)]]
+    elif kind == "before-hello":
+        hello = False
+        chunks = [frame(body)]
+    elif kind == "second-hello":
+        chunks = [frame(hello_body(encoding)), frame(body)]
+    elif kind == "bad-version":
+        hello = False
+        v = rng.choice(([0, 1], [2, 0], [99, 99], [-1, 0]))
+        chunks = [frame(encode_body({"type": "hello", "protocol_version": v}, encoding))]
+    elif kind == "many":
+        chunks = [frame(encode_body(dict(rng.choice(TEMPLATES)), encoding))
+                  for _ in range(rng.randint(2, 30))]
+    else:
+        chunks = [frame(body)]
+    # Split the byte stream at random points: frames must survive any split.
+    data = b"".join(chunks)
+    cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.randint(0, 3)))) \
+        if len(data) > 1 else []
+    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    return Case(tuple(p for p in pieces if p), hello, encoding, kind)
+
+
+@dataclass
+class FuzzReport:
+    cases: int = 0
+    frames_sent: int = 0
+    bytes_sent: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    error_codes: dict[str, int] = field(default_factory=dict)
+    pings_answered: int = 0
+    encoding_fallbacks: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, case: Case, result: CaseResult) -> None:
+        self.cases += 1
+        self.bytes_sent += sum(len(c) for c in case.chunks)
+        self.frames_sent += 1 + len(case.chunks) if case.hello else len(case.chunks)
+        self.by_kind[case.label] = self.by_kind.get(case.label, 0) + 1
+        for code in result.error_codes:
+            self.error_codes[code] = self.error_codes.get(code, 0) + 1
+        self.pings_answered += result.ping_answered
+        self.encoding_fallbacks += result.encoding_fallbacks
+        self.problems.extend(f"{case.label} {case.chunks[:3]!r}: {p}" for p in result.problems)
+
+    def summary(self) -> str:
+        return (
+            f"{self.cases} fuzz connections, ~{self.frames_sent} frames / {self.bytes_sent} "
+            f"bytes sent; kinds {dict(sorted(self.by_kind.items()))}; error codes "
+            f"{dict(sorted(self.error_codes.items()))}; {self.pings_answered} follow-up pings "
+            f"answered; {self.encoding_fallbacks} replies in the other encoding; "
+            f"{len(self.problems)} problems"
+        )
+
+
+async def run_fuzz(
+    socket_path: Path,
+    n: int,
+    *,
+    seed: int = 0,
+    existing_topics: Sequence[str] = (),
+    concurrency: int = 8,
+) -> FuzzReport:
+    """`n` random cases, `concurrency` connections at a time."""
+    rng = random.Random(seed)
+    report = FuzzReport()
+    cases = [random_case(rng, existing_topics) for _ in range(n)]
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one(case: Case) -> None:
+        async with limiter:
+            try:
+                result = await run_case(socket_path, case)
+            except trio.TooSlowError:
+                result = CaseResult(problems=["the daemon did not answer or close in 10 s"])
+            except OSError as exc:
+                result = CaseResult(problems=[f"cannot connect: {exc}"])
+            report.add(case, result)
+
+    async with trio.open_nursery() as nursery:
+        for case in cases:
+            nursery.start_soon(one, case)
+    return report
