@@ -542,8 +542,15 @@ class TopicRuntime:
         self._out.notice(ev.code, ev.message, "warning")
 
     def _on_turn_end(self, ev: TurnEnd, turn: Turn, now: float) -> None:
-        code = ev.error_code or (DriverTurnError.code if ev.status == "error" else "")
-        self._end_turn(turn, ev.status, ev.error, code)
+        error, code = ev.error, ev.error_code
+        if ev.status == "error":
+            # Never a bare "error": the user must see that it failed and where to look.
+            error = error or (
+                f"the {self._topic.driver or 'topic'} driver ended the turn with an error but "
+                "gave no reason; see the daemon log"
+            )
+            code = code or DriverTurnError.code
+        self._end_turn(turn, ev.status, error, code)
 
     def _on_fatal(self, ev: DriverFatal, turn: Turn | None, now: float) -> None:
         if turn is not None:

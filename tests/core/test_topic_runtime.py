@@ -951,3 +951,15 @@ def test_a_resent_start_is_not_refused_as_busy() -> None:
     first = h.send("U1", "start", client_msg_id="c1")
     again, effects = h.rt.send("U1", "start", h.now, client_msg_id="c1")
     assert again == first and effects == []
+
+
+def test_an_error_without_a_reason_still_says_what_happened() -> None:
+    h = Harness()
+    h.send("U1")
+    h.end("error")
+    (ended,) = h.events(TurnEnded)
+    assert ended.error == (
+        "the scripted driver ended the turn with an error but gave no reason; see the daemon log"
+    )
+    assert ended.error_code == "driver_turn_error"
+    assert h.rt.snapshot().rows[-1].error == ended.error
