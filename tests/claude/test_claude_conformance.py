@@ -8,7 +8,10 @@ with SIGKILL after its first chunk.
 
 from __future__ import annotations
 
+import os
+import select
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +47,38 @@ def profile() -> Iterator[ConformanceProfile]:
         )
 
 
+def reap_orphans_in(root: Path, timeout: float = 10.0) -> list[int]:
+    """Kill processes whose cwd is inside `root` and wait for them to exit.
+
+    The crash check SIGKILLs the driver; its CLI (our grandchild, now orphaned) lives on
+    until it notices its closed stdin. Only processes working in this test's own temp dir
+    are touched.
+    """
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
+        except OSError:
+            continue
+        if cwd == root or root in cwd.parents:
+            found.append(int(entry))
+    for pid in found:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # already gone
+        try:
+            os.kill(pid, signal.SIGKILL)
+            select.select([fd], [], [], timeout)  # readable once the process has exited
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return found
+
+
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     # Short, so the CLI's socket dir stays inside the topic folder (see config.MAX_TMPDIR_LEN).
@@ -51,6 +86,7 @@ def short_dir() -> Iterator[Path]:
     try:
         yield path
     finally:
+        reap_orphans_in(path)
         shutil.rmtree(path, ignore_errors=True)
 
 
