@@ -236,6 +236,7 @@ class Client:
         self._closed: HostdError | None = None
         self.welcome: Welcome | None = None
         self._welcome_event = trio.Event()
+        self._reader_done = trio.Event()
 
     # --- plumbing -------------------------------------------------------------------------
 
@@ -266,6 +267,7 @@ class Client:
             error = exc
         finally:
             self._fail_all(error)
+            self._reader_done.set()
 
     def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, (Reply, ErrorReply)):
@@ -461,8 +463,12 @@ class Client:
         assert isinstance(r, Pong)
         return r
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, *, wait: bool = True) -> None:
+        """Ask the daemon to stop. With `wait`, return once it closed this connection: by
+        then its turns are stopped, the store flushed and the socket removed."""
         await self._request(Shutdown(id=0))
+        if wait:
+            await self._reader_done.wait()
 
     @asynccontextmanager
     async def attach(
@@ -498,6 +504,21 @@ async def _connect_socket(path: Path) -> trio.SocketStream:
     return await trio.open_unix_socket(str(path))
 
 
+async def _autostart(paths: Paths, timeout: float = 30.0) -> trio.SocketStream:
+    """Start the daemon and connect. A daemon that is still shutting down holds the lock
+    for a moment after removing its socket ("already running", but nothing to connect to):
+    try again until `timeout`; there is no event to wait for across processes."""
+    deadline = trio.current_time() + timeout
+    while True:
+        await trio.to_thread.run_sync(start_daemon, paths)
+        try:
+            return await _connect_socket(paths.socket_path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            if trio.current_time() > deadline:
+                raise _not_running(paths, f"auto-start did not help: {exc}") from None
+            await trio.sleep(0.1)
+
+
 @asynccontextmanager
 async def open_client(
     paths: Paths | None = None,
@@ -515,11 +536,7 @@ async def open_client(
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         if not autostart:
             raise _not_running(paths, type(exc).__name__) from None
-        await trio.to_thread.run_sync(start_daemon, paths)
-        try:
-            stream = await _connect_socket(paths.socket_path)
-        except OSError as exc2:
-            raise _not_running(paths, f"auto-start did not help: {exc2}") from None
+        stream = await _autostart(paths)
     client = Client(stream, encoding=encoding)
     try:
         async with trio.open_nursery() as nursery:

@@ -543,10 +543,12 @@ async def serve_daemon(
     try:
         store = st.Store(paths.db_path)
         try:
+            # Reconcile before anything else touches the database (and before the reader
+            # connection exists, so its start-up pragmas do not invalidate our statements).
+            store.reconcile()
+            records = store.load_topics()
             reader = st.AsyncStore(paths.db_path)
             try:
-                store.reconcile()
-                records = store.load_topics()
                 writer = st.StoreWriter(store, flush_interval=config.flush_interval)
                 registry = registry or DriverRegistry.discover()
                 supervisor = supervisor_factory(registry)

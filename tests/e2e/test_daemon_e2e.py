@@ -152,3 +152,16 @@ async def test_cli_round_trip(home: Path) -> None:
         finally:
             assert "hostd stopped" in await hostd("stop")
         assert not daemon_proc.exists(Paths.under(home).socket_path)
+
+
+async def test_client_autostart(home: Path) -> None:
+    with trio.fail_after(60):
+        paths = Paths.under(home)
+        async with open_client(paths, autostart=True) as c:
+            st = await c.status()
+            assert st.socket_path == str(paths.socket_path)
+            await c.shutdown()
+        # The detached daemon releases its lock once it has shut down.
+        async with open_client(paths, autostart=True) as c:
+            assert (await c.status()).pid != st.pid
+            await c.shutdown()
