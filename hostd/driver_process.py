@@ -282,8 +282,7 @@ class DriverSession:
             raise self._gone_error()
         if isinstance(cmd, Send):
             self.active_turn = cmd.turn_id
-            if self.on_turn_start is not None:
-                self.on_turn_start(self)
+            self._call_hook(self.on_turn_start)
         try:
             frame = self._out_codec.encode_frame(cmd)
         except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
@@ -403,7 +402,14 @@ class DriverSession:
                     reader_scope = trio.CancelScope()
                     nursery.start_soon(self._watch_exit, reader_scope)
                     with reader_scope:
-                        failure = await self._read_events()
+                        try:
+                            failure = await self._read_events()
+                        except Exception as exc:  # a bug here ends this session, not the daemon
+                            log.exception("reading driver %s failed", self.driver)
+                            failure = (
+                                DriverCrashed,
+                                f"internal error reading driver {self.driver!r}: {exc!r}",
+                            )
                 if failure is not None and self._failure is None:
                     self._failure = failure
                 if self._failure is not None and self._fatal is None:
@@ -567,8 +573,7 @@ class DriverSession:
     def _turn_ended(self, turn_id: str) -> None:
         if self.active_turn == turn_id:
             self.active_turn = None
-            if self.on_turn_end is not None:
-                self.on_turn_end(self)
+            self._call_hook(self.on_turn_end)
         waiter = self._turn_waiters.pop(turn_id, None)
         if waiter is not None:
             waiter.set()
@@ -597,6 +602,8 @@ class DriverSession:
                     break
                 for line in self._tail.feed(data):
                     self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
+        except Exception:  # never let the tail take the session (or the daemon) down
+            log.exception("reading stderr of driver %s failed", self.driver)
         finally:
             for line in self._tail.close():
                 self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
@@ -676,11 +683,7 @@ class DriverSession:
     async def _deliver_end(self, end: DriverError | None, *, graceful: bool) -> None:
         if end is not None:
             self._log.info("driver session ended: %s", end.message)
-        if self.on_end is not None:
-            try:
-                self.on_end(self)
-            except Exception:  # the owner's bookkeeping must not leak a process
-                log.exception("on_end hook of driver %s failed", self.driver)
+        self._call_hook(self.on_end)
         try:
             if graceful:
                 # Ordered after every batch; bounded so a consumer that stopped reading
@@ -695,6 +698,14 @@ class DriverSession:
         finally:
             await self._send_events.aclose()
             self.ended.set()
+
+    def _call_hook(self, hook: Callable[[DriverSession], None] | None) -> None:
+        if hook is None:
+            return
+        try:
+            hook(self)
+        except Exception:  # the owner's bookkeeping must not break (or leak) a process
+            log.exception("hook %r of driver %s failed", hook, self.driver)
 
     def _signal(self, sig: signal.Signals) -> None:
         proc = self._proc

@@ -339,40 +339,45 @@ async def check_bad_input(profile: ConformanceProfile, workdir: Path) -> None:
         "send-before-init": Codec(Send).encode_frame(Send(turn_id="x", text="hi")),
         "bad-version": codec.encode_frame(Init(protocol_version=(PROTOCOL_VERSION[0] + 1, 0))),
     }
-    with no_new_children(), trio.fail_after(profile.handshake_timeout * len(inputs) + 10):
-        for name, data in inputs.items():
-            proc = await trio.lowlevel.open_process(
-                spec.argv(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                cwd=str(workdir),
-                start_new_session=True,
+
+    async def feed(name: str, data: bytes) -> None:
+        proc = await trio.lowlevel.open_process(
+            spec.argv(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=str(workdir),
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            await proc.stdin.send_all(data)
+            reader: MessageReader[Any] = MessageReader(Codec(DriverEvent))
+            events: list[Any] = []
+            with trio.fail_after(profile.handshake_timeout):
+                while chunk := await proc.stdout.receive_some(65536):
+                    events.extend(reader.feed(chunk))
+                code = await proc.wait()
+            assert code != 0, f"{name}: driver exited 0 after bad input"
+            assert not any(isinstance(e, (ChunkEvent, TurnEnd)) for e in events), (
+                f"{name}: driver answered bad input with {events}"
             )
-            try:
-                assert proc.stdin is not None and proc.stdout is not None
-                await proc.stdin.send_all(data)
-                reader: MessageReader[Any] = MessageReader(Codec(DriverEvent))
-                events: list[Any] = []
-                with trio.fail_after(profile.handshake_timeout):
-                    while chunk := await proc.stdout.receive_some(65536):
-                        events.extend(reader.feed(chunk))
-                    code = await proc.wait()
-                assert code != 0, f"{name}: driver exited 0 after bad input"
-                assert not any(isinstance(e, (ChunkEvent, TurnEnd)) for e in events), (
-                    f"{name}: driver answered bad input with {events}"
-                )
-                fatal = [e for e in events if isinstance(e, DriverFatal)]
-                assert fatal or not events, f"{name}: expected DriverFatal, got {events}"
-            finally:
-                with trio.CancelScope(shield=True):
-                    if proc.returncode is None:
-                        proc.kill()
-                    await proc.wait()
-                    for stream in (proc.stdin, proc.stdout):
-                        if stream is not None:
-                            await stream.aclose()
+            fatal = [e for e in events if isinstance(e, DriverFatal)]
+            assert fatal or not events, f"{name}: expected DriverFatal, got {events}"
+        finally:
+            with trio.CancelScope(shield=True):
+                if proc.returncode is None:
+                    proc.kill()
+                await proc.wait()
+                for stream in (proc.stdin, proc.stdout):
+                    if stream is not None:
+                        await stream.aclose()
+
+    with no_new_children(), trio.fail_after(profile.handshake_timeout + 10):
+        async with trio.open_nursery() as nursery:
+            for name, data in inputs.items():
+                nursery.start_soon(feed, name, data)
 
 
 Check = Callable[[ConformanceProfile, Path], Awaitable[None]]

@@ -640,3 +640,49 @@ async def test_a_command_over_the_frame_limit_fails_alone(
         assert session.alive
         result = await turn(session, "small", "hi")
         assert result.end is not None and result.end.status == "success"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != b"Z"
+
+
+async def test_a_kill_takes_the_drivers_children_with_it(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    # The driver runs in its own process group, and a kill signals the group: a vendor CLI
+    # started by the driver does not outlive it.
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        result = await turn(session, "c", "/child")
+        child = int(result.text.split()[1])
+        assert _running(child)
+        # A pidfd becomes readable when the process exits (works for non-children too).
+        pidfd = os.pidfd_open(child)
+        try:
+            await session.send(Send(turn_id="h", text="/hang"))
+            await session.interrupt("h", 0.2)
+            assert isinstance(session.end_error, DriverTimeout)
+            with trio.fail_after(5):
+                await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        assert not _running(child)
+
+
+async def test_a_consumer_that_stops_listening_does_not_block_the_driver(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, event_buffer=1) as sup:
+        session = await sup.open("t", opts())
+        await session.events.aclose()
+        # 5000 chunks overflow every buffer on the way unless the reader keeps draining.
+        await session.send(Send(turn_id="a", text="/bench 5000 size=64\n/wait"))
+        # interrupt() returns once TurnEnd(a) was read; a stalled reader would never see it
+        # and the driver would be killed after the grace.
+        await session.interrupt("a", 5.0)
+        assert session.alive and session.active_turn is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -114,6 +115,7 @@ class ScriptedDriver(DriverBase):
         self.resumed_from: str | None = None
         self.connected = False
         self.turns = 0
+        self.children: list[trio.Process] = []
         self._ids = itertools.count(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -124,8 +126,11 @@ class ScriptedDriver(DriverBase):
         for line in opts.get("stderr_lines", []) or []:
             print(str(line), file=sys.stderr, flush=True)
         if _opt_bool(opts, "hang_at_handshake", False):
-            print("scripted: hanging at the handshake (hang_at_handshake)", file=sys.stderr,
-                  flush=True)
+            print(
+                "scripted: hanging at the handshake (hang_at_handshake)",
+                file=sys.stderr,
+                flush=True,
+            )
             with trio.CancelScope(shield=True):
                 await trio.sleep_forever()
         if _opt_bool(opts, "crash_at_handshake", False):
@@ -299,8 +304,9 @@ class _Player:
         await self.turn.message_start()
         if steers:
             said = "; ".join(s.text for s in steers)
-            await self.stream(split_words(f"You said: {said}. Taking that into account."),
-                              self.rate)
+            await self.stream(
+                split_words(f"You said: {said}. Taking that into account."), self.rate
+            )
             await self.stream([" "], 0)
 
     async def do_approve(self, step: Step) -> None:
@@ -372,6 +378,18 @@ class _Player:
 
     async def do_envkeys(self, step: Step) -> None:
         await self.turn.chunk(TextDelta(text=" ".join(sorted(os.environ))))
+
+    async def do_child(self, step: Step) -> None:
+        """Start a long-lived child process, as a vendor CLI would be (kill-the-group tests)."""
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-c", "import time; time.sleep(300)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.driver.children.append(proc)
+        print(f"scripted: started child pid {proc.pid}", file=sys.stderr, flush=True)
+        await self.turn.chunk(TextDelta(text=f"child {proc.pid}"))
 
     async def do_stderr(self, step: Step) -> None:
         print(step.rest(), file=sys.stderr, flush=True)

@@ -79,6 +79,7 @@ KNOWN: dict[str, int | None] = {
     "bench": 1,
     "echo": 0,
     "stderr": None,
+    "child": 0,
 }
 
 #: Built-in scenarios, as scripts. `default` is what `scripts/demo` shows: a streamed answer
@@ -128,8 +129,9 @@ def parse(text: str) -> Script | None:
     return Script(tuple(_expand(steps, depth=0)), "\n".join(prompt).strip())
 
 
-def resolve(text: str, send_options: Mapping[str, object], init_options: Mapping[str, object]
-            ) -> Script:
+def resolve(
+    text: str, send_options: Mapping[str, object], init_options: Mapping[str, object]
+) -> Script:
     """What to play for one turn: directives in the text, else the options' scenario."""
     script = parse(text)
     if script is not None:
