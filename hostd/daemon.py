@@ -207,7 +207,7 @@ class Daemon:
     async def stop_turns(self, grace: float) -> None:
         """Stop every running turn and wait (up to `grace`) for their ends."""
         now = trio.current_time()
-        active = [h for h in self.hosts.values() if h.active]
+        active = [h for h in self.hosts.values() if h.active and not h.closed]
         for host in active:
             try:
                 host.apply(host.runtime.stop(now))
@@ -227,6 +227,24 @@ class Daemon:
                 self._connections_changed = trio.Event()
                 await self._connections_changed.wait()
 
+    def store_health_changed(self, error: HostdError | None) -> None:
+        """The store's writes started failing (error) or work again (None): tell every
+        loaded topic's windows with a `notice` (the log has it from the writer)."""
+        if error is not None:
+            code, level = "store_error", "error"
+            message = (
+                f"hostd cannot save to its database: {error.message}. Answers keep streaming "
+                "and are saved once it can; messages sent meanwhile are not confirmed"
+            )
+        else:
+            code, level = "store_recovered", "info"
+            message = "hostd can save to its database again; what it held is being written"
+        now = trio.current_time()
+        for host in list(self.hosts.values()):
+            notice = getattr(host.runtime, "notice", None)
+            if notice is not None and not host.closed:
+                host.apply(notice(code, message, level, now))
+
     async def close_hosts(self) -> None:
         for host in list(self.hosts.values()):
             await host.aclose()
@@ -244,7 +262,11 @@ class Daemon:
             peer_uid=uid,
         )
         self.connections.add(conn)
-        await conn.run()
+        try:
+            await conn.run()
+        except Exception:
+            # A bug in serving one connection closes that connection only.
+            log.exception("%r failed", conn)
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -321,9 +343,19 @@ class Daemon:
             observe=self.bridge.observe,
         )
         assert self._hosts_nursery is not None
-        await self._hosts_nursery.start(host.run)
+        await self._hosts_nursery.start(self._run_host, host)
         self.hosts[info.id] = host
         return host
+
+    async def _run_host(
+        self, host: TopicHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """A bug in one topic must not take the daemon down: log it and close that topic."""
+        try:
+            await host.run(task_status=task_status)
+        except Exception:
+            log.exception("topic %s failed; it is closed until the daemon restarts", host.topic_id)
+            host.closed = True
 
     async def resume_queues(self) -> None:
         """Restart queued rows left by the previous daemon (before clients are served)."""
@@ -562,6 +594,7 @@ async def serve_daemon(
                     runtime_factory=runtime_factory,
                     records=records,
                 )
+                writer.on_health = daemon.store_health_changed
                 async with trio.open_nursery() as nursery:
                     await nursery.start(writer.serve)
                     await nursery.start(supervisor.serve)

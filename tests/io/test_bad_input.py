@@ -13,6 +13,7 @@ from hostd.client import open_client
 from hostd.paths import Paths
 from hostd_protocol.client_messages import ErrorReply, Reply, ServerMessage, Welcome
 from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.errors import TopicClosed
 from hostd_protocol.framing import Codec, FrameDecoder, encode_frame
 from tests.io.conftest import Running
 
@@ -168,3 +169,23 @@ async def test_many_bad_connections_do_not_hurt(running: Running) -> None:
             for i in range(50):
                 n.start_soon(bad, i)
         await still_serving(running.paths)
+
+
+async def test_a_topic_bug_does_not_take_the_daemon_down(running: Running) -> None:
+    with trio.fail_after(10):
+        async with open_client(running.paths) as c:
+            t = await c.create_topic()
+            await c.send(t.id, "q")
+            turn = await running.supervisor.turns.receive()
+            host = running.daemon.hosts[t.id]
+
+            def broken(*args: object, **kwargs: object) -> object:
+                raise RuntimeError("runtime bug")
+
+            host.runtime.driver_event = broken  # type: ignore[method-assign]
+            turn.chunk("boom")
+            with pytest.raises(TopicClosed, match=r"^topic .* is closed$"):
+                while True:  # the failure reaches the host's nursery at its next checkpoint
+                    await c.send(t.id, "again", intent="queue")
+            other = await c.create_topic()
+            assert (await c.send(other.id, "auto:1")).disposition == "started"
