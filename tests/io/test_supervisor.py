@@ -686,3 +686,28 @@ async def test_a_consumer_that_stops_listening_does_not_block_the_driver(
         # and the driver would be killed after the grace.
         await session.interrupt("a", 5.0)
         assert session.alive and session.active_turn is None
+
+
+async def test_a_driver_that_failed_to_load_is_unavailable_with_its_reason(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    from hostd.driver_registry import DriverEntry
+
+    registry = DriverRegistry(
+        {
+            "scripted": DriverEntry("scripted", SPEC),
+            "bad": DriverEntry("bad", None, "failed to load 'x:SPEC': ImportError: nope"),
+        }
+    )
+    sup = Supervisor(registry, base_env=base_env, workdir_root=str(tmp_path / "w"))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sup.serve)
+            with pytest.raises(DriverUnavailable) as info:
+                await sup.open("t", SessionOptions(driver="bad"))
+            assert info.value.message == (
+                "driver 'bad' is installed but unavailable: failed to load 'x:SPEC': "
+                "ImportError: nope"
+            )
+            assert (await sup.open("t", opts())).alive  # the others work
+            await sup.aclose()
