@@ -222,7 +222,6 @@ class DriverSession:
         self.exit_code: int | None = None
         #: Why the session ended (None while alive or after a clean close).
         self.end_error: DriverError | None = None
-        self.active_turn: str | None = None
         #: Set when the driver answered `Prewarm` with `Warmed`.
         self.warmed = trio.Event()
         #: Set once `events` has its `SessionEnded` and the process is reaped.
@@ -260,6 +259,7 @@ class DriverSession:
         self._stdout_eof = trio.Event()
         self._stderr_eof = trio.Event()
         self._turn_waiters: dict[str, trio.Event] = {}
+        self._turns: dict[str, None] = {}  # turns sent and not ended, in order
         self._init_frame = b""
 
     # --- public -------------------------------------------------------------------------------
@@ -268,6 +268,11 @@ class DriverSession:
     def alive(self) -> bool:
         """Running and usable: not ended, not closing, not condemned."""
         return not self.ended.is_set() and not self._closing and self._failure is None
+
+    @property
+    def active_turn(self) -> str | None:
+        """The latest turn sent whose `TurnEnd` has not been read yet."""
+        return next(reversed(self._turns), None)
 
     @property
     def stderr_tail(self) -> str:
@@ -280,9 +285,6 @@ class DriverSession:
         """
         if self.ended.is_set() or self._proc is None or self._proc.stdin is None:
             raise self._gone_error()
-        if isinstance(cmd, Send):
-            self.active_turn = cmd.turn_id
-            self._call_hook(self.on_turn_start)
         try:
             frame = self._out_codec.encode_frame(cmd)
         except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
@@ -292,6 +294,12 @@ class DriverSession:
                 f"cannot send {type(cmd).__name__} to driver {self.driver!r}: {exc}",
                 driver=self.driver,
             ) from None
+        if isinstance(cmd, Send):
+            # Before the write: the TurnEnd may be read before send_all returns.
+            first = not self._turns
+            self._turns[cmd.turn_id] = None
+            if first:
+                self._call_hook(self.on_turn_start)
         try:
             async with self._send_lock:
                 await self._proc.stdin.send_all(frame)
@@ -308,7 +316,7 @@ class DriverSession:
         Returns once the turn ended or the process is gone. A kill ends `events` with
         `SessionEnded(DriverTimeout)` saying the driver did not stop.
         """
-        if self.ended.is_set() or self.active_turn != turn_id:
+        if self.ended.is_set() or turn_id not in self._turns:
             return
         done = self._turn_waiters.setdefault(turn_id, trio.Event())
         try:
@@ -571,9 +579,12 @@ class DriverSession:
                 pass
 
     def _turn_ended(self, turn_id: str) -> None:
-        if self.active_turn == turn_id:
-            self.active_turn = None
-            self._call_hook(self.on_turn_end)
+        # A set, not one id: the driver answers a Send that arrives mid-turn with its own
+        # TurnEnd(busy) while the first turn goes on, and that must not make us look idle.
+        if turn_id in self._turns:
+            del self._turns[turn_id]
+            if not self._turns:
+                self._call_hook(self.on_turn_end)
         waiter = self._turn_waiters.pop(turn_id, None)
         if waiter is not None:
             waiter.set()

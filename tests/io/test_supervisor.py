@@ -33,6 +33,7 @@ from hostd_protocol.driver_messages import (
     Send,
     SteerBoundary,
     SteerInjected,
+    TurnEnd,
     UsageEvent,
 )
 from hostd_protocol.driver_spec import DriverSpec
@@ -711,3 +712,20 @@ async def test_a_driver_that_failed_to_load_is_unavailable_with_its_reason(
             )
             assert (await sup.open("t", opts())).alive  # the others work
             await sup.aclose()
+
+
+async def test_a_refused_second_send_does_not_make_the_session_look_idle(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, idle_ttl=0.2, prewarm_on_idle=False) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="a", text="/sleep 0.6\n/text done"))
+        await session.send(Send(turn_id="b", text="hi"))  # one turn at a time: refused
+        result = await collect_turn(session, "a")
+        busy = [e for e in result.events if isinstance(e, TurnEnd) and e.turn_id == "b"]
+        assert busy and busy[0].error_code == "topic_busy"
+        # 0.6 s of turn a passed with a 0.2 s TTL: it still finished.
+        assert result.end is not None and result.end.status == "success"
+        assert result.ended is None
+        assert session.active_turn is None
+        assert (await wait_end(session)).error is None  # and idled out after it
