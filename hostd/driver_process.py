@@ -319,13 +319,15 @@ class DriverSession:
         if self.ended.is_set() or turn_id not in self._turns:
             return
         done = self._turn_waiters.setdefault(turn_id, trio.Event())
-        try:
-            await self.send(Interrupt(turn_id=turn_id))
-        except DriverCrashed:
-            return
+        # The grace covers the write too: a driver that stopped reading its stdin cannot
+        # make us wait forever for the pipe.
         with trio.move_on_after(grace):
+            try:
+                await self.send(Interrupt(turn_id=turn_id))
+            except DriverCrashed:
+                return
             await done.wait()
-        if not done.is_set():
+        if not done.is_set() and not self.ended.is_set():
             self.kill(
                 DriverTimeout,
                 f"driver {self.driver!r} did not stop turn {turn_id} within {grace:g}s "
@@ -345,15 +347,17 @@ class DriverSession:
             return
         self._closing = True
         try:
-            if proc.stdin is not None:
-                try:
-                    async with self._send_lock:
-                        await proc.stdin.send_all(self._out_codec.encode_frame(Close()))
-                    # EOF says the same to a driver that ignores Close (the harness does not).
-                    await proc.stdin.aclose()
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass
+            # One budget for the Close write (a driver that stopped reading its stdin would
+            # block it) and the exit that should follow.
             with trio.move_on_after(self._close_timeout):
+                if proc.stdin is not None:
+                    try:
+                        async with self._send_lock:
+                            await proc.stdin.send_all(self._out_codec.encode_frame(Close()))
+                        # EOF says the same to a driver that ignores Close.
+                        await proc.stdin.aclose()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
                 await self.ended.wait()
                 return
             self._log.warning(

@@ -729,3 +729,48 @@ async def test_a_refused_second_send_does_not_make_the_session_look_idle(
         assert result.ended is None
         assert session.active_turn is None
         assert (await wait_end(session)).error is None  # and idled out after it
+
+
+async def test_writes_to_a_driver_that_stopped_reading_are_bounded(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="f", text="/freeze"))
+        await wait_frozen(session, "f")
+        blocked: list[BaseException] = []
+
+        async def fill_the_pipe() -> None:
+            try:
+                await session.send(Redirect(turn_id="f", steer_id="s", text="x" * 300_000))
+            except DriverCrashed as exc:
+                blocked.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fill_the_pipe)
+            await trio.testing.wait_all_tasks_blocked()
+            # The Interrupt waits behind the stuck write, within the grace, then kills.
+            await session.interrupt("f", 0.3)
+        assert isinstance(session.end_error, DriverTimeout)
+        assert len(blocked) == 1  # the stuck write ended with the process
+
+
+async def test_close_escalates_to_sigterm_for_a_frozen_driver(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env, close_timeout=0.3) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="f", text="/freeze"))
+        await wait_frozen(session, "f")
+        await sup.close("t")
+        err = session.end_error
+        assert isinstance(err, DriverTimeout)
+        assert err.message == "driver 'scripted' did not exit after close; was killed by SIGTERM"
+        assert err.exit_code == -signal.SIGTERM
+
+
+async def wait_frozen(session: DriverSession, turn_id: str) -> None:
+    async for batch in session.events:
+        assert not isinstance(batch, SessionEnded), batch
+        if any(isinstance(e, ChunkEvent) and e.chunk == TextDelta(text="frozen") for e in batch):
+            return

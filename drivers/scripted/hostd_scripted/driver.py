@@ -35,12 +35,14 @@ from hostd_protocol.driver_messages import (
     CompactionComplete,
     CompactionError,
     CompactionStart,
+    DriverEvent,
     Init,
     Notice,
     ResumeToken,
     UsageEvent,
 )
 from hostd_protocol.errors import DriverUnavailable
+from hostd_protocol.framing import Codec
 from hostd_scripted import __version__
 from hostd_scripted.script import Script, ScriptError, Step, resolve
 
@@ -412,6 +414,19 @@ class _Player:
         print("scripted: hanging (ignoring interrupts)", file=sys.stderr, flush=True)
         with trio.CancelScope(shield=True):
             await trio.sleep_forever()
+
+    async def do_freeze(self, step: Step) -> None:
+        """Block the whole process (its event loop too): it stops reading stdin, so the
+        host's writes back up. For tests of bounded writes and the kill escalation."""
+        # Let the harness writer flush what was emitted, even if a Close or Interrupt
+        # arrives meanwhile (that is what the tests want to see ignored).
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.05)
+        # Written directly, so the host sees "frozen" only once we really are.
+        frozen = ChunkEvent(turn_id=self.turn.turn_id, chunk=TextDelta(text="frozen"))
+        self.driver._write_raw(Codec(DriverEvent).encode_frame(frozen))
+        print("scripted: freezing (blocking the event loop)", file=sys.stderr, flush=True)
+        time.sleep(step.num("seconds", 300, pos=0))  # noqa: ASYNC251 - blocking on purpose
 
     async def do_wait(self, step: Step) -> None:
         """Wait until interrupted (a long turn that stops cleanly)."""

@@ -80,6 +80,7 @@ KNOWN: dict[str, int | None] = {
     "echo": 0,
     "stderr": None,
     "child": 0,
+    "freeze": 1,
 }
 
 #: Built-in scenarios, as scripts. `default` is what `scripts/demo` shows: a streamed answer
