@@ -46,7 +46,7 @@ from hostd.runtime_effects import (
     ToDriver,
     TouchRow,
 )
-from hostd.runtime_outbox import Outbox
+from hostd.runtime_outbox import NoticeLevel, Outbox
 from hostd.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.runtime_turn import Steer, Turn
 from hostd.transcript import LiveRow
@@ -399,6 +399,14 @@ class TopicRuntime:
         queued = self.queued_row_ids()
         if self._turn is None and queued:
             self._start_turn(self._book[queued[0]])
+        return self._done()
+
+    def notice(
+        self, code: str, message: str, level: NoticeLevel = "info", now: float = 0.0
+    ) -> list[Effect]:
+        """Tell the windows something about the topic that is not part of the answer (the
+        shell's own news, e.g. the store failing); changes nothing else."""
+        self._out.notice(code, message, level)
         return self._done()
 
     def rename(self, title: str, now: float) -> list[Effect]:

@@ -963,3 +963,11 @@ def test_an_error_without_a_reason_still_says_what_happened() -> None:
     )
     assert ended.error_code == "driver_turn_error"
     assert h.rt.snapshot().rows[-1].error == ended.error
+
+
+def test_shell_notices_reach_every_window() -> None:
+    h = Harness()
+    effects = h.call("notice", "store_failed", "cannot save", "error")
+    (notice,) = h.events(NoticeEvent, effects)
+    assert (notice.code, notice.message, notice.level) == ("store_failed", "cannot save", "error")
+    assert h.window.notices == [notice]
