@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 #: The default bound on streamed content lost to `kill -9` (seconds).
 DEFAULT_FLUSH_INTERVAL = 0.1
+#: After a failed batch the writer retries after this long, doubling up to `RETRY_MAX`.
+RETRY_MIN = 0.1
+RETRY_MAX = 2.0
 
 RESTART_REASON = "daemon restarted during this answer"
 
@@ -661,12 +664,36 @@ def _materialize(op: Op) -> Op:
     return op
 
 
+#: Failures a retry can cure (disk full, read-only, I/O, locks); others are bugs in an op.
+_TRANSIENT = (
+    apsw.FullError,
+    apsw.IOError,
+    apsw.ReadOnlyError,
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.CantOpenError,
+    apsw.NoMemError,
+)
+_APPLY_ORDER: tuple[type, ...] = (
+    PutTopic, PutSeq, PutRow, TouchRow, PutApproval, PutTurn, PutResumeToken, DeleteRow,
+    DeleteTopic,
+)
+
+
 class StoreWriter:
     """The one writer. `put` never blocks; `wait_committed` waits for the disk.
 
     Ops are coalesced by key while they wait (see `_op_key`). A batch is written when the
     flush interval has passed since the first op of the batch, or at once when a durable op
     is queued or someone waits for a commit.
+
+    A batch that fails (disk full, read-only, I/O error) is not dropped: its ops go back in
+    the queue (newer ops with the same key win) and are retried with a backoff, so what the
+    daemon holds reaches the disk once it works again. Waiters of the failed batch get the
+    `StoreError` at once (a message is never acknowledged unless committed). `on_health` is
+    called with the error when writes start failing and with None when they work again.
+    A batch failing on a constraint (a bug in one op, which no retry cures) is written op by
+    op instead, dropping only the ops that fail.
     """
 
     def __init__(self, store: Store, *, flush_interval: float = DEFAULT_FLUSH_INTERVAL) -> None:
@@ -685,6 +712,9 @@ class StoreWriter:
         self._batches = 0
         self._ops_written = 0
         self._last_batch_seconds = 0.0
+        self.on_health: Callable[[StoreError | None], None] | None = None
+        self._failing: StoreError | None = None
+        self._failed_in_row = 0
 
     def put(self, op: Op, *, durable: bool = False) -> int:
         """Queue one op; returns its generation (for `wait_committed`)."""
@@ -737,7 +767,10 @@ class StoreWriter:
         task_status.started()
         while True:
             await self._wakeup.wait()
-            if not self._urgent:
+            if self._failing is not None:
+                # A failing disk is retried with a backoff, not hammered.
+                await trio.sleep(min(RETRY_MAX, RETRY_MIN * 2 ** (self._failed_in_row - 1)))
+            elif not self._urgent:
                 with trio.move_on_after(self.flush_interval):
                     await self._urgent_event.wait()
             await self._write_batch()
@@ -756,12 +789,66 @@ class StoreWriter:
                 # shutdown never leaves half a transaction behind.
                 await trio.to_thread.run_sync(self._store.apply, batch, limiter=self._limiter)
             except StoreError as exc:
-                log.error("store: a batch of %d ops failed: %s", len(batch), exc)
                 self._failures.append((first, last, exc))
+                if isinstance(exc.__cause__, _TRANSIENT):
+                    self._failed(batch, exc)
+                else:
+                    await self._isolate(batch, exc)
             else:
                 self._batches += 1
                 self._ops_written += len(batch)
+                if self._failing is not None:
+                    log.warning(
+                        "store: writes work again after %d failed batches", self._failed_in_row
+                    )
+                    self._failing = None
+                    self._failed_in_row = 0
+                    self._tell_health(None)
             self._last_batch_seconds = time.perf_counter() - started
         self._committed_gen = last
         event, self._committed_event = self._committed_event, trio.Event()
         event.set()
+
+    async def _isolate(self, batch: list[Op], exc: StoreError) -> None:
+        """A batch failed for a reason a retry does not cure (a constraint: a bug): write its
+        ops one by one, in dependency order, and drop only those that fail."""
+        ordered = sorted(batch, key=lambda op: _APPLY_ORDER.index(type(op)))
+
+        def each() -> list[tuple[Op, StoreError]]:
+            bad = []
+            for op in ordered:
+                try:
+                    self._store.apply([op])
+                except StoreError as err:
+                    bad.append((op, err))
+            return bad
+
+        log.error("store: a batch of %d ops failed: %s; writing them one by one", len(batch), exc)
+        for op, err in await trio.to_thread.run_sync(each, limiter=self._limiter):
+            log.error("store: dropped %s %s, it cannot be written: %s", *_op_key(op), err)
+
+    def _failed(self, batch: list[Op], exc: StoreError) -> None:
+        # Keep the ops for a retry; an op queued meanwhile with the same key is newer.
+        kept = {_op_key(op): op for op in batch if _op_key(op) not in self._pending}
+        if kept:
+            self._pending = {**kept, **self._pending}
+            self._wakeup.set()
+        self._failed_in_row += 1
+        if self._failing is None:
+            log.error(
+                "store: a batch of %d ops failed: %s; streams go on, unsaved data is kept in "
+                "memory and retried",
+                len(batch),
+                exc,
+            )
+            self._failing = exc
+            self._tell_health(exc)
+        else:
+            log.debug("store: retry %d failed: %s", self._failed_in_row, exc)
+
+    def _tell_health(self, error: StoreError | None) -> None:
+        if self.on_health is not None:
+            try:
+                self.on_health(error)
+            except Exception:  # a listener's bug must not stop the writer
+                log.exception("store: on_health listener failed")

@@ -1,0 +1,113 @@
+"""The store's writes fail (disk full, read-only): the daemon says so to the windows and the
+log, keeps streaming, acknowledges no message it could not commit, and writes what it holds
+once the disk is back.
+
+The fault is injected under hostd's store, at the SQLite connection: every write statement
+raises `apsw.FullError` while the fault is on, exactly what a full disk raises. (A read-only
+file or directory does not work for this: the daemon holds the database open, and SQLite
+does not re-check permissions of an open file.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.paths import Paths
+from hostd.stress.dbcheck import read_rows, row_text
+from hostd_protocol.client_messages import NoticeEvent, RowAppended, TurnEnded
+from hostd_protocol.errors import StoreError
+from tests.reliability.conftest import start_in_process
+
+pytestmark = pytest.mark.e2e
+
+
+class FlakyDisk:
+    """Stands in for the writer's apsw connection; writes fail while `full` is set."""
+
+    def __init__(self, db: apsw.Connection) -> None:
+        self._db = db
+        self.full = False
+        self.refused = 0
+
+    def _check(self, sql: str) -> None:
+        if self.full and not sql.lstrip().upper().startswith(("SELECT", "PRAGMA")):
+            self.refused += 1
+            raise apsw.FullError("database or disk is full (injected)")
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._db.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._db.executemany(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def __enter__(self) -> Any:
+        return self._db.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._db.__exit__(*exc)
+
+
+async def test_full_disk_is_reported_streams_go_on_nothing_unsaved_is_acked(
+    nursery: trio.Nursery, paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths)
+        store = d.daemon.writer._store
+        disk = FlakyDisk(store._db)
+        store._db = disk  # type: ignore[assignment]
+        async with open_client(paths) as c, open_client(paths) as w:
+            a = await c.create_topic(driver="scripted", title="streaming")
+            b = await c.create_topic(driver="scripted", title="idle")
+            notices: list[NoticeEvent] = []
+            during = 0
+            async with w.attach(a.id) as sub:
+                sent = await c.send(a.id, "/chunks 500 size=8 rate=150\nlong answer", "start")
+                chunks = 0
+                end: TurnEnded | None = None
+                async for ev in sub:
+                    if isinstance(ev, NoticeEvent):
+                        notices.append(ev)
+                    if isinstance(ev, RowAppended):
+                        chunks += 1
+                        during += disk.full
+                        if chunks == 50:
+                            disk.full = True
+                            # A message the store cannot commit is not acknowledged.
+                            with pytest.raises(StoreError, match=r"disk is full"):
+                                await c.send(b.id, "/text hello\nwhile full", "start")
+                        if chunks == 250:
+                            disk.full = False
+                    if isinstance(ev, TurnEnded) and ev.turn_id == sent.turn_id:
+                        end = ev
+                        break
+                assert end is not None and end.status == "success"
+                assert during >= 100, "the stream stalled while the disk was full"
+                window_rows = sub.transcript.rows()
+            assert disk.refused > 0
+            codes = [n.code for n in notices]
+            assert "store_error" in codes, notices
+            assert "store_recovered" in codes, notices
+            failing = next(n for n in notices if n.code == "store_error")
+            assert failing.level == "error" and "disk is full" in failing.message
+
+            # Once the disk is back, everything the daemon holds is written.
+            async with open_client(paths) as c2:
+                await c2.history(a.id)  # waits for the writer
+            stored = read_rows(paths.db_path, readonly=True)[a.id]
+            assert [(r.id, r.status, row_text(r.parts)) for r in stored] == [
+                (r.id, r.status, row_text(r.parts)) for r in window_rows
+            ]
+            assert len(stored[1].text) >= 500 * 8 - 1  # words_text drops a final space
+        await d.stop()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("disk is full" in m for m in errors), errors
