@@ -61,8 +61,8 @@ from hostd_protocol.client_messages import (
     TopicEvent,
     TopicInfo,
 )
-from hostd_protocol.common import Capabilities, SendIntent
-from hostd_protocol.driver_messages import Interrupt, Send
+from hostd_protocol.common import Capabilities, SendIntent, TextDelta, ThinkingDelta
+from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, Send
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
 
 if TYPE_CHECKING:
@@ -78,6 +78,47 @@ PrepareSend = Callable[[TopicInfo, Send, MessageRow | None, Capabilities], Send]
 def new_id(prefix: str) -> str:
     """Ids that sort by creation time (ms) and do not collide: `r18c9f...-a1b2c3d4e5f6`."""
     return f"{prefix}{int(time.time() * 1000):x}{secrets.token_hex(6)}"
+
+
+def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
+    """Consecutive text (or thinking) deltas of one turn merged into one chunk.
+
+    The text is exactly the concatenation, so a row reads the same; what changes is that
+    the runtime, the encoder, every window's queue and the store see one event per pipe read
+    instead of one per chunk (the lever that keeps the daemon off the critical path).
+    """
+    if len(events) < 2:
+        return events
+    out: list[DriverEvent] = []
+    head: ChunkEvent | None = None
+    texts: list[str] = []
+
+    def close() -> None:
+        if head is None:
+            return
+        if len(texts) == 1:
+            out.append(head)
+        else:
+            kind = type(head.chunk)
+            out.append(ChunkEvent(turn_id=head.turn_id, chunk=kind(text="".join(texts))))
+
+    for ev in events:
+        if isinstance(ev, ChunkEvent) and isinstance(ev.chunk, TextDelta | ThinkingDelta):
+            if (
+                head is not None
+                and ev.turn_id == head.turn_id
+                and type(ev.chunk) is type(head.chunk)
+            ):
+                texts.append(ev.chunk.text)
+                continue
+            close()
+            head, texts = ev, [ev.chunk.text]
+            continue
+        close()
+        head = None
+        out.append(ev)
+    close()
+    return out
 
 
 class TopicHost:
@@ -394,14 +435,30 @@ class TopicHost:
         from hostd.supervisor import SessionEnded
 
         ended: SessionEnded | None = None
-        async for item in session.events:
-            if isinstance(item, SessionEnded):
-                ended = item
+        events_in = session.events
+        while ended is None:
+            try:
+                item = await events_in.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
                 break
-            for event in item:
-                self.apply(self.runtime.driver_event(event, trio.current_time()))
-            if self.runtime.active_turn_id is None:
-                self._supervisor.mark_idle(self.topic_id)
+            # Take every batch already waiting too: a pump that fell behind catches up with
+            # fewer, longer deltas (coalesce_deltas), never with different text.
+            batch: list[DriverEvent] = []
+            while True:
+                if isinstance(item, SessionEnded):
+                    ended = item
+                    break
+                batch.extend(item)
+                try:
+                    item = events_in.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+            if batch:
+                now = trio.current_time()
+                for event in coalesce_deltas(batch):
+                    self.apply(self.runtime.driver_event(event, now))
+                if self.runtime.active_turn_id is None:
+                    self._supervisor.mark_idle(self.topic_id)
         if self._session is session:
             self._session = None
         error = ended.error if ended is not None else None
@@ -424,4 +481,4 @@ class TopicHost:
             self.apply(self.runtime.tick(now))
 
 
-__all__ = ["SessionEnded", "TopicHost", "new_id"]
+__all__ = ["SessionEnded", "TopicHost", "coalesce_deltas", "new_id"]
