@@ -582,6 +582,8 @@ class Supervisor:
                 await self._prewarm(live.opts, token, for_topic=topic_id)
             except HostdError as exc:
                 log.info("prewarm after idle close of topic %s failed: %s", topic_id, exc)
+            except Exception:  # a bug in a background prewarm must not take the daemon down
+                log.exception("prewarm after idle close of topic %s failed", topic_id)
 
     async def _close_all(self) -> None:
         self._stopping = True
