@@ -99,8 +99,12 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
         if len(texts) == 1:
             out.append(head)
         else:
-            kind = type(head.chunk)
-            out.append(ChunkEvent(turn_id=head.turn_id, chunk=kind(text="".join(texts))))
+            joined = "".join(texts)
+            merged = (
+                TextDelta(text=joined) if isinstance(head.chunk, TextDelta)
+                else ThinkingDelta(text=joined)
+            )
+            out.append(ChunkEvent(turn_id=head.turn_id, chunk=merged))
 
     for ev in events:
         if isinstance(ev, ChunkEvent) and isinstance(ev.chunk, TextDelta | ThinkingDelta):
