@@ -41,6 +41,17 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # After the ")": state is field 3 of stat(5), so utime (14) and stime (15) are at 11, 12.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def short_home(prefix: str = "hb") -> Path:
     """A fresh HOSTD_HOME short enough for the AF_UNIX path limit."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

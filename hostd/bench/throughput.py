@@ -10,12 +10,14 @@ order (sha256 against the scripted driver's deterministic text), with no seq gap
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from hostd.bench.control import create_topics, send_all
-from hostd.bench.procs import BareDriver, DaemonProc, WindowsProc
+from hostd.bench.procs import BareDriver, DaemonProc, WindowsProc, cpu_seconds
 from hostd.bench.report import Context, Result
 from hostd.bench.stats import median
+from hostd.testing.processes import child_pids
 
 GOAL = "per-window chars/s >= 0.7 x bare pipe with 8 windows"
 
@@ -43,11 +45,19 @@ def run(ctx: Context) -> Result:
     with BareDriver() as bare:
         bare.turn(script)
         for _ in range(ctx.runs):
+            cpu0 = time.process_time(), cpu_seconds(bare.proc.pid)
             t = bare.turn(script)
             rate = t.chars / max(1e-9, (t.last_ns - t.first_ns) / 1e9)
             bare_rates.append(rate)
             res.add("bare pipe chars/s", "chars/s", rate, baseline=True)
             res.add("bare pipe chunks per read", "", t.frames / max(1, t.reads), baseline=True)
+            res.add("bare reader CPU per turn", "s", time.process_time() - cpu0[0], baseline=True)
+            res.add(
+                "bare: driver CPU per turn",
+                "s",
+                cpu_seconds(bare.proc.pid) - cpu0[1],
+                baseline=True,
+            )
             if t.sha256 != want:
                 res.check("bare pipe text", False, "the bare reader got other text")
     ctx.log(f"  bare pipe: {median(bare_rates) / 1e3:.0f} k chars/s")
@@ -60,12 +70,22 @@ def run(ctx: Context) -> Result:
             bad: list[str] = []
             try:
                 wp.read()  # attached
-                for rnd in range(ctx.runs + 1):
+                before = child_pids(daemon.pid)
+                send_all(daemon, [tid], script)
+                wp.read(timeout=300)  # warm-up: spawns the driver
+                drivers = sorted(child_pids(daemon.pid) - before)
+                for _ in range(ctx.runs):
+                    pids = [daemon.pid, wp.proc.pid, *drivers[:1]]
+                    cpu0 = [cpu_seconds(p) for p in pids]
                     send_all(daemon, [tid], script)
                     report = wp.read(timeout=300)
-                    if rnd == 0:
-                        continue  # warm-up: spawns the driver
+                    cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
                     _round(res, report, windows, base, want, bad)
+                    label = f"{windows} windows:"
+                    res.add(f"{label} daemon CPU per turn", "s", cpu[0])
+                    res.add(f"{label} windows process CPU per turn", "s", cpu[1])
+                    if drivers:
+                        res.add(f"{label} driver CPU per turn", "s", cpu[2])
             finally:
                 wp.close()
             res.check(
