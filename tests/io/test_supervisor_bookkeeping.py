@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from hostd.driver_process import MINIMAL_ENV, StderrTail, driver_env
+from hostd.driver_process import MINIMAL_ENV, driver_env
+from hostd.stderr_tail import StderrTail
 from hostd.supervisor import SessionOptions
 from hostd.warm_pool import IdleTimers, WarmPool
 

@@ -1,0 +1,71 @@
+"""The bounded tail of a driver's stderr, sans-IO.
+
+Rules this module guards:
+
+- At most `max_lines` lines and about `max_bytes` characters are kept (the newest); a "line"
+  that never ends is cut to its last `max_bytes` characters rather than buffered forever.
+- Secret values are replaced by `***` before a line is kept or returned, so neither the
+  error shown to the user nor the debug log can carry an API key the driver printed.
+- Bytes that are not UTF-8 never raise (replacement characters).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+
+__all__ = ["StderrTail"]
+
+
+class StderrTail:
+    """Splits a driver's stderr into lines and keeps the last few, bounded in lines and bytes.
+
+    Sans-IO: `feed(bytes)` returns the complete lines (for the debug log); `text()` is the
+    tail shown in errors. Secret values are replaced by `***` before anything is kept.
+    """
+
+    def __init__(
+        self, max_lines: int = 64, max_bytes: int = 8192, redact: Iterable[str] = ()
+    ) -> None:
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        # Longest first, so a secret that contains another is replaced whole.
+        self._redact = sorted({s for s in redact if s}, key=len, reverse=True)
+        self._lines: collections.deque[str] = collections.deque()
+        self._size = 0
+        self._partial = bytearray()
+
+    def feed(self, data: bytes | bytearray) -> list[str]:
+        self._partial += data
+        *complete, rest = self._partial.split(b"\n")
+        self._partial = bytearray(rest)
+        if len(self._partial) > self.max_bytes:
+            # A "line" with no newline in sight: keep its end, it is what the tail shows.
+            complete.append(self._partial[-self.max_bytes :])
+            self._partial.clear()
+        return [self._keep(line) for line in complete]
+
+    def close(self) -> list[str]:
+        """The stream ended: an unterminated last line still counts."""
+        if not self._partial:
+            return []
+        line = self._keep(bytes(self._partial))
+        self._partial.clear()
+        return [line]
+
+    def text(self) -> str:
+        return "\n".join(self._lines)
+
+    def _keep(self, raw: bytes | bytearray) -> str:
+        line = bytes(raw).decode("utf-8", "replace").rstrip("\r")
+        for secret in self._redact:
+            line = line.replace(secret, "***")
+        if len(line) > self.max_bytes:
+            line = line[-self.max_bytes :]
+        self._lines.append(line)
+        self._size += len(line) + 1
+        while len(self._lines) > self.max_lines or (
+            self._size > self.max_bytes and len(self._lines) > 1
+        ):
+            self._size -= len(self._lines.popleft()) + 1
+        return line
