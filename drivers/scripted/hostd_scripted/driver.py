@@ -415,6 +415,21 @@ class _Player:
         with trio.CancelScope(shield=True):
             await trio.sleep_forever()
 
+    async def do_burst(self, step: Step) -> None:
+        """N small chunk frames in one write (at most 4 KiB, so the pipe delivers them
+        atomically): the host must hand them on as one batch."""
+        n = int(step.num("n", 50, pos=0))
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.05)  # let the harness writer flush what came before
+        codec: Codec[DriverEvent] = Codec(DriverEvent)
+        data = codec.encode_frames(
+            ChunkEvent(turn_id=self.turn.turn_id, chunk=TextDelta(text=f"{i:03d}"))
+            for i in range(n)
+        )
+        if len(data) > 4096:
+            raise TurnFailed(f"/burst {n} is {len(data)} bytes; at most 4096", driver="scripted")
+        self.driver._write_raw(data)
+
     async def do_freeze(self, step: Step) -> None:
         """Block the whole process (its event loop too): it stops reading stdin, so the
         host's writes back up. For tests of bounded writes and the kill escalation."""

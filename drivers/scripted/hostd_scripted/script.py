@@ -81,6 +81,7 @@ KNOWN: dict[str, int | None] = {
     "stderr": None,
     "child": 0,
     "freeze": 1,
+    "burst": 1,
 }
 
 #: Built-in scenarios, as scripts. `default` is what `scripts/demo` shows: a streamed answer
