@@ -146,6 +146,13 @@ class _Live:
     key: str
 
 
+def _spec_env_values(spec: DriverSpec, base_env: Mapping[str, str]) -> list[str]:
+    """Values of the variables a driver's spec names (API keys, tokens): redacted from its
+    stderr tail like `SessionOptions.secrets`, which is shown in errors, stored with the
+    failed turn and logged. Short values are left alone: redacting "1" would garble the tail."""
+    return [v for name in spec.env if len(v := base_env.get(name, "")) >= 8]
+
+
 def _warm_key(opts: SessionOptions, resume_token: str | None) -> str:
     # The resume token is part of a spare's identity: a process initialised to continue one
     # vendor session must never be handed to another topic.
@@ -451,7 +458,7 @@ class Supervisor:
             terminate_timeout=self._terminate_timeout,
             max_frame_size=self._max_frame_size,
             event_buffer=self._event_buffer,
-            redact=opts.secrets.values(),
+            redact=[*opts.secrets.values(), *_spec_env_values(spec, self._base_env)],
         )
         session.on_turn_start = self._on_turn_start
         session.on_turn_end = self._on_turn_end
