@@ -97,9 +97,13 @@ class Paths:
         return cls.under(value) if value else cls.default()
 
     def ensure(self) -> None:
-        """Create every folder; the runtime dir is private (0700) whatever the umask."""
+        """Create every folder; the runtime dir is private (0700) whatever the umask, and the
+        other folders are created private (existing ones are left as the user set them)."""
         for d in (self.data_dir, self.config_dir, self.log_dir):
-            d.mkdir(parents=True, exist_ok=True)
+            # Private when created (conversations, logs), whatever the umask.
+            if not d.exists():
+                d.mkdir(parents=True, exist_ok=True)
+                os.chmod(d, 0o700)
         ensure_private_dir(self.runtime_dir)
         if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH:
             raise ConfigError(

@@ -28,7 +28,9 @@ log = logging.getLogger("hostd")
 
 def setup_logging(paths: Paths, level: str) -> logging.Handler:
     """stderr + a rotating file in the log dir; returns the file handler (close it at exit)."""
-    paths.log_dir.mkdir(parents=True, exist_ok=True)
+    if not paths.log_dir.exists():
+        paths.log_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.log_dir, 0o700)  # logs are private whatever the umask
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     file_handler = logging.handlers.RotatingFileHandler(
         paths.log_path, maxBytes=10 * 1024 * 1024, backupCount=3, encoding="utf-8"
