@@ -23,6 +23,7 @@ Rules this module guards:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -712,6 +713,8 @@ class StoreWriter:
         self._batches = 0
         self._ops_written = 0
         self._last_batch_seconds = 0.0
+        #: trio time of the oldest op waiting (inf: none), where the flush interval starts.
+        self._first_put_at = math.inf
         self.on_health: Callable[[StoreError | None], None] | None = None
         self._failing: StoreError | None = None
         self._failed_in_row = 0
@@ -723,6 +726,8 @@ class StoreWriter:
             for key in [k for k, v in self._pending.items() if _op_topic(v) == op.topic_id]:
                 del self._pending[key]
         key = _op_key(op)
+        if not self._pending:
+            self._first_put_at = trio.current_time()
         # Re-insert at the end so the batch keeps the order of the newest ops.
         self._pending.pop(key, None)
         self._pending[key] = op
@@ -771,7 +776,12 @@ class StoreWriter:
                 # A failing disk is retried with a backoff, not hammered.
                 await trio.sleep(min(RETRY_MAX, RETRY_MIN * 2 ** (self._failed_in_row - 1)))
             elif not self._urgent:
-                with trio.move_on_after(self.flush_interval):
+                # The interval runs from the oldest waiting op (not from the end of the last
+                # write, which ops may have waited through), less the time a write takes, so
+                # streamed content is on disk within one flush interval of being produced.
+                write_time = min(self._last_batch_seconds, self.flush_interval / 2)
+                start = min(self._first_put_at, trio.current_time())
+                with trio.move_on_at(start + self.flush_interval - write_time):
                     await self._urgent_event.wait()
             await self._write_batch()
 
@@ -779,6 +789,7 @@ class StoreWriter:
         batch = [_materialize(op) for op in self._pending.values()]
         first, last = self._committed_gen + 1, self._queued_gen
         self._pending = {}
+        self._first_put_at = math.inf
         self._wakeup = trio.Event()
         self._urgent = False
         self._urgent_event = trio.Event()
