@@ -45,7 +45,7 @@ def run(ctx: Context) -> Result:
     with BareDriver() as bare:
         bare.turn(script)
         for _ in range(ctx.runs):
-            cpu0 = time.process_time(), cpu_seconds(bare.proc.pid)
+            cpu0 = (time.process_time(), cpu_seconds(bare.proc.pid))
             t = bare.turn(script)
             rate = t.chars / max(1e-9, (t.last_ns - t.first_ns) / 1e9)
             bare_rates.append(rate)
@@ -76,10 +76,10 @@ def run(ctx: Context) -> Result:
                 drivers = sorted(child_pids(daemon.pid) - before)
                 for _ in range(ctx.runs):
                     pids = [daemon.pid, wp.proc.pid, *drivers[:1]]
-                    cpu0 = [cpu_seconds(p) for p in pids]
+                    cpu_before = [cpu_seconds(p) for p in pids]
                     send_all(daemon, [tid], script)
                     report = wp.read(timeout=300)
-                    cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+                    cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu_before, strict=True)]
                     _round(res, report, windows, base, want, bad)
                     label = f"{windows} windows:"
                     res.add(f"{label} daemon CPU per turn", "s", cpu[0])
