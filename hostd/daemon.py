@@ -112,10 +112,12 @@ def default_runtime_factory(
     return TopicRuntime(info, rows, approvals, last_seq, new_id=new_id, wall=time.time)
 
 
-def default_supervisor_factory(registry: DriverRegistry) -> Supervisor:
+def default_supervisor_factory(
+    registry: DriverRegistry, *, workdir_root: str | None = None
+) -> Supervisor:
     from hostd.supervisor import Supervisor
 
-    return Supervisor(registry)
+    return Supervisor(registry, workdir_root=workdir_root)
 
 
 @dataclass(frozen=True)
@@ -583,7 +585,14 @@ async def serve_daemon(
             try:
                 writer = st.StoreWriter(store, flush_interval=config.flush_interval)
                 registry = registry or DriverRegistry.discover()
-                supervisor = supervisor_factory(registry)
+                if supervisor_factory is default_supervisor_factory:
+                    # Per-topic working directories live under the data dir, so HOSTD_HOME
+                    # (and every test's temp home) holds them too.
+                    supervisor = default_supervisor_factory(
+                        registry, workdir_root=str(paths.data_dir / "workdirs")
+                    )
+                else:
+                    supervisor = supervisor_factory(registry)
                 daemon = Daemon(
                     paths,
                     config=config,
