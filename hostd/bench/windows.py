@@ -35,6 +35,7 @@ from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.framing import Codec, FrameDecoder
 
 RECEIVE_SIZE = 1 << 20
+CONNECT_AT_ONCE = 32
 
 
 class _Chunk(msgspec.Struct):
@@ -142,19 +143,29 @@ class Window:
 
 
 async def _run_window(
-    win: Window, conf: WindowConfig, attached: trio.Semaphore, notify: Callable[[], None]
+    win: Window,
+    conf: WindowConfig,
+    attached: trio.Semaphore,
+    connecting: trio.Semaphore,
+    notify: Callable[[], None],
 ) -> None:
+    hello = _client_codec.encode_frame(
+        Hello(protocol_version=PROTOCOL_VERSION, client="bench")
+    ) + _client_codec.encode_frame(Attach(id=1, topic_id=win.topic_id, max_rows=1))
+    # A few connections at a time, each held until the daemon has answered its attach:
+    # a non-blocking AF_UNIX connect into a full listen backlog (128) fails with EAGAIN,
+    # which trio takes for "in progress", leaving a socket that was never connected.
+    await connecting.acquire()
     try:
         stream = await trio.open_unix_socket(conf.socket)
-    except OSError as exc:
+        await stream.send_all(hello)
+    except (OSError, trio.BrokenResourceError) as exc:
         win.errors.append(f"connection closed: {exc}")
         notify()
+        attached.release()
+        connecting.release()
         return
     async with stream:
-        await stream.send_all(
-            _client_codec.encode_frame(Hello(protocol_version=PROTOCOL_VERSION, client="bench"))
-            + _client_codec.encode_frame(Attach(id=1, topic_id=win.topic_id, max_rows=1))
-        )
         frames = FrameDecoder()
         while len(win.done) < conf.rounds:
             data = await stream.receive_some(RECEIVE_SIZE)
@@ -176,6 +187,7 @@ async def _run_window(
                     if msg.result is not None and msg.result.snapshot is not None:
                         win.seq = msg.result.snapshot.seq
                         attached.release()
+                        connecting.release()
                 elif kind == "turn-ended":
                     if msg.seq != win.seq + 1:
                         win.gaps += 1
@@ -189,6 +201,7 @@ async def _run_window(
                     win.errors.append(f"connection closed: error {msg.message}")
                     if win.seq < 0:
                         attached.release()  # the attach failed: report it, do not hang
+                        connecting.release()
                 elif msg.seq:
                     if msg.seq != win.seq + 1:
                         win.gaps += 1
@@ -228,6 +241,7 @@ async def run(conf: WindowConfig) -> None:
         for i in range(conf.windows_per_topic)
     ]
     attached = trio.Semaphore(0, max_value=len(wins))
+    connecting = trio.Semaphore(CONNECT_AT_ONCE)
     progress = trio.Event()
 
     def notify() -> None:
@@ -235,7 +249,7 @@ async def run(conf: WindowConfig) -> None:
 
     async with trio.open_nursery() as nursery:
         for win in wins:
-            nursery.start_soon(_run_window, win, conf, attached, notify)
+            nursery.start_soon(_run_window, win, conf, attached, connecting, notify)
         for _ in wins:
             await attached.acquire()
         _emit({"ready": True})
