@@ -336,6 +336,11 @@ class Connection:
             for body in bodies:
                 if not await self._handle_body(body):
                     return
+            try:
+                self._frames.feed(b"")  # a framing error behind those frames surfaces now
+            except ProtocolError as exc:
+                self._fatal(exc)
+                return
 
     def _fatal(self, exc: HostdError, request_id: int | None = None) -> None:
         log.info("%r: closing after protocol error: %s", self, exc)

@@ -8,7 +8,10 @@ Rules this module guards:
   `FrameTooLarge` before anything is written; the decoder raises as soon as it reads the
   header, before buffering the body, so a hostile length cannot make us allocate.
 - After a framing error the decoder is in an error state it never leaves: the byte stream
-  can no longer be trusted. Schema errors (`InvalidMessage`) are per message and leave the
+  can no longer be trusted. Frames completed before the error in the same `feed` are
+  returned first (they arrived intact: a valid hello still picks the encoding the error is
+  answered in); the error is raised by the next `feed` (`feed(b"")` checks) or `close`.
+  Schema errors (`InvalidMessage`) are per message and leave the
   decoder usable.
 """
 
@@ -80,6 +83,8 @@ class FrameDecoder:
                     details={"size": length, "max": self.max_frame_size},
                 )
                 del buf[:]
+                if frames:
+                    return frames
                 raise self._error
             if end - start - HEADER_SIZE < length:
                 break
