@@ -262,3 +262,29 @@ async def _storm(socket_path: Path, n: int, seed: int, topic_id: str) -> None:
     async with trio.open_nursery() as nursery:
         for _ in range(n):
             nursery.start_soon(one, rng.randrange(6))
+
+
+async def test_a_frame_error_behind_valid_frames_is_answered_in_their_encoding(
+    home: Path,
+) -> None:
+    """Regression (found by the fuzzer): a JSON hello and a ping followed by a hostile
+    header in the same read. The decoder used to drop the complete frames, so the daemon
+    answered the error in msgpack to a JSON client and never answered the ping."""
+    from hostd_protocol.client_messages import ErrorReply, Pong, Reply, Welcome
+
+    with trio.fail_after(30):
+        daemon = DaemonProcess(home)
+        await daemon.start()
+        try:
+            ping = frame(encode_body({"type": "ping", "id": 7}, "json"))
+            data = frame(hello_body("json")) + ping + b"\xff\xff\xff\xff"
+            result = await run_case(daemon.paths.socket_path, Case((data,), False, "json"))
+        finally:
+            await daemon.stop()
+    assert result.problems == []
+    assert result.encoding_fallbacks == 0
+    kinds = [type(m) for m in result.replies]
+    assert kinds == [Welcome, Reply, ErrorReply], result.replies
+    assert isinstance(result.replies[1].result, Pong)
+    assert result.replies[2].code == "frame_too_large"
+    assert result.closed_by_daemon
