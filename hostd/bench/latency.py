@@ -10,12 +10,20 @@ from what the host adds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from hostd.bench.control import create_topics, send_all
-from hostd.bench.procs import DaemonProc, WindowsProc, bare_fleet_turn, spawn_fleet
+from hostd.bench.procs import (
+    DaemonProc,
+    WindowsProc,
+    bare_fleet_turn,
+    cpu_seconds,
+    spawn_fleet,
+)
 from hostd.bench.report import Context, Result
+from hostd.testing.processes import child_pids
 
 GOAL = "100 topics x 4 windows at 50 chunks/s: driver emit -> window receive p99 <= 2 ms"
 
@@ -49,13 +57,32 @@ def stream_rounds(
         if warmup:
             send_all(daemon, topics, warmup)
             wp.read(timeout=300)
+        drivers = sorted(child_pids(daemon.pid))
         for k in range(rounds):
+            pids = [daemon.pid, wp.proc.pid, *drivers]
+            cpu0 = [cpu_seconds(p) for p in pids]
+            t0 = time.perf_counter()
             send_all(daemon, topics, script)
             if during is not None:
                 during()
-            on_round(k, wp.read(timeout=300))
+            report = wp.read(timeout=300)
+            wall = time.perf_counter() - t0
+            used = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+            # CPU shares over the round, in cores: what the 2 (or N) cores were asked for.
+            report["cpu_cores"] = {
+                "daemon": used[0] / wall,
+                "windows": used[1] / wall,
+                "drivers": sum(used[2:]) / wall,
+            }
+            on_round(k, report)
     finally:
         wp.close()
+
+
+def add_cpu(res: Result, report: dict[str, Any]) -> None:
+    """Rows for how many cores the daemon, the windows and the drivers used in a round."""
+    for who, cores in report["cpu_cores"].items():
+        res.add(f"CPU used by {who} (cores)", "", round(cores, 2))
 
 
 def run(ctx: Context) -> Result:
@@ -88,6 +115,7 @@ def run(ctx: Context) -> Result:
         res.add("host p50", "ms", lat["p50"] / 1000)
         res.add("host p99", "ms", lat["p99"] / 1000, goal=("<=", 2.0))
         res.add("host max", "ms", (lat["max"] or 0) / 1000)
+        add_cpu(res, report)
         expected = n_topics * n_windows * n_chunks
         if lat["n"] != expected:
             problems.append(f"round {k + 1}: {lat['n']} of {expected} chunks measured")

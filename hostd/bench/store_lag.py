@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.bench.control import create_topics
-from hostd.bench.latency import STAMP_SIZE, bench_script, stream_rounds
+from hostd.bench.latency import STAMP_SIZE, add_cpu, bench_script, stream_rounds
 from hostd.bench.procs import DaemonProc
 from hostd.bench.report import Context, Result
 from hostd.bench.stats import percentile
@@ -127,6 +127,7 @@ def run(ctx: Context) -> Result:
             lat = report["latency_us"]
             res.add("stream: emit -> window p50", "ms", lat["p50"] / 1000)
             res.add("stream: emit -> window p99", "ms", lat["p99"] / 1000)
+            add_cpu(res, report)
             expected = n_topics * n_chunks
             if lat["n"] != expected:
                 problems.append(f"round {k + 1}: {lat['n']} of {expected} chunks measured")
