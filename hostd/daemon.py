@@ -310,6 +310,11 @@ class Daemon:
             rows = await self.reader.run(self.reader.sync.load_rows, topic_id)
             approvals = await self.reader.run(self.reader.sync.load_approvals, topic_id)
             last_seq = record.last_seq + LOAD_SEQ_GAP
+            # On disk before any event of this life goes out: if this daemon is killed before
+            # its events' seqs are flushed, the next one must still start above them.
+            await self.writer.wait_committed(
+                self.writer.put(st.PutSeq(topic_id, last_seq), durable=True)
+            )
             host = await self._start_host(
                 record.info, rows, approvals, last_seq, record.resume_token
             )
