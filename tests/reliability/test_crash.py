@@ -30,3 +30,30 @@ async def test_kill9_at_random_moments_loses_nothing_acknowledged(home: Path, se
     assert report.rows_reconciled > 0
     assert report.acked_by_disposition.get("steered", 0) > 0
     assert report.acked_by_disposition.get("queued", 0) > 0
+
+
+async def test_a_loaded_topic_stores_its_new_seq_base_before_serving(home: Path) -> None:
+    """Regression (found by the crash campaign): a restarted daemon starts a topic's seqs
+    LOAD_SEQ_GAP above the stored last seq, but did not store that base; killed again before
+    any of its events were flushed, the next daemon reused the seqs windows had seen."""
+    import sqlite3
+
+    from hostd.client import open_client
+    from hostd.stress.process import DaemonProcess
+
+    with trio.fail_after(60):
+        daemon = DaemonProcess(home)
+        await daemon.start()
+        async with open_client(daemon.paths) as c:
+            t = await c.create_topic(driver="scripted")
+        await daemon.stop()
+        await daemon.start()
+        async with open_client(daemon.paths) as c, c.attach(t.id) as sub:
+            seen = sub.seq
+        db = sqlite3.connect(f"file:{daemon.paths.db_path}?mode=ro", uri=True)
+        try:
+            (stored,) = db.execute("SELECT last_seq FROM topics WHERE id = ?", (t.id,)).fetchone()
+        finally:
+            db.close()
+        await daemon.kill9()
+        assert stored >= seen > 0
