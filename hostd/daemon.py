@@ -207,17 +207,20 @@ class Daemon:
         await self._shutdown_requested.wait()
 
     async def stop_turns(self, grace: float) -> None:
-        """Stop every running turn and wait (up to `grace`) for their ends."""
-        now = trio.current_time()
-        active = [h for h in self.hosts.values() if h.active and not h.closed]
-        for host in active:
-            try:
-                host.apply(host.runtime.stop(now))
-            except HostdError as exc:
-                log.info("topic %s: stop at shutdown: %s", host.topic_id, exc)
+        """Stop every running turn and wait (up to `grace`) for their ends. A turn that
+        chains into another as it ends (a `send_now` pick, a message queued meanwhile) has
+        that one stopped too, so a graceful stop leaves no row `pending`."""
         with trio.move_on_after(grace) as scope:
-            for host in active:
-                await host.wait_idle()
+            while active := [h for h in self.hosts.values() if h.active and not h.closed]:
+                now = trio.current_time()
+                turns = [h.runtime.active_turn_id for h in active]
+                for host in active:
+                    try:
+                        host.apply(host.runtime.stop(now))
+                    except HostdError as exc:
+                        log.info("topic %s: stop at shutdown: %s", host.topic_id, exc)
+                for host, turn in zip(active, turns, strict=True):
+                    await host.wait_turn_over(turn)
         if scope.cancelled_caught:
             log.warning("shutdown: some turns did not end within %.1f s", grace)
 

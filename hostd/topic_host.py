@@ -160,6 +160,9 @@ class TopicHost:
         self._timers: dict[str, float] = {}
         self._timers_changed = trio.Event()
         self._idle = trio.Event()
+        # Set (and replaced) whenever the running turn changes, chained turns included.
+        self._turn_changed = trio.Event()
+        self._last_turn = runtime.active_turn_id
         self._nursery: trio.Nursery | None = None
         self.closed = False
         if runtime.active_turn_id is None:
@@ -196,6 +199,12 @@ class TopicHost:
         """Until no turn is running."""
         while self.runtime.active_turn_id is not None:
             await self._idle.wait()
+
+    async def wait_turn_over(self, turn_id: str | None) -> None:
+        """Until `turn_id` is no longer the running turn (it ended; another may have
+        chained in)."""
+        while turn_id is not None and self.runtime.active_turn_id == turn_id:
+            await self._turn_changed.wait()
 
     def topic_info(self) -> TopicInfo:
         """The topic as clients see it now (state and seq are live)."""
@@ -262,6 +271,10 @@ class TopicHost:
             self._idle.set()
         elif self._idle.is_set():
             self._idle = trio.Event()
+        if self.runtime.active_turn_id != self._last_turn:
+            self._last_turn = self.runtime.active_turn_id
+            self._turn_changed.set()
+            self._turn_changed = trio.Event()
         return durable_gen
 
     async def _commit(self, gen: int) -> None:
