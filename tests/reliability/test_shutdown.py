@@ -1,0 +1,38 @@
+"""A graceful shutdown leaves no row `pending`, even when a turn chains into another while
+it stops (found by the crash campaign's final, graceful life)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.paths import Paths
+from hostd.stress.dbcheck import read_rows
+from hostd_protocol.client_messages import RowAppended
+from tests.reliability.conftest import start_in_process
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_shutdown_while_a_send_now_chains_leaves_nothing_pending(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            async with c.attach(t.id) as sub:
+                await c.send(t.id, "/chunks 1000 size=8 rate=100\nfirst", "start")
+                async for ev in sub:
+                    if isinstance(ev, RowAppended):
+                        break
+                queued = await c.send(t.id, "/chunks 1000 size=8 rate=100\nnext", "queue")
+                # Run `next` now: stops `first`, which chains into `next` when it ends...
+                await c.send_now(t.id, queued.row_id)
+                # ...right as the daemon shuts down.
+                d.daemon.request_shutdown()
+        with trio.fail_after(20):
+            await d.done.wait()
+        rows = read_rows(paths.db_path)[t.id]
+        assert [(r.role, r.status) for r in rows if r.status == "pending"] == []
