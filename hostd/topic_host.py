@@ -217,6 +217,11 @@ class TopicHost:
     def apply(self, effects: list[Effect]) -> int:
         """Carry out effects in order; returns the store generation a reply must wait for
         (0 when nothing durable was queued)."""
+        if self.closed:
+            # Deleted (or shut down): a late driver event or a queued command's failure must
+            # not reach the windows (`topic-deleted` was their last event) nor the store
+            # (the topic's rows are gone).
+            return 0
         durable_gen = 0
         writer = self._writer
         tid = self.topic_id
