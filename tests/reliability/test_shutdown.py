@@ -36,3 +36,29 @@ async def test_shutdown_while_a_send_now_chains_leaves_nothing_pending(
             await d.done.wait()
         rows = read_rows(paths.db_path)[t.id]
         assert [(r.role, r.status) for r in rows if r.status == "pending"] == []
+
+
+async def test_deleting_a_topic_mid_turn_is_clean(
+    nursery: trio.Nursery, paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (found by the soak, which retires topics mid-turn): the stop's Interrupt
+    reached a closed host, whose `driver_lost` events reused the seq of `topic-deleted`; the
+    host task died on the fan-out's seq assertion and rows of the deleted topic were written
+    after its deletion (foreign key failures)."""
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            for _ in range(3):
+                t = await c.create_topic(driver="scripted")
+                async with c.attach(t.id) as sub:
+                    await c.send(t.id, "/chunks 1000 size=8 rate=200\nbusy", "start")
+                    async for ev in sub:
+                        if isinstance(ev, RowAppended):
+                            break
+                    await c.delete_topic(t.id)
+            survivor = await c.create_topic(driver="scripted")
+            await c.send(survivor.id, "/text still fine\nq", "start")
+            assert [x.id for x in await c.list_topics()] == [survivor.id]
+        await d.stop()
+    problems = [r.getMessage() for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert problems == []
