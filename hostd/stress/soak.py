@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,13 @@ import trio
 
 from hostd.client import Client, Subscription, open_client
 from hostd.stress.process import DaemonProcess, ProcSample
-from hostd_protocol.client_messages import ApprovalRequested, MessageRow, Snapshot, TurnEnded
+from hostd_protocol.client_messages import (
+    ApprovalRequested,
+    MessageRow,
+    Snapshot,
+    TopicDeleted,
+    TurnEnded,
+)
 from hostd_protocol.common import SendIntent
 from hostd_protocol.errors import HostdError
 
@@ -54,6 +60,8 @@ class SoakReport:
     reconnects: int = 0
     resyncs: int = 0
     rows_compared: int = 0
+    topics_created: int = 0
+    topics_deleted: int = 0
     samples: list[ProcSample] = field(default_factory=list)
     rss_start_kib: int = 0
     rss_end_kib: int = 0
@@ -66,6 +74,7 @@ class SoakReport:
         return (
             f"soak {self.seconds:.0f}s, {self.topics} topics, {self.windows} windows: "
             f"{self.sends} sends, {self.turns_ended} turns ended, {self.stops} stops, "
+            f"{self.topics_created} topics created / {self.topics_deleted} deleted, "
             f"{self.approvals_answered} approvals answered, {self.attaches} attaches "
             f"({self.replays} replays, {self.reconnects} reconnects, {self.resyncs} resyncs), "
             f"{self.rows_compared} rows compared; RSS {self.rss_start_kib // 1024}->"
@@ -81,6 +90,8 @@ class _Shared:
     def __init__(self) -> None:
         self.transcripts: dict[str, Any] = {}
         self.changed = trio.Event()
+        self.senders = 0
+        self.senders_done = trio.Event()
 
     def notify(self) -> None:
         self.changed.set()
@@ -92,6 +103,18 @@ class _Window:
         self.name = name
         self.subs: dict[str, Subscription] = {}
         self.last_seq: dict[str, int] = {}
+        #: Steady windows: attach a (new) topic for the rest of the run.
+        self.attach: Callable[[str], Awaitable[None]] | None = None
+
+
+def _attacher(
+    nursery: trio.Nursery, client: Client, window: _Window, answer_p: float,
+    report: SoakReport, states: _Shared,
+) -> Callable[[str], Awaitable[None]]:
+    async def attach(tid: str) -> None:
+        await nursery.start(_follow, client, window, tid, None, answer_p, report, states)
+
+    return attach
 
 
 def _comparable(row: MessageRow) -> MessageRow:
@@ -107,8 +130,12 @@ async def run_soak(
     churn_windows: int = 4,
     seed: int = 0,
     sample_every: float = 1.0,
+    rotate_after: int = 30,
     log: Callable[[str], None] = lambda _m: None,
 ) -> SoakReport:
+    """Run the soak for `seconds`. Each topic is deleted after about `rotate_after` sends and
+    a new one takes its place, so the data a daemon holds stays bounded and memory that
+    still grows is a leak (deleted topics must leave nothing behind)."""
     rng = random.Random(seed)
     report = SoakReport(topics=topics, windows=steady_windows + churn_windows)
     daemon = DaemonProcess(home)
@@ -120,6 +147,7 @@ async def run_soak(
                 (await senders.create_topic(title=f"soak {i}", driver="scripted")).id
                 for i in range(topics)
             ]
+            report.topics_created = len(tids)
             steady = [_Window(f"steady{i}") for i in range(steady_windows)]
             churn = [_Window(f"churn{i}") for i in range(churn_windows)]
             stop_sending = trio.Event()
@@ -129,9 +157,10 @@ async def run_soak(
                     # One connection per window (a connection attaches a topic once). The
                     # first one answers every approval, so no turn waits for a human.
                     steady_client = await nursery.start(_connect, daemon, w.name)
+                    w.attach = _attacher(nursery, steady_client, w,
+                                         1.0 if i == 0 else rng.random(), report, states)
                     for tid in tids:
-                        await nursery.start(_follow, steady_client, w, tid, None,
-                                            1.0 if i == 0 else rng.random(), report, states)
+                        await w.attach(tid)
                 churn_scope = trio.CancelScope()
 
                 async def churning() -> None:
@@ -142,13 +171,16 @@ async def run_soak(
                                              report, states)
 
                 nursery.start_soon(churning)
-                for tid in tids:
-                    nursery.start_soon(_send_loop, senders, tid, states, stop_sending,
-                                       random.Random(rng.random()), report)
+                for slot in range(len(tids)):
+                    nursery.start_soon(_send_loop, senders, tids, slot, steady, states,
+                                       stop_sending, random.Random(rng.random()), report,
+                                       rotate_after)
                 nursery.start_soon(_sampler, daemon, report, sample_every)
                 await trio.sleep(seconds)  # the soak's duration (a moment, not a condition)
                 stop_sending.set()
                 churn_scope.cancel()
+                with trio.fail_after(60):
+                    await states.senders_done.wait()
                 await _quiesce(senders, tids, states, report)
                 # Every churning window attaches everything once more, from scratch.
                 async with open_client(daemon.paths, client_name="soak-final") as final_client:
@@ -205,6 +237,8 @@ async def _follow(
                 states.notify()
                 if isinstance(item, Snapshot):
                     continue
+                if isinstance(item, TopicDeleted):
+                    break
                 if isinstance(item, TurnEnded) and window.name == "steady0":
                     report.turns_ended += 1
                 if isinstance(item, ApprovalRequested) and answer_p > 0.5:
@@ -261,15 +295,57 @@ async def _churn(
 
 async def _send_loop(
     client: Client,
-    tid: str,
+    tids: list[str],
+    slot: int,
+    steady: list[_Window],
     states: _Shared,
     stop: trio.Event,
     rng: random.Random,
     report: SoakReport,
+    rotate_after: int,
+) -> None:
+    states.senders += 1
+    try:
+        await _send_loop_body(client, tids, slot, steady, states, stop, rng, report,
+                              rotate_after)
+    finally:
+        states.senders -= 1
+        if not states.senders:
+            states.senders_done.set()
+
+
+async def _send_loop_body(
+    client: Client,
+    tids: list[str],
+    slot: int,
+    steady: list[_Window],
+    states: _Shared,
+    stop: trio.Event,
+    rng: random.Random,
+    report: SoakReport,
+    rotate_after: int,
 ) -> None:
     weights = [w for w, _ in SCRIPTS]
     n = 0
+    left = rng.randint(rotate_after // 2, rotate_after * 3 // 2)
     while not stop.is_set():
+        tid = tids[slot]
+        if left <= 0:
+            # Retire this topic (whatever it is doing) and put a new one in its place.
+            try:
+                await client.delete_topic(tid)
+                report.topics_deleted += 1
+                new = await client.create_topic(title=f"soak {slot}", driver="scripted")
+            except HostdError as exc:
+                report.violations.append(f"rotating topic {tid} failed: {exc}")
+                return
+            report.topics_created += 1
+            states.transcripts.pop(tid, None)
+            tids[slot] = tid = new.id
+            for w in steady:
+                assert w.attach is not None
+                await w.attach(tid)
+            left = rng.randint(rotate_after // 2, rotate_after * 3 // 2)
         t = states.transcripts.get(tid)
         queued = [r for r in t.rows() if r.status == "queued"] if t is not None else []
         if len(queued) >= 2:
@@ -286,6 +362,7 @@ async def _send_loop(
         try:
             await client.send(tid, f"{script}\nsoak {tid[-4:]} #{n}", rng.choice(INTENTS))
             report.sends += 1
+            left -= 1
             if rng.random() < 0.05:
                 await client.stop(tid)
                 report.stops += 1
