@@ -82,6 +82,8 @@ async def _run(args: argparse.Namespace) -> int:
             say(f"crash: {crash.summary()}")
             for v in crash.violations[:50]:
                 say(f"  VIOLATION {v}")
+            for stall in crash.stalls[:20]:
+                say(f"  stalled life: {stall}")
             failed |= bool(crash.violations)
         if args.soak:
             from hostd.stress.soak import run_soak

@@ -85,6 +85,8 @@ class CrashReport:
     max_loss_window: float = 0.0
     orphan_drivers_left: int = 0
     stalled_lives: int = 0
+    #: What every topic was doing when a life reached no kill moment in `max_life`.
+    stalls: list[str] = field(default_factory=list)
     seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
 
@@ -293,6 +295,12 @@ async def _run_life(
                     await life.progress.wait()
             if scope.cancelled_caught:
                 report.stalled_lives += 1
+                report.stalls.append("; ".join(
+                    f"{t.id[-6:]}: {t.state()}, {t.queued()} queued, rows "
+                    f"{[(r.role[0], r.status) for r in t.transcript.rows()][-4:]}"
+                    if t.transcript is not None else f"{t.id[-6:]}: no transcript"
+                    for t in state
+                ))
             # A seeded delay picks the moment (it is not waiting for a condition).
             await trio.sleep(extra)
             t_kill = trio.current_time()
