@@ -338,6 +338,8 @@ async def _observe(
                         )
                     first = False
                     topic.max_seq_seen = max(topic.max_seq_seen, item.seq)
+                    for approval in item.approvals:  # asked before this window attached
+                        answers.start_soon(_answer, client, topic.id, approval.id, rng, report)
                     for row in item.rows:
                         if row.role == "assistant":
                             _seen_reset(topic, row.id, row.parts, now)

@@ -236,6 +236,9 @@ async def _follow(
                     states.transcripts[tid] = sub.transcript
                 states.notify()
                 if isinstance(item, Snapshot):
+                    if answer_p > 0.5:  # approvals asked before this window attached
+                        for approval in item.approvals:
+                            answers.start_soon(_answer, client, tid, approval.id, report)
                     continue
                 if isinstance(item, TopicDeleted):
                     break
