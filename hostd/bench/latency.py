@@ -19,6 +19,7 @@ from hostd.bench.procs import (
     DaemonProc,
     WindowsProc,
     bare_fleet_turn,
+    busy_cpu_seconds,
     cpu_seconds,
     spawn_fleet,
 )
@@ -62,6 +63,7 @@ def stream_rounds(
         for k in range(rounds):
             pids = [daemon.pid, wp.proc.pid, *drivers]
             cpu0 = [cpu_seconds(p) for p in pids]
+            busy0 = busy_cpu_seconds()
             t0 = time.perf_counter()
             send_all(daemon, topics, script)
             if during is not None:
@@ -69,11 +71,14 @@ def stream_rounds(
             report = wp.read(timeout=300)
             wall = time.perf_counter() - t0
             used = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+            busy = busy_cpu_seconds() - busy0
             # CPU shares over the round, in cores: what the 2 (or N) cores were asked for.
             report["cpu_cores"] = {
                 "daemon": used[0] / wall,
                 "windows": used[1] / wall,
                 "drivers": sum(used[2:]) / wall,
+                # Everything else on the machine (the bench itself, other jobs): noise.
+                "other processes": max(0.0, busy - sum(used)) / wall,
             }
             on_round(k, report)
     finally:

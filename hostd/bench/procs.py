@@ -52,6 +52,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used so far (Linux /proc/stat), so a
+    round can tell how much of the machine others (other jobs, not the bench) took."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def short_home(prefix: str = "hb") -> Path:
     """A fresh HOSTD_HOME short enough for the AF_UNIX path limit."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
@@ -87,11 +99,13 @@ class DaemonProc:
 
     def start(self, timeout: float = 30.0) -> DaemonProc:
         read_fd, write_fd = os.pipe()
+        # HOSTD_BENCH_DAEMON=<script.py>: run that instead of `-m hostd` (same arguments), to
+        # compare a patched daemon (a fix switched off, say) in the same harness.
+        entry = os.environ.get("HOSTD_BENCH_DAEMON")
         argv = [
             PYTHON,
             *self.python_args,
-            "-m",
-            "hostd",
+            *([entry] if entry else ["-m", "hostd"]),
             "--home",
             str(self.home),
             "serve",

@@ -14,7 +14,13 @@ import time
 from typing import Any
 
 from hostd.bench.control import create_topics, send_all
-from hostd.bench.procs import BareDriver, DaemonProc, WindowsProc, cpu_seconds
+from hostd.bench.procs import (
+    BareDriver,
+    DaemonProc,
+    WindowsProc,
+    busy_cpu_seconds,
+    cpu_seconds,
+)
 from hostd.bench.report import Context, Result
 from hostd.bench.stats import median
 from hostd.testing.processes import child_pids
@@ -77,15 +83,19 @@ def run(ctx: Context) -> Result:
                 for _ in range(ctx.runs):
                     pids = [daemon.pid, wp.proc.pid, *drivers[:1]]
                     cpu_before = [cpu_seconds(p) for p in pids]
+                    busy0, t0 = busy_cpu_seconds(), time.perf_counter()
                     send_all(daemon, [tid], script)
                     report = wp.read(timeout=300)
                     cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu_before, strict=True)]
+                    other = busy_cpu_seconds() - busy0 - sum(cpu)
+                    wall = time.perf_counter() - t0
                     _round(res, report, windows, base, want, bad)
                     label = f"{windows} windows:"
                     res.add(f"{label} daemon CPU per turn", "s", cpu[0])
                     res.add(f"{label} windows process CPU per turn", "s", cpu[1])
                     if drivers:
                         res.add(f"{label} driver CPU per turn", "s", cpu[2])
+                    res.add(f"{label} other processes (cores, noise)", "", round(other / wall, 2))
             finally:
                 wp.close()
             res.check(
