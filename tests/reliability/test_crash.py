@@ -1,8 +1,8 @@
 """kill -9 of the real daemon at random moments, then restart: DESIGN.md invariant 8.
 
-The bounded campaign here is 10 kills of a daemon streaming 3 topics (each kill costs about
-3-4 s on 2 cores: a daemon start, driver starts, streaming until the picked moment, the
-checks). `scripts/stress --kills N` runs the long one. `hostd.stress.crash` says what is
+The bounded campaign here is 20 kills of a daemon streaming 3 topics (each kill costs about
+1.5-2 s on 2 idle cores: a daemon start, driver starts, streaming until the picked moment,
+the checks). `scripts/stress --kills N` runs the long one. `hostd.stress.crash` says what is
 checked after every kill and restart.
 """
 
@@ -17,11 +17,11 @@ from hostd.stress.crash import run_crash_campaign
 
 pytestmark = pytest.mark.e2e
 
-KILLS = 10
+KILLS = 20
 
 
 async def test_kill9_at_random_moments_loses_nothing_acknowledged(home: Path, seed: int) -> None:
-    with trio.fail_after(120):
+    with trio.fail_after(150):
         report = await run_crash_campaign(home, kills=KILLS, topics=3, seed=seed)
     assert report.violations == [], f"seed {seed}: {report.summary()}"
     assert report.kills == KILLS

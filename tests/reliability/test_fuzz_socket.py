@@ -200,12 +200,14 @@ async def test_random_fuzz_and_a_connection_storm_leave_no_trace(home: Path, see
                 await c.send(t.id, "/text stored before the fuzzing\nq", "start")
                 await c.send(t.id, "queued behind it\n/text later", "queue")
             # Let the turn end (and its driver settle) so the baseline is quiet.
-            async with open_client(daemon.paths) as c, c.attach(t.id) as sub:
-                async for _ in sub:
-                    if sub.transcript.state == "idle" and not any(
-                        r.status in ("queued", "pending") for r in sub.transcript.rows()
-                    ):
-                        break
+            async with open_client(daemon.paths) as c:
+                async with c.attach(t.id) as sub:
+                    async for _ in sub:
+                        if sub.transcript.state == "idle" and not any(
+                            r.status in ("queued", "pending") for r in sub.transcript.rows()
+                        ):
+                            break
+                await c.history(t.id)  # answered once the writer has flushed
             before = _db_state(daemon.paths)
             base = daemon.sample()
 

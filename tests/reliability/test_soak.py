@@ -24,5 +24,6 @@ async def test_soak_memory_and_descriptors_stay_flat_transcripts_match(
         report = await run_soak(home, seconds=SECONDS, seed=seed)
     assert report.violations == [], f"seed {seed}: {report.summary()}"
     assert report.turns_ended > 50
-    assert report.rows_compared > 500
+    assert report.rows_compared > 100
+    assert report.topics_deleted > 0  # topics retired mid-run, many mid-turn
     assert report.replays > 0 and report.reconnects > 5
