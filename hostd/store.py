@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,27 @@ class PutTurn:
     at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One step of a turn (`hook_create`, `llm`, `tool`, `hook_next`, `delegate`)."""
+
+    kind: str
+    status: str
+    started_at: float
+    ended_at: float | None = None
+    #: JSON-able details: index, depth, detail (hook / driver / tool name), error, error_code.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PutSteps:
+    """Every step of one ended turn, written once at its end (replacing any earlier write)."""
+
+    topic_id: str
+    turn_id: str
+    steps: tuple[StepRow, ...]
+
+
 Op = (
     PutTopic
     | DeleteTopic
@@ -217,6 +238,7 @@ Op = (
     | PutApproval
     | PutResumeToken
     | PutTurn
+    | PutSteps
 )
 
 
@@ -236,6 +258,8 @@ def _op_key(op: Op) -> tuple[str, str]:
         return ("approval", op.approval.id)
     if isinstance(op, PutResumeToken):
         return ("token", op.topic_id)
+    if isinstance(op, PutSteps):
+        return ("steps", op.turn_id)
     return ("turn", op.turn_id)
 
 
@@ -246,7 +270,7 @@ def _op_topic(op: Op) -> str | None:
         return op.row.topic_id
     if isinstance(op, PutApproval):
         return op.approval.topic_id
-    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, TouchRow)):
+    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutSteps, TouchRow)):
         return op.topic_id
     return None
 
@@ -457,6 +481,18 @@ class Store:
         )
         return [TurnRecord(*v) for v in cur]
 
+    def load_steps(self, turn_id: str) -> list[StepRow]:
+        """The recorded steps of a turn, in the order they started."""
+        cur = self._db.execute(
+            "SELECT kind, status, started_at, ended_at, data FROM steps WHERE turn_id = ? "
+            "ORDER BY id",
+            (turn_id,),
+        )
+        return [
+            StepRow(kind, status, started, ended, _dict_decoder.decode(data))
+            for kind, status, started, ended, data in cur
+        ]
+
     def history_page(
         self, topic_id: str, before_position: int | None, limit: int
     ) -> tuple[list[MessageRow], bool]:
@@ -609,6 +645,26 @@ class Store:
                                 op.at if op.status is not None else None,
                             )
                             for op in tus
+                        ],
+                    )
+                if sts := groups.get(PutSteps):
+                    db.executemany(
+                        "DELETE FROM steps WHERE turn_id = ?", [(op.turn_id,) for op in sts]
+                    )
+                    db.executemany(
+                        "INSERT INTO steps (turn_id, kind, status, data, started_at, ended_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            (
+                                op.turn_id,
+                                step.kind,
+                                step.status,
+                                _json_encoder.encode(step.data).decode(),
+                                step.started_at,
+                                step.ended_at,
+                            )
+                            for op in sts
+                            for step in op.steps
                         ],
                     )
                 if tks := groups.get(PutResumeToken):
