@@ -190,7 +190,12 @@ async def run_crash_campaign(
         for life_no in range(kills + 1):
             final = life_no == kills
             t0 = trio.current_time()
-            await daemon.start()
+            try:
+                await daemon.start()
+            except RuntimeError as exc:
+                tail = daemon.output_path.read_text(errors="replace")[-3000:]
+                report.violations.append(f"life {life_no}: {exc}; its output ends:\n{tail}")
+                break
             t_up = trio.current_time() - t0
             report.lives += 1
             if life_no == 0:
@@ -224,6 +229,8 @@ async def run_crash_campaign(
             log(f"life {life_no}: up in {t_up:.2f}s, drivers gone in {t_orphans:.2f}s, "
                 f"lived {t_kill - t0 - t_up:.2f}s, killed after {life.chunks} chunks; "
                 f"{len(pre_pending)} pending, {len(pre_queued)} queued rows")
+        if not daemon.running:
+            return report
         # The last life ends gracefully: SIGTERM stops turns and flushes.
         await daemon.stop()
         rows = read_rows(daemon.paths.db_path)
