@@ -80,7 +80,8 @@ class DaemonProcess:
         return self.proc is not None and self.proc.returncode is None
 
     def argv(self) -> list[str]:
-        argv = [self.python, "-m", "hostd", "--home", str(self.home), "serve",
+        # -X faulthandler: a crash in C code (SQLite, msgspec) leaves a traceback behind.
+        argv = [self.python, "-X", "faulthandler", "-m", "hostd", "--home", str(self.home), "serve",
                 "--log-level", self.log_level, "--default-driver", self.default_driver]
         if self.flush_interval is not None:
             argv += ["--flush-interval", repr(self.flush_interval)]
@@ -131,10 +132,10 @@ class DaemonProcess:
             ) from None
         word, _, _rest = line.decode(errors="replace").strip().partition(" ")
         if word != "ready":
-            await self.kill9()
+            code = await self.kill9()
             raise RuntimeError(
-                f"hostd did not start ({line.decode(errors='replace').strip() or 'no answer'}); "
-                f"see {self.output_path}"
+                f"hostd did not start ({line.decode(errors='replace').strip() or 'no answer'}, "
+                f"exit code {code}); see {self.output_path}"
             )
         return self.pid
 
