@@ -32,18 +32,22 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 import trio
 
 from hostd.paths import Paths
+from hostd.sync_wire import (
+    ConnectRetry,
+    DaemonNotRunning,
+    connect_unix,
+    start_daemon,
+)
+from hostd.sync_wire import not_running as _not_running
 from hostd_protocol.client_messages import (
     AnswerApproval,
     Attach,
@@ -109,33 +113,6 @@ def _codec(encoding: Encoding) -> Codec[ServerMessage]:
     if codec is None:
         codec = _CODECS[encoding] = Codec(ServerMessage, encoding, DEFAULT_MAX_FRAME_SIZE)
     return codec
-
-
-class DaemonNotRunning(ConnectionBroken):
-    """No daemon listens on the socket (and auto-start was not asked for or failed)."""
-
-    code = "daemon_not_running"
-
-
-def _not_running(paths: Paths, why: str) -> DaemonNotRunning:
-    home = f" --home {paths.home}" if paths.home else ""
-    return DaemonNotRunning(
-        f"hostd is not running ({why}); start it with `hostd serve{home}` "
-        f"(or `hostd serve --detach{home}`)",
-        details={"socket": str(paths.socket_path)},
-    )
-
-
-def start_daemon(paths: Paths, *, timeout: float = 30.0) -> None:
-    """Start a detached daemon for `paths` and return once it serves (blocking)."""
-    argv = [sys.executable, "-m", "hostd", "serve", "--detach"]
-    if paths.home is not None:
-        argv += ["--home", str(paths.home)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    if proc.returncode != 0:
-        raise HostdError(
-            f"could not start hostd: {(proc.stderr or proc.stdout).strip() or proc.returncode}"
-        )
 
 
 class Subscription:
@@ -500,8 +477,21 @@ class Client:
                         pass
 
 
-async def _connect_socket(path: Path) -> trio.SocketStream:
-    return await trio.open_unix_socket(str(path))
+async def _connect_socket(paths: Paths) -> trio.SocketStream:
+    """Connect to the daemon's socket. Not `trio.open_unix_socket`: it takes the `EAGAIN` of
+    a full listen backlog for "in progress" and returns a socket that was never connected.
+    Retried as `ConnectRetry` says (a full backlog, a socket that is about to listen)."""
+    retry = ConnectRetry(paths.socket_path, trio.current_time())
+    while True:
+        try:
+            sock = connect_unix(paths.socket_path)
+        except OSError as exc:
+            delay = retry.next_delay(exc, trio.current_time())
+            if delay is None:
+                raise retry.give_up(exc, paths) from None
+            await trio.sleep(delay)
+            continue
+        return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
 
 
 async def _autostart(paths: Paths, timeout: float = 30.0) -> trio.SocketStream:
@@ -512,7 +502,7 @@ async def _autostart(paths: Paths, timeout: float = 30.0) -> trio.SocketStream:
     while True:
         await trio.to_thread.run_sync(start_daemon, paths)
         try:
-            return await _connect_socket(paths.socket_path)
+            return await _connect_socket(paths)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             if trio.current_time() > deadline:
                 raise _not_running(paths, f"auto-start did not help: {exc}") from None
@@ -532,7 +522,7 @@ async def open_client(
     and close the connection when the block ends."""
     paths = paths or Paths.from_env(home)
     try:
-        stream = await _connect_socket(paths.socket_path)
+        stream = await _connect_socket(paths)
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         if not autostart:
             raise _not_running(paths, type(exc).__name__) from None

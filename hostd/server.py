@@ -137,15 +137,22 @@ def _prepare_socket_path(path: Path) -> Path:
     return tmp
 
 
-async def bind_unix_listener(path: Path, backlog: int = 128) -> trio.SocketListener:
-    """Bind `path` with mode 0600, replacing a stale socket file atomically."""
+#: Many windows connect at once when an app starts (400 in the benchmarks). A connect into a
+#: full backlog fails with EAGAIN (the clients retry, bounded), so make that rare. The kernel
+#: caps it at net.core.somaxconn (4096 on recent Linux).
+LISTEN_BACKLOG = 4096
+
+
+async def bind_unix_listener(path: Path, backlog: int = LISTEN_BACKLOG) -> trio.SocketListener:
+    """Bind `path` with mode 0600, replacing a stale socket file atomically. It listens
+    before it takes the real name, so a client that finds the file is never refused."""
     tmp = _prepare_socket_path(path)
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         await sock.bind(str(tmp))
         os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
         sock.listen(backlog)
+        os.replace(tmp, path)
     except BaseException:
         sock.close()
         try:

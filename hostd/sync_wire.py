@@ -1,0 +1,306 @@
+"""A blocking client for one-shot requests: the stdlib socket, msgspec and `hostd_protocol`.
+
+`hostd topics` runs one request and exits. Importing trio alone takes longer than the
+whole command is allowed to (docs/benchmarks.md, "cli"), so one-shot commands use this
+module instead of `hostd.client`::
+
+    with WireClient.open(paths, client_name="hostd-cli") as wire:
+        topics = wire.request(ListTopics(id=0)).topics
+
+Rules this module guards:
+
+- The connect is non-blocking and retried for a bounded time while the socket file exists:
+  `EAGAIN` means the daemon's listen backlog is full (it is alive but busy; retried up to
+  `BACKLOG_RETRY_S`), `ECONNREFUSED` means nobody listens (a stale socket, or a daemon going
+  away; retried briefly, `REFUSED_RETRY_S`). `hostd.client` uses the same `ConnectRetry`
+  policy and `connect_unix` step, so the async and the blocking clients behave alike.
+- No daemon: `DaemonNotRunning`, with one wording for both clients (the class lives here
+  and `hostd.client` re-exports it).
+- An `ErrorReply` raises the typed error rebuilt with `error_from_code`; one without a
+  request id (handshake, access denied, framing) does too, for whatever request waited.
+- One request at a time; there is no attach, so any frame other than the awaited reply
+  (or the welcome) is skipped.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import msgspec
+
+from hostd.paths import Paths
+from hostd_protocol.client_messages import ErrorReply, Hello, Reply, ServerMessage, Welcome
+from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.errors import (
+    ConnectionBroken,
+    ConnectionClosed,
+    HandshakeError,
+    HostdError,
+    error_from_code,
+)
+from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder
+
+#: How long a connect into a full listen backlog (`EAGAIN`) is retried.
+BACKLOG_RETRY_S = 5.0
+#: How long a refused connect is retried while the socket file exists.
+REFUSED_RETRY_S = 0.2
+
+
+class DaemonNotRunning(ConnectionBroken):
+    """No daemon listens on the socket (and auto-start was not asked for or failed)."""
+
+    code = "daemon_not_running"
+
+
+def not_running(paths: Paths, why: str) -> DaemonNotRunning:
+    """The error both clients raise when nothing serves `paths`, saying how to start it."""
+    home = f" --home {paths.home}" if paths.home else ""
+    return DaemonNotRunning(
+        f"hostd is not running ({why}); start it with `hostd serve{home}` "
+        f"(or `hostd serve --detach{home}`)",
+        details={"socket": str(paths.socket_path)},
+    )
+
+
+def start_daemon(paths: Paths, *, timeout: float = 30.0) -> None:
+    """Start a detached daemon for `paths` and return once it serves (blocking)."""
+    import subprocess  # only here: one-shot commands rarely start the daemon
+
+    argv = [sys.executable, "-m", "hostd", "serve", "--detach"]
+    if paths.home is not None:
+        argv += ["--home", str(paths.home)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise HostdError(
+            f"could not start hostd: {(proc.stderr or proc.stdout).strip() or proc.returncode}"
+        )
+
+
+def connect_unix(path: Path) -> socket.socket:
+    """One non-blocking connect attempt; the connected socket (still non-blocking).
+
+    Raises the `OSError` of the attempt: `FileNotFoundError`, `ConnectionRefusedError`, or
+    `BlockingIOError` when the listen backlog is full (an AF_UNIX connect never completes
+    later: there is nothing to wait for but a new attempt).
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.connect(str(path))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class ConnectRetry:
+    """When to try a failed connect again (sans-IO: the caller sleeps and keeps the clock)."""
+
+    def __init__(self, path: Path, now: float) -> None:
+        self.path = path
+        self.start = now
+        self.attempts = 0
+        self._delay = 0.002
+
+    def next_delay(self, exc: OSError, now: float) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up with `exc`."""
+        if exc.errno == errno.EAGAIN:
+            limit = BACKLOG_RETRY_S
+        elif isinstance(exc, ConnectionRefusedError) and os.path.exists(self.path):
+            limit = REFUSED_RETRY_S
+        else:
+            return None
+        if now - self.start >= limit:
+            return None
+        self.attempts += 1
+        delay = self._delay
+        self._delay = min(self._delay * 2, 0.05)
+        return delay
+
+    def give_up(self, exc: OSError, paths: Paths) -> BaseException:
+        """The error to raise for `exc`: a full backlog is not "not running"."""
+        if exc.errno == errno.EAGAIN:
+            return ConnectionBroken(
+                f"hostd did not accept the connection within {BACKLOG_RETRY_S:.0f} s "
+                "(its listen backlog stayed full)",
+                details={"socket": str(paths.socket_path)},
+            )
+        return exc
+
+
+def connect_blocking(paths: Paths) -> socket.socket:
+    """Connect to the daemon's socket, retrying as `ConnectRetry` says; a blocking socket."""
+    retry = ConnectRetry(paths.socket_path, time.monotonic())
+    while True:
+        try:
+            sock = connect_unix(paths.socket_path)
+        except OSError as exc:
+            delay = retry.next_delay(exc, time.monotonic())
+            if delay is None:
+                raise retry.give_up(exc, paths) from None
+            time.sleep(delay)
+            continue
+        sock.setblocking(True)
+        return sock
+
+
+_CODEC: Codec[ServerMessage] | None = None
+
+
+def _codec() -> Codec[ServerMessage]:
+    global _CODEC
+    if _CODEC is None:
+        _CODEC = Codec(ServerMessage, "msgpack", DEFAULT_MAX_FRAME_SIZE)
+    return _CODEC
+
+
+class WireClient:
+    """One blocking connection: a handshake, then requests one at a time.
+
+    Use `WireClient.open(paths)`; `request(msg)` returns the reply's result.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._codec = _codec()
+        self._frames = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+        self._pending: list[bytes] = []
+        self._next_id = 1
+        self.welcome: Welcome | None = None
+
+    @classmethod
+    def open(
+        cls,
+        paths: Paths,
+        *,
+        client_name: str = "hostd-sync-wire",
+        autostart: bool = False,
+        timeout: float | None = 30.0,
+    ) -> WireClient:
+        """Connect (starting the daemon first if `autostart` and it is not running) and
+        handshake. `timeout` bounds each wait for the daemon (None: wait forever)."""
+        try:
+            sock = connect_blocking(paths)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            if not autostart:
+                raise not_running(paths, type(exc).__name__) from None
+            sock = _autostart(paths)
+        sock.settimeout(timeout)
+        client = cls(sock)
+        try:
+            client.hello(client_name)
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def hello(self, client_name: str) -> Welcome:
+        try:
+            self._sock.sendall(
+                self._codec.encode_frame(Hello(protocol_version=PROTOCOL_VERSION, client=client_name))
+            )
+        except OSError:
+            # The daemon may have refused us before reading (access denied): its reason is
+            # more useful than our broken pipe.
+            pass
+        msg = self._receive()
+        if isinstance(msg, ErrorReply):
+            raise error_from_code(msg.code, msg.message, msg.details)
+        if not isinstance(msg, Welcome):
+            raise HandshakeError(f"expected a welcome from hostd, got {type(msg).__name__}")
+        self.welcome = msg
+        return msg
+
+    def request(self, msg: Any) -> Any:
+        """Send a request (its id is assigned here) and return the reply's result."""
+        rid = self._next_id
+        self._next_id += 1
+        self._send(msgspec.structs.replace(msg, id=rid))
+        while True:
+            reply = self._receive()
+            if isinstance(reply, ErrorReply) and reply.id in (None, rid):
+                raise error_from_code(reply.code, reply.message, reply.details)
+            if isinstance(reply, Reply) and reply.id == rid:
+                return reply.result
+
+    def wait_closed(self) -> None:
+        """Read until the daemon closes the connection (after `Shutdown`: it is done)."""
+        try:
+            while self._sock.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _send(self, msg: Any) -> None:
+        try:
+            self._sock.sendall(self._codec.encode_frame(msg))
+        except OSError as exc:
+            raise ConnectionBroken(f"connection to hostd lost: {exc}") from None
+
+    def _receive(self) -> Any:
+        while not self._pending:
+            try:
+                data = self._sock.recv(65536)
+            except TimeoutError:
+                raise ConnectionBroken("hostd did not answer in time") from None
+            except OSError as exc:
+                raise ConnectionBroken(f"connection to hostd lost: {exc}") from None
+            if not data:
+                raise ConnectionClosed("hostd closed the connection")
+            self._pending.extend(self._frames.feed(data))
+        return self._codec.decode(self._pending.pop(0))
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _autostart(paths: Paths, timeout: float = 30.0) -> socket.socket:
+    """Start the daemon and connect; retried while an old daemon still holds the lock (see
+    `hostd.client._autostart`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        start_daemon(paths)
+        try:
+            return connect_blocking(paths)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            if time.monotonic() > deadline:
+                raise not_running(paths, f"auto-start did not help: {exc}") from None
+            time.sleep(0.1)
+
+
+def request(
+    paths: Paths, msg: Any, *, client_name: str = "hostd-sync-wire", autostart: bool = False
+) -> Any:
+    """Connect, handshake, send one request and return its result."""
+    with WireClient.open(paths, client_name=client_name, autostart=autostart) as wire:
+        return wire.request(msg)
+
+
+__all__ = [
+    "ConnectRetry",
+    "DaemonNotRunning",
+    "WireClient",
+    "connect_blocking",
+    "connect_unix",
+    "not_running",
+    "request",
+    "start_daemon",
+]
