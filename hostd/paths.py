@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from hostd_protocol.errors import ConfigError
 
 APP_NAME = "hostd"
@@ -79,6 +77,8 @@ class Paths:
     @classmethod
     def default(cls) -> Paths:
         """The per-user platform folders."""
+        import platformdirs  # not at the top: `--home` CLI runs need none of it (start-up time)
+
         return cls(
             runtime_dir=Path(platformdirs.user_runtime_dir(APP_NAME)),
             data_dir=Path(platformdirs.user_data_dir(APP_NAME)),

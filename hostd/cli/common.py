@@ -1,23 +1,49 @@
-"""What the CLI commands share: paths from `--home`, the console, running one client call,
-and turning errors into one human line (with how to fix it)."""
+"""What the CLI commands share: paths from `--home`, where output goes, running one request
+or one client session, and turning errors into one human line (with how to fix it).
+
+One-shot commands (`topics`, `status`, `stop`, `new`, `send`, `history`, `usage`) neither
+import trio nor rich: `request` goes through the blocking `hostd.sync_wire`, and `out()`
+prints plain text (tables with `text_table`). Importing those two would cost more than the
+whole command may take (docs/benchmarks.md, "cli"). The streaming commands use
+`run_client` (trio) and `console()` (rich).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from rich.console import Console
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hostd.paths import Paths
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _console: Console | None = None
 
 
+class Output(Protocol):
+    """What one-shot commands print with: a rich `Console` or `PlainOutput`."""
+
+    def print(self, *objects: Any, style: Any = None, markup: bool | None = None,
+              end: str = "\n") -> None: ...
+
+
+class PlainOutput:
+    """Text lines on stdout, no styles: what one-shot commands print with."""
+
+    def print(self, *objects: Any, style: Any = None, markup: bool | None = None,
+              end: str = "\n") -> None:
+        sys.stdout.write(" ".join(str(o) for o in objects) + end)
+
+
 def console() -> Console:
+    """The rich console of the streaming commands (created, and rich imported, on first use)."""
     global _console
     if _console is None:
+        from rich.console import Console
+
         _console = Console(highlight=False, soft_wrap=True)
     return _console
 
@@ -28,13 +54,66 @@ def set_console(c: Console | None) -> None:
     _console = c
 
 
+def out() -> Output:
+    """Where one-shot commands print: a test's capture console if one is set, else stdout."""
+    return _console if _console is not None else PlainOutput()
+
+
+def text_table(
+    headers: Sequence[str] | None,
+    rows: Iterable[Sequence[object]],
+    *,
+    right: Iterable[int] = (),
+) -> str:
+    """Rows as aligned plain-text columns (two spaces apart), under `headers` if given;
+    columns whose index is in `right` are right-aligned. No trailing spaces."""
+    cells = [[str(c) for c in row] for row in rows]
+    if headers is not None:
+        cells.insert(0, list(headers))
+    if not cells:
+        return ""
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    right_cols = set(right)
+    lines = []
+    for r in cells:
+        line = "  ".join(
+            c.rjust(w) if i in right_cols else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
 def paths_from(args: argparse.Namespace) -> Paths:
     return Paths.from_env(getattr(args, "home", None))
 
 
 def fail(message: str, code: int = 1) -> int:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"hostd: {message}", markup=False)
+    print(f"hostd: {message}", file=sys.stderr)
     return code
+
+
+def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) -> Any:
+    """Send one request over a blocking connection and return its result; or print the
+    error and return 1. With `wait_closed`, return only once the daemon closed the
+    connection (after `Shutdown`)."""
+    from hostd.sync_wire import DaemonNotRunning, WireClient
+    from hostd_protocol.errors import HostdError
+
+    try:
+        with WireClient.open(
+            paths_from(args), client_name="hostd-cli", autostart=getattr(args, "autostart", False)
+        ) as wire:
+            result = wire.request(msg)
+            if wait_closed:
+                wire.wait_closed()
+            return result
+    except DaemonNotRunning as exc:
+        return fail(exc.message)
+    except HostdError as exc:
+        return fail(f"{exc.message} [{exc.code}]")
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
 
 
 def run_client(args: argparse.Namespace, fn: Callable[[Any], Awaitable[Any]]) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
 import signal
 import subprocess
@@ -18,9 +17,7 @@ import sys
 import time
 from typing import Any
 
-import trio
-
-from hostd.cli.common import console, fail, paths_from, run_client
+from hostd.cli.common import fail, out, paths_from, request, text_table
 from hostd.paths import Paths
 
 log = logging.getLogger("hostd")
@@ -28,6 +25,8 @@ log = logging.getLogger("hostd")
 
 def setup_logging(paths: Paths, level: str) -> logging.Handler:
     """stderr + a rotating file in the log dir; returns the file handler (close it at exit)."""
+    import logging.handlers
+
     if not paths.log_dir.exists():
         paths.log_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(paths.log_dir, 0o700)  # logs are private whatever the umask
@@ -49,6 +48,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     if args.detach:
         return _detach(paths, args)
+    import trio
+
     from hostd.daemon import DaemonConfig, serve_daemon
     from hostd.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
@@ -144,11 +145,11 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
         line = pipe.readline().decode().strip()
     word, _, rest = line.partition(" ")
     if word == "ready":
-        console().print(f"hostd started (pid {proc.pid}), socket {paths.socket_path}")
+        out().print(f"hostd started (pid {proc.pid}), socket {paths.socket_path}", markup=False)
         return 0
     if word == "running":
         proc.wait()
-        console().print(f"hostd is already running{f' (pid {rest})' if rest else ''}")
+        out().print(f"hostd is already running{f' (pid {rest})' if rest else ''}", markup=False)
         return 0
     code = proc.wait()
     reason = rest or f"it exited with code {code}"
@@ -156,16 +157,13 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from rich.table import Table
+    from hostd_protocol.client_messages import Status, StatusResult
 
-    async def go(client: Any) -> Any:
-        return await client.status()
-
-    st: Any = run_client(args, go)
+    st = request(args, Status(id=0))
     if isinstance(st, int):
         return st
-    table = Table(title="hostd", show_header=False)
-    for key, value in (
+    assert isinstance(st, StatusResult)
+    rows = [
         ("pid", st.pid),
         ("version", st.version),
         ("uptime", f"{st.uptime_s:.0f} s"),
@@ -176,32 +174,37 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("warm drivers", st.warm_drivers),
         ("socket", st.socket_path),
         ("data", st.data_dir),
-    ):
-        table.add_row(key, str(value))
-    console().print(table)
+    ]
+    out().print("hostd\n" + text_table(None, rows), markup=False)
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from hostd.server import read_lock_pid
+    from hostd_protocol.client_messages import Shutdown
 
     paths = paths_from(args)
-    pid = read_lock_pid(paths.lock_path)
-
-    async def go(client: Any) -> Any:
-        await client.shutdown()
-        return None
-
-    res = run_client(args, go)
+    pid = _lock_pid(paths)
+    # The daemon closes our connection once its turns are stopped and the store is flushed.
+    res = request(args, Shutdown(id=0), wait_closed=True)
     if isinstance(res, int):
         return res
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if not _lock_held(paths):
-            console().print("hostd stopped" + (f" (pid {pid})" if pid else ""))
+            out().print("hostd stopped" + (f" (pid {pid})" if pid else ""), markup=False)
             return 0
         time.sleep(0.05)
     return fail(f"hostd did not stop within {args.timeout:.0f} s" + (f" (pid {pid})" if pid else ""))
+
+
+def _lock_pid(paths: Paths) -> int | None:
+    """The pid the daemon wrote in its lock file (what `hostd.server.read_lock_pid` reads,
+    without importing the server and trio)."""
+    try:
+        text = paths.lock_path.read_text().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
 
 
 def _lock_held(paths: Paths) -> bool:

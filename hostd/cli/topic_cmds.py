@@ -6,16 +6,24 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from hostd.cli.common import console, fail, run_client
+from hostd.cli.common import Output, console, fail, out, request, run_client, text_table
 from hostd_protocol.client_messages import (
     ApprovalRequested,
+    CreateTopic,
+    History,
+    HistoryResult,
+    ListTopics,
     MessageRow,
     NoticeEvent,
     RowAppended,
     RowOpened,
     RowUpdated,
+    SendMessage,
+    SendResult,
     Snapshot,
     TopicDeleted,
+    TopicListResult,
+    TopicResult,
     TurnEnded,
     TurnStarted,
 )
@@ -42,23 +50,16 @@ def _when(ts: float) -> str:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    async def go(c: Any) -> Any:
-        return await c.list_topics()
-
-    topics = run_client(args, go)
-    if isinstance(topics, int):
-        return topics
-    if not topics:
-        console().print("no topics yet; create one with `hostd new`")
+    result = request(args, ListTopics(id=0))
+    if isinstance(result, int):
+        return result
+    assert isinstance(result, TopicListResult)
+    if not result.topics:
+        out().print("no topics yet; create one with `hostd new`", markup=False)
         return 0
-    table = Table()
-    for col in ("id", "title", "driver", "model", "state", "updated"):
-        table.add_column(col)
-    for t in topics:
-        table.add_row(t.id, t.title, t.driver, t.model, t.state, _when(t.updated_at))
-    console().print(table)
+    rows = [(t.id, t.title, t.driver, t.model, t.state, _when(t.updated_at)) for t in result.topics]
+    headers = ("id", "title", "driver", "model", "state", "updated")
+    out().print(text_table(headers, rows), markup=False)
     return 0
 
 
@@ -66,27 +67,35 @@ def cmd_new(args: argparse.Namespace) -> int:
     options = _parse_options(args.option)
     if isinstance(options, int):
         return options
-
-    async def go(c: Any) -> Any:
-        return await c.create_topic(
+    result = request(
+        args,
+        CreateTopic(
+            id=0,
             title=args.title,
             driver=args.driver,
             model=args.model,
             working_dir=args.working_dir,
             options=options,
-        )
-
-    topic = run_client(args, go)
-    if isinstance(topic, int):
-        return topic
-    console().print(topic.id, markup=False)
+        ),
+    )
+    if isinstance(result, int):
+        return result
+    assert isinstance(result, TopicResult)
+    out().print(result.topic.id, markup=False)
     return 0
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    if not args.follow:
+        sent = request(args, SendMessage(id=0, topic_id=args.topic, text=args.text,
+                                         intent=args.intent))
+        if isinstance(sent, int):
+            return sent
+        assert isinstance(sent, SendResult)
+        out().print(f"{sent.disposition} {sent.row_id}", markup=False)
+        return 0
+
     async def go(c: Any) -> Any:
-        if not args.follow:
-            return await c.send(args.topic, args.text, args.intent)
         async with c.attach(args.topic, max_rows=0) as sub:
             result = await c.send(args.topic, args.text, args.intent)
             printer = StreamPrinter()
@@ -100,24 +109,19 @@ def cmd_send(args: argparse.Namespace) -> int:
             return result
 
     result = run_client(args, go)
-    if isinstance(result, int):
-        return result
-    if not args.follow:
-        console().print(f"{result.disposition} {result.row_id}", markup=False)
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    async def go(c: Any) -> Any:
-        return await c.history(args.topic, limit=args.limit)
-
-    page = run_client(args, go)
+    page = request(args, History(id=0, topic_id=args.topic, limit=args.limit))
     if isinstance(page, int):
         return page
+    assert isinstance(page, HistoryResult)
+    o = out()
     if page.has_more:
-        console().print(f"(older messages not shown; --limit {args.limit})", style="dim")
+        o.print(f"(older messages not shown; --limit {args.limit})", style="dim", markup=False)
     for row in page.rows:
-        print_row(row)
+        print_row(row, o)
     return 0
 
 
@@ -151,8 +155,9 @@ def row_text(row: MessageRow) -> str:
     return "".join(out)
 
 
-def print_row(row: MessageRow) -> None:
-    c = console()
+def print_row(row: MessageRow, c: Output | None = None) -> None:
+    """One row: `role (status):`, its text, its error. On `c`, else the rich console."""
+    c = c or console()
     status = "" if row.status == "success" else f" ({row.status})"
     c.print(f"{row.role}{status}:", style="bold", markup=False)
     if row.anchor is not None:

@@ -1,18 +1,17 @@
 """`hostd continue TOPIC` and `hostd usage [TOPIC]`: the turn pipeline's commands.
 
-Both talk to the running daemon through `hostd.client`; rendering is split from fetching so
-the output is testable with a capture console.
+Both send one request through the blocking `hostd.sync_wire` (no trio, no rich: they are
+one-shot); rendering is split from fetching so the output is testable with a capture console.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
+    from hostd.cli.common import Output
     from hostd_protocol.client_messages import SendResult, UsageTotals
 
 Handler = Callable[[argparse.Namespace], int]
@@ -33,21 +32,20 @@ def _home(args: argparse.Namespace) -> str | None:
     return str(home) if home else None
 
 
-def render_continue(result: SendResult, topic_id: str, console: Console) -> None:
+def render_continue(result: SendResult, topic_id: str, console: Output) -> None:
     console.print(
         f"continuing topic {topic_id}: turn {result.turn_id or '(queued)'} "
-        f"({result.disposition}, row {result.row_id})"
+        f"({result.disposition}, row {result.row_id})",
+        markup=False,
     )
 
 
-def render_usage(totals: UsageTotals, console: Console) -> None:
-    from rich.table import Table
+def render_usage(totals: UsageTotals, console: Output) -> None:
+    from hostd.cli.common import text_table
+    from hostd_protocol.common import Usage
 
-    def add_row(table: Table, name: str, u: object) -> None:
-        from hostd_protocol.common import Usage
-
-        assert isinstance(u, Usage)
-        table.add_row(
+    def row(name: str, u: Usage) -> tuple[str, ...]:
+        return (
             name,
             str(u.input_tokens),
             str(u.output_tokens),
@@ -56,66 +54,55 @@ def render_usage(totals: UsageTotals, console: Console) -> None:
             f"${u.cost_usd:.4f}",
         )
 
-    def table(title: str, first: str) -> Table:
-        t = Table(title=title)
-        t.add_column(first)
-        for column in ("input", "output", "cache read", "cache write", "cost"):
-            t.add_column(column, justify="right")
-        return t
+    def table(title: str, first: str, rows: list[tuple[str, ...]]) -> str:
+        headers = (first, "input", "output", "cache read", "cache write", "cost")
+        return f"{title}\n{text_table(headers, rows, right=range(1, 6))}"
 
     if not totals.topics:
-        console.print("no usage reported since the daemon started")
+        console.print("no usage reported since the daemon started", markup=False)
         return
-    topics = table("usage per topic (since the daemon started)", "topic")
-    for topic_id, usage in sorted(totals.topics.items()):
-        add_row(topics, topic_id, usage)
-    console.print(topics)
+    topics = [row(topic_id, usage) for topic_id, usage in sorted(totals.topics.items())]
+    console.print(table("usage per topic (since the daemon started)", "topic", topics),
+                  markup=False)
     if totals.turns:
-        turns = table("usage per turn", "turn")
-        for turn in totals.turns:
-            add_row(turns, turn.turn_id, turn.usage)
-        console.print(turns)
+        turns = [row(turn.turn_id, turn.usage) for turn in totals.turns]
+        console.print("\n" + table("usage per turn", "turn", turns), markup=False)
 
 
-def run_continue(args: argparse.Namespace, console: Console | None = None) -> int:
-    import trio
-    from rich.console import Console
-
-    from hostd.client import open_client
+def _request(args: argparse.Namespace, msg: Any, console: Output) -> Any:
+    """One request through the blocking client (no trio: these commands are one-shot); the
+    result, or None once the error is printed."""
+    from hostd.paths import Paths
+    from hostd.sync_wire import WireClient
     from hostd_protocol.errors import HostdError
 
-    console = console or Console()
-
-    async def go() -> SendResult:
-        async with open_client(home=_home(args)) as client:
-            return await client.continue_turn(args.topic)
-
     try:
-        result = trio.run(go)
+        with WireClient.open(Paths.from_env(_home(args)), client_name="hostd-cli") as wire:
+            return wire.request(msg)
     except HostdError as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
+        console.print(f"error: {exc.message}", markup=False)
+        return None
+
+
+def run_continue(args: argparse.Namespace, console: Output | None = None) -> int:
+    from hostd.cli.common import out
+    from hostd_protocol.client_messages import ContinueTurn
+
+    console = console or out()
+    result = _request(args, ContinueTurn(id=0, topic_id=args.topic), console)
+    if result is None:
         return 1
     render_continue(result, args.topic, console)
     return 0
 
 
-def run_usage(args: argparse.Namespace, console: Console | None = None) -> int:
-    import trio
-    from rich.console import Console
+def run_usage(args: argparse.Namespace, console: Output | None = None) -> int:
+    from hostd.cli.common import out
+    from hostd_protocol.client_messages import GetUsage
 
-    from hostd.client import open_client
-    from hostd_protocol.errors import HostdError
-
-    console = console or Console()
-
-    async def go() -> UsageTotals:
-        async with open_client(home=_home(args)) as client:
-            return await client.usage(args.topic)
-
-    try:
-        totals = trio.run(go)
-    except HostdError as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
+    console = console or out()
+    totals = _request(args, GetUsage(id=0, topic_id=args.topic), console)
+    if totals is None:
         return 1
     render_usage(totals, console)
     return 0
