@@ -30,26 +30,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostd.assistants import AssistantCatalog, AssistantConfig, load_assistants, load_roles
-from hostd.connector import resolve_connector
-from hostd.history_overlap import history_window, merge_history
-from hostd.hooks import TurnInfo, UsageAccounting
-from hostd.turn_pipeline import (
-    CONTINUE_PROMPT,
-    Identity,
-    PermissionCheck,
-    default_permission,
-    merge_options,
-    plan_workdir,
-)
-from hostd.turn_record import decode_resume
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
 from hostd_protocol.common import Capabilities, HistoryMessage, TextDelta
 from hostd_protocol.driver_messages import Send
 from hostd_protocol.errors import NotFound
 
+# The pipeline's modules (assistants, connector, history, hooks, turn_pipeline: ~65 ms of
+# imports) load at first use, not at import: the daemon needs none of them before its socket
+# is ready (start-to-ready is a benchmark target, docs/benchmarks.md "cli").
 if TYPE_CHECKING:
+    from hostd.assistants import AssistantCatalog, AssistantConfig
+    from hostd.hooks import UsageAccounting
     from hostd.supervisor import SessionOptions
+    from hostd.turn_pipeline import PermissionCheck
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +72,31 @@ class TurnBridge:
     ) -> None:
         self.config_dir = config_dir
         self.workspaces = workspaces
-        self.permission = permission or default_permission()
-        self.usage = usage or UsageAccounting()
+        self._permission = permission
+        self._usage = usage
         self._transcripts: OrderedDict[tuple[str, str], list[HistoryMessage]] = OrderedDict()
+
+    @property
+    def permission(self) -> PermissionCheck:
+        if self._permission is None:
+            from hostd.turn_pipeline import default_permission
+
+            self._permission = default_permission()
+        return self._permission
+
+    @property
+    def usage(self) -> UsageAccounting:
+        if self._usage is None:
+            from hostd.hooks import UsageAccounting
+
+            self._usage = UsageAccounting()
+        return self._usage
 
     # --- config -----------------------------------------------------------------------------
 
     def catalog(self) -> AssistantCatalog:
+        from hostd.assistants import load_assistants
+
         return load_assistants(self.config_dir)
 
     def assistant(self, name: str) -> AssistantConfig:
@@ -96,6 +107,8 @@ class TurnBridge:
 
     def check(self, uid: int | None, topic: TopicInfo, profile: str = "") -> None:
         """Raise `PermissionDenied` unless this identity may use the topic."""
+        from hostd.turn_pipeline import Identity
+
         self.permission(Identity(uid=os.getuid() if uid is None else uid, profile=profile), topic)
 
     # --- steps 3, 6, 8 ----------------------------------------------------------------------
@@ -107,7 +120,10 @@ class TurnBridge:
 
         Raises `ConfigError` / `UnresolvedRole`; the host reports it as a failed turn.
         """
+        from hostd.assistants import load_roles
+        from hostd.connector import resolve_connector
         from hostd.supervisor import SessionOptions
+        from hostd.turn_pipeline import merge_options, plan_workdir
 
         assistant = self.assistant(topic.assistant)
         connector = resolve_connector(
@@ -153,6 +169,8 @@ class TurnBridge:
     ) -> Send:
         """The `Send` as the driver gets it: the assistant's history window over the stored
         history, merged with the transcript the client sent along (overlap removed)."""
+        from hostd.history_overlap import history_window, merge_history
+
         client_msg_id = row.meta.get("client_msg_id", "") if row is not None else ""
         sent = self._transcripts.pop((topic.id, client_msg_id), []) if client_msg_id else []
         if not capabilities.needs_history:
@@ -176,6 +194,9 @@ class TurnBridge:
         `resume_text`); `rows` the topic's rows. A turn that had answered part of its input
         is asked to continue; one that had not is sent again as it was.
         """
+        from hostd.turn_pipeline import CONTINUE_PROMPT
+        from hostd.turn_record import decode_resume
+
         last = next((t for t in reversed(turns) if t.status is not None), None)
         if last is None or last.status == "success" or not last.resume_text:
             state = "no turn yet" if last is None else f"the last turn ended {last.status}"
@@ -199,6 +220,8 @@ class TurnBridge:
     def observe(self, topic_id: str, event: TopicEvent) -> None:
         """Feed emitted events to the built-in usage accounting (sync: runs inside `apply`)."""
         if isinstance(event, UsageUpdated):
+            from hostd.hooks import TurnInfo
+
             self.usage.usage(
                 TurnInfo(topic_id=topic_id, turn_id=event.turn_id, assistant=""), event.usage
             )
