@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from hostd.cli import common
-from hostd.cli.main import main
+from hostd.cli.main import COMMAND_GROUPS, build_parser, command_of, main
 from hostd.cli.topic_cmds import StreamPrinter
 from hostd_protocol.client_messages import (
     MessageRow,
@@ -55,3 +55,24 @@ def test_status_without_daemon_says_how_to_start(
     err = capsys.readouterr().err
     assert err.startswith("hostd: hostd is not running (FileNotFoundError); start it with ")
     assert f"`hostd serve --home {home}`" in err
+
+
+def test_command_groups_cover_every_command() -> None:
+    _, every = build_parser()
+    assert set(every) == set(COMMAND_GROUPS)
+    for command in every:
+        _, handlers = build_parser(command)
+        assert command in handlers and len(handlers) < len(every)
+
+
+def test_command_of() -> None:
+    assert command_of(["--home", "topics", "status"]) == "status"
+    assert command_of(["--autostart", "--home=/x", "send", "t", "hi"]) == "send"
+    assert command_of(["-h", "topics"]) is None
+    assert command_of(["--version"]) is None
+
+
+def test_text_table() -> None:
+    text = common.text_table(("id", "cost"), [("a", "$1.0"), ("long id", "$10.25")], right=[1])
+    assert text == "id         cost\na          $1.0\nlong id  $10.25"
+    assert common.text_table(None, [("pid", 7), ("socket", "/s")]) == "pid     7\nsocket  /s"
