@@ -32,6 +32,7 @@ import trio
 from hostd import __version__
 from hostd import store as st
 from hostd.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
+from hostd.daemon_turns import DaemonTurns
 from hostd.driver_registry import DriverRegistry
 from hostd.fanout import DEFAULT_REPLAY_SIZE
 from hostd.paths import Paths
@@ -167,6 +168,8 @@ class Daemon:
         # The turn pipeline's steps around the runtime's turns (assistants, roles, history,
         # continue, usage): see hostd/turn_bridge.py for which seam does what.
         self.bridge = TurnBridge(paths.config_dir, paths.data_dir / "workspaces")
+        # Create/next hooks, delegation, steps and plugin observers (hostd/daemon_turns.py).
+        self.turns = DaemonTurns(self.bridge, supervisor, writer)
         self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
             CreateTopic: self._create_topic,
             ListTopics: self._list_topics,
@@ -350,7 +353,8 @@ class Daemon:
             replay_size=self.config.replay_size,
             session_options=self.bridge.session_options,
             prepare_send=self.bridge.prepare_send,
-            observe=self.bridge.observe,
+            observe=self.turns.observe,
+            turns=self.turns,
         )
         assert self._hosts_nursery is not None
         await self._hosts_nursery.start(self._run_host, host)
@@ -615,6 +619,7 @@ async def serve_daemon(
                 async with trio.open_nursery() as nursery:
                     await nursery.start(writer.serve)
                     await nursery.start(supervisor.serve)
+                    await nursery.start(daemon.turns.serve)
                     await nursery.start(daemon.run_hosts)
                     await daemon.resume_queues()
                     listener = await bind_unix_listener(paths.socket_path)

@@ -29,7 +29,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -62,7 +62,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
 )
 from hostd_protocol.common import Capabilities, SendIntent, TextDelta, ThinkingDelta
-from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, Send
+from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, Send, TurnEnd
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
 
 if TYPE_CHECKING:
@@ -73,6 +73,18 @@ log = logging.getLogger(__name__)
 
 #: (topic, the runtime's Send, its user row, the session's capabilities) -> the Send to write.
 PrepareSend = Callable[[TopicInfo, Send, MessageRow | None, Capabilities], Send]
+
+
+class TurnSteps(Protocol):
+    """The turn pipeline's hook seams (`hostd.daemon_turns.DaemonTurns`)."""
+
+    async def start_turn(self, host: TopicHost, send: Send) -> Send | None:
+        """Before the session opens: the Send to write, or None (handled: no driver call)."""
+        ...
+
+    def hold_end(self, host: TopicHost, end: TurnEnd) -> bool:
+        """A driver's TurnEnd of the running turn: True when held (fed to the runtime later)."""
+        ...
 
 
 def new_id(prefix: str) -> str:
@@ -140,6 +152,7 @@ class TopicHost:
         session_options: Callable[[TopicInfo], Any] | None = None,
         prepare_send: PrepareSend | None = None,
         observe: Callable[[str, TopicEvent], None] | None = None,
+        turns: TurnSteps | None = None,
         interrupt_grace: float = 3.0,
     ) -> None:
         self.topic_id = info.id
@@ -154,6 +167,10 @@ class TopicHost:
         # client's transcript), and watch emitted events (usage accounting).
         self._prepare_send = prepare_send
         self._observe = observe
+        # Create/next hooks and delegation (hostd.daemon_turns): while a delegated child
+        # runs, `delegate_session` is its driver and every command goes there.
+        self._turns = turns
+        self.delegate_session: DriverSession | None = None
         self._interrupt_grace = interrupt_grace
         self._ops_send, self._ops_recv = trio.open_memory_channel[StartTurn | ToDriver](math.inf)
         self._session: DriverSession | None = None
@@ -380,11 +397,16 @@ class TopicHost:
     async def _driver_loop(self) -> None:
         async for op in self._ops_recv:
             if isinstance(op, StartTurn):
+                send = op.send
+                if self._turns is not None:
+                    prepared = await self._turns.start_turn(self, send)
+                    if prepared is None:
+                        continue  # delegated, failed in its create hook, or stopped
+                    send = prepared
                 session = await self._ensure_session()
                 if session is None:
                     continue
                 self._supervisor.mark_busy(self.topic_id)
-                send = op.send
                 if self._prepare_send is not None:
                     try:
                         row = self.runtime.row(send.message_id)
@@ -397,7 +419,9 @@ class TopicHost:
                     self._lost(exc)
                 continue
             cmd = op.command
-            session = self._session
+            if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
+                continue  # its turn already ended (e.g. stopped while a hook ran)
+            session = self.delegate_session or self._session
             if session is None:
                 self._lost(
                     DriverCrashed(
@@ -476,9 +500,7 @@ class TopicHost:
                 except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                     break
             if batch:
-                now = trio.current_time()
-                for event in coalesce_deltas(batch):
-                    self.apply(self.runtime.driver_event(event, now))
+                self.feed(batch, trio.current_time())
                 if self.runtime.active_turn_id is None:
                     self._supervisor.mark_idle(self.topic_id)
         if self._session is session:
@@ -490,6 +512,15 @@ class TopicHost:
             )
         if error is not None:
             self._lost(error)
+
+    def feed(self, batch: list[DriverEvent], now: float) -> None:
+        """One pipe read of driver events into the runtime (a turn's end may be held by the
+        next hook, which feeds it later)."""
+        turns = self._turns
+        for event in coalesce_deltas(batch):
+            if isinstance(event, TurnEnd) and turns is not None and turns.hold_end(self, event):
+                continue
+            self.apply(self.runtime.driver_event(event, now))
 
     async def _timer_loop(self) -> None:
         while True:

@@ -206,6 +206,11 @@ class TopicRuntime:
         return None if self._turn is None else self._turn.id
 
     @property
+    def stopping(self) -> bool:
+        """A user asked to stop the running turn (it ends at the driver's TurnEnd)."""
+        return self._turn is not None and self._turn.stopping
+
+    @property
     def seq(self) -> int:
         return self._out.seq
 
