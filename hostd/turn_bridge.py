@@ -13,10 +13,9 @@ the daemon core calls:
 | continue a failed/stopped turn | `Daemon._continue` | `TurnBridge.continue_text` |
 | usage accounting | `TopicHost(observe=...)` for every emitted event | `TurnBridge.observe` |
 
-Not wired here (the standalone `hostd.turn_pipeline.run_turn` has them, tested with fakes):
-create/next hooks and delegation (they need a session per assistant inside one runtime
-turn), plugin observers other than usage accounting, and per-turn ephemeral directories (a
-daemon session outlives a turn, so an ephemeral directory lives as long as the session).
+Create/next hooks, delegation, steps and plugin observers are `hostd.daemon_turns`
+(`TopicHost(turns=...)`). Not wired: per-turn ephemeral directories (a daemon session outlives
+a turn, so an ephemeral directory lives as long as the session).
 """
 
 from __future__ import annotations
