@@ -91,6 +91,9 @@ async def _run(args: argparse.Namespace) -> int:
             soak = await run_soak(home("hds"), seconds=args.soak * 60, topics=args.soak_topics,
                                   seed=args.seed, sample_every=max(1.0, args.soak * 60 / 600))
             say(f"soak: {soak.summary()}")
+            step = max(1, len(soak.samples) // 40)
+            say("  RSS MiB / fds over time: " + " ".join(
+                f"{x.rss_kib // 1024}/{x.fds}" for x in soak.samples[::step]))
             for v in soak.violations[:50]:
                 say(f"  VIOLATION {v}")
             failed |= bool(soak.violations)
