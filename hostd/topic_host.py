@@ -377,6 +377,15 @@ class TopicHost:
                 self.apply(self.runtime.stop(trio.current_time()))
             except HostdError:
                 pass
+            # The turn ends here, as stopped (its driver is closed with the topic): windows
+            # and observers get its one turn-end before topic-deleted, and nothing keeps
+            # the finished topic alive waiting for it.
+            self.apply(
+                self.runtime.driver_lost(
+                    DriverCrashed("the topic was deleted", driver=self.info.driver),
+                    trio.current_time(),
+                )
+            )
         self.closed = True
         event = TopicDeleted(topic_id=self.topic_id, seq=self.runtime.seq + 1)
         self.stream.publish(event)
