@@ -400,6 +400,8 @@ class TopicHost:
     # --- driver side ----------------------------------------------------------------------
 
     def _lost(self, error: DriverError) -> None:
+        if self.closed:
+            return  # deleted or shutting down: its session was closed on purpose
         log.warning("topic %s: driver lost: %s", self.topic_id, error)
         self.apply(self.runtime.driver_lost(error, trio.current_time()))
 
