@@ -28,17 +28,76 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apsw
 import apsw.bestpractice
-import msgspec
 import trio
 
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
-from hostd_protocol.common import Chunk, CompactionAnchor
+from hostd.store_ops import (
+    DeleteRow as DeleteRow,
+)
+from hostd.store_ops import (
+    DeleteTopic as DeleteTopic,
+)
+from hostd.store_ops import (
+    Op as Op,
+)
+from hostd.store_ops import (
+    PutApproval as PutApproval,
+)
+from hostd.store_ops import (
+    PutResumeToken as PutResumeToken,
+)
+from hostd.store_ops import (
+    PutRow as PutRow,
+)
+from hostd.store_ops import (
+    PutSeq as PutSeq,
+)
+from hostd.store_ops import (
+    PutSteps as PutSteps,
+)
+from hostd.store_ops import (
+    PutTopic as PutTopic,
+)
+from hostd.store_ops import (
+    PutTurn as PutTurn,
+)
+from hostd.store_ops import (
+    ReconcileReport as ReconcileReport,
+)
+from hostd.store_ops import (
+    StepRow as StepRow,
+)
+from hostd.store_ops import (
+    TopicRecord as TopicRecord,
+)
+from hostd.store_ops import (
+    TouchRow as TouchRow,
+)
+from hostd.store_ops import (
+    TurnRecord as TurnRecord,
+)
+from hostd.store_ops import (
+    op_key as op_key,
+)
+from hostd.store_ops import (
+    op_topic as op_topic,
+)
+from hostd.store_rows import (
+    ROW_COLUMNS,
+    TOPIC_COLUMNS,
+    approval_from,
+    dict_decoder,
+    json_encoder,
+    row_from,
+    row_values,
+    topic_from,
+)
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow
 from hostd_protocol.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -138,271 +197,6 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-_parts_encoder = msgspec.msgpack.Encoder()
-_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
-_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
-_json_encoder = msgspec.json.Encoder()
-_dict_decoder = msgspec.json.Decoder(dict[str, Any])
-
-
-# --- operations (what the writer batches) --------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PutTopic:
-    topic: TopicInfo
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopic:
-    topic_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class PutSeq:
-    topic_id: str
-    seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class PutRow:
-    row: MessageRow
-
-
-@dataclass(frozen=True, slots=True)
-class TouchRow:
-    """A row whose content grew: read with `read(row_id)` when the batch is written (on the
-    trio thread, so the reader needs no lock), None meaning the row is gone."""
-
-    topic_id: str
-    row_id: str
-    read: Callable[[str], MessageRow | None]
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRow:
-    row_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class PutApproval:
-    approval: ApprovalInfo
-
-
-@dataclass(frozen=True, slots=True)
-class PutResumeToken:
-    topic_id: str
-    token: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class PutTurn:
-    topic_id: str
-    turn_id: str
-    status: str | None
-    error: str = ""
-    error_code: str = ""
-    resume_text: str = ""
-    at: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """One step of a turn (`hook_create`, `llm`, `tool`, `hook_next`, `delegate`)."""
-
-    kind: str
-    status: str
-    started_at: float
-    ended_at: float | None = None
-    #: JSON-able details: index, depth, detail (hook / driver / tool name), error, error_code.
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class PutSteps:
-    """Every step of one ended turn, written once at its end (replacing any earlier write)."""
-
-    topic_id: str
-    turn_id: str
-    steps: tuple[StepRow, ...]
-
-
-Op = (
-    PutTopic
-    | DeleteTopic
-    | PutSeq
-    | PutRow
-    | TouchRow
-    | DeleteRow
-    | PutApproval
-    | PutResumeToken
-    | PutTurn
-    | PutSteps
-)
-
-
-def _op_key(op: Op) -> tuple[str, str]:
-    """Ops with the same key coalesce: the newest replaces the older one in a batch."""
-    if isinstance(op, PutTopic):
-        return ("topic", op.topic.id)
-    if isinstance(op, DeleteTopic):
-        return ("topic", op.topic_id)
-    if isinstance(op, PutSeq):
-        return ("seq", op.topic_id)
-    if isinstance(op, PutRow):
-        return ("row", op.row.id)
-    if isinstance(op, (TouchRow, DeleteRow)):
-        return ("row", op.row_id)
-    if isinstance(op, PutApproval):
-        return ("approval", op.approval.id)
-    if isinstance(op, PutResumeToken):
-        return ("token", op.topic_id)
-    if isinstance(op, PutSteps):
-        return ("steps", op.turn_id)
-    return ("turn", op.turn_id)
-
-
-def _op_topic(op: Op) -> str | None:
-    if isinstance(op, PutTopic):
-        return op.topic.id
-    if isinstance(op, PutRow):
-        return op.row.topic_id
-    if isinstance(op, PutApproval):
-        return op.approval.topic_id
-    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutSteps, TouchRow)):
-        return op.topic_id
-    return None
-
-
-# --- records ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TopicRecord:
-    """A stored topic with what the daemon needs to bring it back."""
-
-    info: TopicInfo
-    last_seq: int
-    resume_token: str | None
-
-
-@dataclass(frozen=True)
-class ReconcileReport:
-    rows_failed: int
-    approvals_cancelled: int
-    turns_failed: int
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    id: str
-    topic_id: str
-    status: str | None
-    error: str
-    error_code: str
-    resume_text: str
-
-
-_ROW_COLUMNS = (
-    "id, topic_id, role, status, position, turn_id, parts, error, error_code, anchor, empty, "
-    "created_at, updated_at, meta"
-)
-
-
-def _row_values(row: MessageRow) -> tuple[Any, ...]:
-    return (
-        row.id,
-        row.topic_id,
-        row.role,
-        row.status,
-        row.position,
-        row.turn_id,
-        _parts_encoder.encode(row.parts),
-        row.error,
-        row.error_code,
-        _parts_encoder.encode(row.anchor) if row.anchor is not None else None,
-        int(row.empty),
-        row.created_at,
-        row.updated_at,
-        _json_encoder.encode(row.meta).decode(),
-    )
-
-
-def _row_from(values: Sequence[Any]) -> MessageRow:
-    (
-        rid,
-        topic_id,
-        role,
-        status,
-        position,
-        turn_id,
-        parts,
-        error,
-        error_code,
-        anchor,
-        empty,
-        created_at,
-        updated_at,
-        meta,
-    ) = values
-    return MessageRow(
-        id=rid,
-        topic_id=topic_id,
-        role=role,
-        status=status,
-        position=position,
-        turn_id=turn_id,
-        parts=_parts_decoder.decode(parts),
-        error=error,
-        error_code=error_code,
-        anchor=_anchor_decoder.decode(anchor) if anchor is not None else None,
-        empty=bool(empty),
-        created_at=created_at,
-        updated_at=updated_at,
-        meta=_dict_decoder.decode(meta),
-    )
-
-
-def _topic_from(values: Sequence[Any]) -> TopicInfo:
-    tid, title, assistant, driver, model, working_dir, options, created_at, updated_at, seq = (
-        values
-    )
-    return TopicInfo(
-        id=tid,
-        title=title,
-        assistant=assistant,
-        driver=driver,
-        model=model,
-        working_dir=working_dir,
-        options=_dict_decoder.decode(options),
-        created_at=created_at,
-        updated_at=updated_at,
-        seq=seq,
-    )
-
-
-_TOPIC_COLUMNS = (
-    "t.id, t.title, t.assistant, t.driver, t.model, t.working_dir, t.options, t.created_at, "
-    "t.updated_at, t.last_seq"
-)
-
-
-def _approval_from(values: Sequence[Any]) -> ApprovalInfo:
-    aid, topic_id, turn_id, tool, inp, desc, status, by, reason, created_at = values
-    return ApprovalInfo(
-        id=aid,
-        topic_id=topic_id,
-        turn_id=turn_id,
-        tool=tool,
-        input=_dict_decoder.decode(inp),
-        description=desc,
-        status=status,
-        answered_by=by,
-        reason=reason,
-        created_at=created_at,
-    )
-
 
 class Store:
     """Synchronous access to the database file. Call its methods from worker threads
@@ -448,21 +242,21 @@ class Store:
 
     def load_topics(self) -> list[TopicRecord]:
         cur = self._db.execute(
-            f"SELECT {_TOPIC_COLUMNS}, r.token FROM topics t "
+            f"SELECT {TOPIC_COLUMNS}, r.token FROM topics t "
             "LEFT JOIN resume_tokens r ON r.topic_id = t.id ORDER BY t.created_at, t.id"
         )
         out = []
         for values in cur:
-            info = _topic_from(values[:-1])
+            info = topic_from(values[:-1])
             out.append(TopicRecord(info, info.seq, values[-1]))
         return out
 
     def load_rows(self, topic_id: str) -> list[MessageRow]:
         cur = self._db.execute(
-            f"SELECT {_ROW_COLUMNS} FROM rows WHERE topic_id = ? ORDER BY position, created_at",
+            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? ORDER BY position, created_at",
             (topic_id,),
         )
-        return [_row_from(v) for v in cur]
+        return [row_from(v) for v in cur]
 
     def load_approvals(self, topic_id: str, *, open_only: bool = True) -> list[ApprovalInfo]:
         sql = (
@@ -471,7 +265,9 @@ class Store:
         )
         if open_only:
             sql += " AND status = 'open'"
-        return [_approval_from(v) for v in self._db.execute(sql + " ORDER BY created_at", (topic_id,))]
+        return [
+            approval_from(v) for v in self._db.execute(sql + " ORDER BY created_at", (topic_id,))
+        ]
 
     def load_turns(self, topic_id: str) -> list[TurnRecord]:
         cur = self._db.execute(
@@ -489,7 +285,7 @@ class Store:
             (turn_id,),
         )
         return [
-            StepRow(kind, status, started, ended, _dict_decoder.decode(data))
+            StepRow(kind, status, started, ended, dict_decoder.decode(data))
             for kind, status, started, ended, data in cur
         ]
 
@@ -499,11 +295,11 @@ class Store:
         """Up to `limit` rows before `before_position`, oldest first, and whether more exist."""
         bound = before_position if before_position is not None else 2**62
         cur = self._db.execute(
-            f"SELECT {_ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
+            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
             "ORDER BY position DESC LIMIT ?",
             (topic_id, bound, limit + 1),
         )
-        rows = [_row_from(v) for v in cur]
+        rows = [row_from(v) for v in cur]
         has_more = len(rows) > limit
         rows = rows[:limit]
         rows.reverse()
@@ -578,7 +374,7 @@ class Store:
                                 t.driver,
                                 t.model,
                                 t.working_dir,
-                                _json_encoder.encode(t.options).decode(),
+                                json_encoder.encode(t.options).decode(),
                                 t.created_at,
                                 t.updated_at,
                                 t.seq,
@@ -593,7 +389,7 @@ class Store:
                     )
                 if rs := groups.get(PutRow):
                     db.executemany(
-                        f"INSERT INTO rows ({_ROW_COLUMNS}) VALUES "
+                        f"INSERT INTO rows ({ROW_COLUMNS}) VALUES "
                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                         "role = excluded.role, status = excluded.status, "
                         "position = excluded.position, turn_id = excluded.turn_id, "
@@ -601,7 +397,7 @@ class Store:
                         "error_code = excluded.error_code, anchor = excluded.anchor, "
                         "empty = excluded.empty, updated_at = excluded.updated_at, "
                         "meta = excluded.meta",
-                        [_row_values(op.row) for op in rs],
+                        [row_values(op.row) for op in rs],
                     )
                 if aps := groups.get(PutApproval):
                     db.executemany(
@@ -616,7 +412,7 @@ class Store:
                                 a.topic_id,
                                 a.turn_id,
                                 a.tool,
-                                _json_encoder.encode(a.input).decode(),
+                                json_encoder.encode(a.input).decode(),
                                 a.description,
                                 a.status,
                                 a.answered_by,
@@ -659,7 +455,7 @@ class Store:
                                 op.turn_id,
                                 step.kind,
                                 step.status,
-                                _json_encoder.encode(step.data).decode(),
+                                json_encoder.encode(step.data).decode(),
                                 step.started_at,
                                 step.ended_at,
                             )
@@ -732,7 +528,14 @@ _TRANSIENT = (
     apsw.NoMemError,
 )
 _APPLY_ORDER: tuple[type, ...] = (
-    PutTopic, PutSeq, PutRow, TouchRow, PutApproval, PutTurn, PutResumeToken, DeleteRow,
+    PutTopic,
+    PutSeq,
+    PutRow,
+    TouchRow,
+    PutApproval,
+    PutTurn,
+    PutResumeToken,
+    DeleteRow,
     DeleteTopic,
 )
 
@@ -779,9 +582,9 @@ class StoreWriter:
         """Queue one op; returns its generation (for `wait_committed`)."""
         if isinstance(op, DeleteTopic):
             # Nothing of a deleted topic may be written after (or instead of) its deletion.
-            for key in [k for k, v in self._pending.items() if _op_topic(v) == op.topic_id]:
+            for key in [k for k, v in self._pending.items() if op_topic(v) == op.topic_id]:
                 del self._pending[key]
-        key = _op_key(op)
+        key = op_key(op)
         if not self._pending:
             self._first_put_at = trio.current_time()
         # Re-insert at the end so the batch keeps the order of the newest ops.
@@ -892,11 +695,11 @@ class StoreWriter:
 
         log.error("store: a batch of %d ops failed: %s; writing them one by one", len(batch), exc)
         for op, err in await trio.to_thread.run_sync(each, limiter=self._limiter):
-            log.error("store: dropped %s %s, it cannot be written: %s", *_op_key(op), err)
+            log.error("store: dropped %s %s, it cannot be written: %s", *op_key(op), err)
 
     def _failed(self, batch: list[Op], exc: StoreError) -> None:
         # Keep the ops for a retry; an op queued meanwhile with the same key is newer.
-        kept = {_op_key(op): op for op in batch if _op_key(op) not in self._pending}
+        kept = {op_key(op): op for op in batch if op_key(op) not in self._pending}
         if kept:
             self._pending = {**kept, **self._pending}
             self._wakeup.set()

@@ -1,0 +1,172 @@
+"""What the store writer batches (operations) and what the store gives back (records).
+
+Plain immutable values, no apsw and no trio: `hostd.store` executes them. Operations with the
+same `op_key` coalesce inside one batch (the newest wins), which is what makes a `SaveRow` per
+chunk cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+
+# --- operations (what the writer batches) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PutTopic:
+    topic: TopicInfo
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutSeq:
+    topic_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutRow:
+    row: MessageRow
+
+
+@dataclass(frozen=True, slots=True)
+class TouchRow:
+    """A row whose content grew: read with `read(row_id)` when the batch is written (on the
+    trio thread, so the reader needs no lock), None meaning the row is gone."""
+
+    topic_id: str
+    row_id: str
+    read: Callable[[str], MessageRow | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRow:
+    row_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutApproval:
+    approval: ApprovalInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PutResumeToken:
+    topic_id: str
+    token: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PutTurn:
+    topic_id: str
+    turn_id: str
+    status: str | None
+    error: str = ""
+    error_code: str = ""
+    resume_text: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One step of a turn (`hook_create`, `llm`, `tool`, `hook_next`, `delegate`)."""
+
+    kind: str
+    status: str
+    started_at: float
+    ended_at: float | None = None
+    #: JSON-able details: index, depth, detail (hook / driver / tool name), error, error_code.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PutSteps:
+    """Every step of one ended turn, written once at its end (replacing any earlier write)."""
+
+    topic_id: str
+    turn_id: str
+    steps: tuple[StepRow, ...]
+
+
+Op = (
+    PutTopic
+    | DeleteTopic
+    | PutSeq
+    | PutRow
+    | TouchRow
+    | DeleteRow
+    | PutApproval
+    | PutResumeToken
+    | PutTurn
+    | PutSteps
+)
+
+
+def op_key(op: Op) -> tuple[str, str]:
+    """Ops with the same key coalesce: the newest replaces the older one in a batch."""
+    if isinstance(op, PutTopic):
+        return ("topic", op.topic.id)
+    if isinstance(op, DeleteTopic):
+        return ("topic", op.topic_id)
+    if isinstance(op, PutSeq):
+        return ("seq", op.topic_id)
+    if isinstance(op, PutRow):
+        return ("row", op.row.id)
+    if isinstance(op, (TouchRow, DeleteRow)):
+        return ("row", op.row_id)
+    if isinstance(op, PutApproval):
+        return ("approval", op.approval.id)
+    if isinstance(op, PutResumeToken):
+        return ("token", op.topic_id)
+    if isinstance(op, PutSteps):
+        return ("steps", op.turn_id)
+    return ("turn", op.turn_id)
+
+
+def op_topic(op: Op) -> str | None:
+    if isinstance(op, PutTopic):
+        return op.topic.id
+    if isinstance(op, PutRow):
+        return op.row.topic_id
+    if isinstance(op, PutApproval):
+        return op.approval.topic_id
+    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutSteps, TouchRow)):
+        return op.topic_id
+    return None
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    """A stored topic with what the daemon needs to bring it back."""
+
+    info: TopicInfo
+    last_seq: int
+    resume_token: str | None
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    rows_failed: int
+    approvals_cancelled: int
+    turns_failed: int
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    id: str
+    topic_id: str
+    status: str | None
+    error: str
+    error_code: str
+    resume_text: str

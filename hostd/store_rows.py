@@ -1,0 +1,115 @@
+"""How rows, topics and approvals map to SQLite columns and back (pure msgspec codecs)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.common import Chunk, CompactionAnchor
+
+_parts_encoder = msgspec.msgpack.Encoder()
+_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
+_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
+json_encoder = msgspec.json.Encoder()
+dict_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+ROW_COLUMNS = (
+    "id, topic_id, role, status, position, turn_id, parts, error, error_code, anchor, empty, "
+    "created_at, updated_at, meta"
+)
+
+
+def row_values(row: MessageRow) -> tuple[Any, ...]:
+    return (
+        row.id,
+        row.topic_id,
+        row.role,
+        row.status,
+        row.position,
+        row.turn_id,
+        _parts_encoder.encode(row.parts),
+        row.error,
+        row.error_code,
+        _parts_encoder.encode(row.anchor) if row.anchor is not None else None,
+        int(row.empty),
+        row.created_at,
+        row.updated_at,
+        json_encoder.encode(row.meta).decode(),
+    )
+
+
+def row_from(values: Sequence[Any]) -> MessageRow:
+    (
+        rid,
+        topic_id,
+        role,
+        status,
+        position,
+        turn_id,
+        parts,
+        error,
+        error_code,
+        anchor,
+        empty,
+        created_at,
+        updated_at,
+        meta,
+    ) = values
+    return MessageRow(
+        id=rid,
+        topic_id=topic_id,
+        role=role,
+        status=status,
+        position=position,
+        turn_id=turn_id,
+        parts=_parts_decoder.decode(parts),
+        error=error,
+        error_code=error_code,
+        anchor=_anchor_decoder.decode(anchor) if anchor is not None else None,
+        empty=bool(empty),
+        created_at=created_at,
+        updated_at=updated_at,
+        meta=dict_decoder.decode(meta),
+    )
+
+
+def topic_from(values: Sequence[Any]) -> TopicInfo:
+    tid, title, assistant, driver, model, working_dir, options, created_at, updated_at, seq = values
+    return TopicInfo(
+        id=tid,
+        title=title,
+        assistant=assistant,
+        driver=driver,
+        model=model,
+        working_dir=working_dir,
+        options=dict_decoder.decode(options),
+        created_at=created_at,
+        updated_at=updated_at,
+        seq=seq,
+    )
+
+
+TOPIC_COLUMNS = (
+    "t.id, t.title, t.assistant, t.driver, t.model, t.working_dir, t.options, t.created_at, "
+    "t.updated_at, t.last_seq"
+)
+
+
+def approval_from(values: Sequence[Any]) -> ApprovalInfo:
+    aid, topic_id, turn_id, tool, inp, desc, status, by, reason, created_at = values
+    return ApprovalInfo(
+        id=aid,
+        topic_id=topic_id,
+        turn_id=turn_id,
+        tool=tool,
+        input=dict_decoder.decode(inp),
+        description=desc,
+        status=status,
+        answered_by=by,
+        reason=reason,
+        created_at=created_at,
+    )
