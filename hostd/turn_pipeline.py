@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,6 +51,8 @@ from hostd.hooks import (
     run_next_hook,
 )
 from hostd.turn_record import ResumeData, TurnOutcome, TurnRecord, TurnStack
+from hostd.turn_workdir import plan_workdir as plan_workdir
+from hostd.turn_workdir import turn_workdir as turn_workdir
 from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.common import (
     Capabilities,
@@ -63,7 +63,6 @@ from hostd_protocol.common import (
     Usage,
 )
 from hostd_protocol.errors import (
-    ConfigError,
     DriverError,
     HookError,
     HostdError,
@@ -300,44 +299,6 @@ def continue_request(
         options=resume.options,
         resume=resume,
     )
-
-
-def plan_workdir(
-    assistant: AssistantConfig, topic: TopicInfo, workspaces: Path
-) -> tuple[Path | None, bool]:
-    """(path, ephemeral): the turn's working directory; None + True means "make a temp dir"."""
-    policy = assistant.workdir.policy
-    if policy == "fixed":
-        return Path(assistant.workdir.path).expanduser(), False
-    if policy == "ephemeral":
-        return None, True
-    if topic.working_dir:
-        return Path(topic.working_dir).expanduser(), False
-    return workspaces / topic.id, False
-
-
-@contextmanager
-def turn_workdir(assistant: AssistantConfig, topic: TopicInfo, workspaces: Path) -> Iterator[Path]:
-    """Step 8: the working directory, created if missing; an ephemeral one is removed after."""
-    path, ephemeral = plan_workdir(assistant, topic, workspaces)
-    if ephemeral:
-        workspaces.mkdir(parents=True, exist_ok=True)
-        temp = Path(tempfile.mkdtemp(prefix=f"ephemeral-{topic.id}-", dir=workspaces))
-        try:
-            yield temp
-        finally:
-            shutil.rmtree(temp, ignore_errors=True)
-        return
-    assert path is not None
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create working directory {path} for topic {topic.id} "
-            f"(assistant {assistant.name!r}, {assistant.source or 'built-in'}): {exc}",
-            details={"path": str(path)},
-        ) from exc
-    yield path
 
 
 # --- the reporter drivers call back into --------------------------------------------------------
