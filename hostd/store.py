@@ -534,6 +534,7 @@ _APPLY_ORDER: tuple[type, ...] = (
     TouchRow,
     PutApproval,
     PutTurn,
+    PutSteps,
     PutResumeToken,
     DeleteRow,
     DeleteTopic,
@@ -682,7 +683,11 @@ class StoreWriter:
     async def _isolate(self, batch: list[Op], exc: StoreError) -> None:
         """A batch failed for a reason a retry does not cure (a constraint: a bug): write its
         ops one by one, in dependency order, and drop only those that fail."""
-        ordered = sorted(batch, key=lambda op: _APPLY_ORDER.index(type(op)))
+        last = len(_APPLY_ORDER) - 2  # an op kind not listed goes before the deletions
+        ordered = sorted(
+            batch,
+            key=lambda op: _APPLY_ORDER.index(type(op)) if type(op) in _APPLY_ORDER else last,
+        )
 
         def each() -> list[tuple[Op, StoreError]]:
             bad = []
