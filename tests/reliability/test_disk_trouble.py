@@ -111,3 +111,30 @@ async def test_full_disk_is_reported_streams_go_on_nothing_unsaved_is_acked(
         await d.stop()
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("disk is full" in m for m in errors), errors
+
+
+async def test_a_poison_op_is_dropped_alone(tmp_path: Any) -> None:
+    """A batch failing on a constraint (a bug in one op) is written op by op: the bad op is
+    dropped, every other op of the batch (steps of an ended turn included) is written."""
+    from hostd import store as st
+    from hostd_protocol.client_messages import MessageRow, TopicInfo
+    from hostd_protocol.common import TextDelta
+
+    def row(rid: str, tid: str) -> MessageRow:
+        return MessageRow(id=rid, topic_id=tid, role="user", status="success", position=1,
+                          parts=[TextDelta(text="hi")], created_at=1.0, updated_at=1.0)
+
+    with trio.fail_after(10), st.Store(tmp_path / "db") as s:
+        writer = st.StoreWriter(s)
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            writer.put(st.PutTopic(TopicInfo(id="tp1", created_at=1.0, updated_at=1.0)))
+            writer.put(st.PutTurn("tp1", "t1", "success", at=1.0))
+            writer.put(st.PutSteps("tp1", "t1", ()))
+            writer.put(st.PutRow(row("good", "tp1")))
+            gen = writer.put(st.PutRow(row("poison", "no-such-topic")), durable=True)
+            with pytest.raises(StoreError, match=r"FOREIGN KEY constraint failed"):
+                await writer.wait_committed(gen)
+            n.cancel_scope.cancel()
+        assert [r.id for r in s.load_rows("tp1")] == ["good"]
+        assert [t.id for t in s.load_turns("tp1")] == ["t1"]
