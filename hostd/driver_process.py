@@ -72,7 +72,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Variables a driver gets from the daemon's environment without asking: enough to run a
-#: Python interpreter and find its packages, nothing that could carry a credential.
+#: Python interpreter and find its packages, nothing that could carry a credential. No
+#: PYTHON* variable: drivers run isolated (`DriverSpec.argv`), and a Python child a driver
+#: starts must not inherit a path into a planted directory either.
 MINIMAL_ENV: tuple[str, ...] = (
     "PATH",
     "HOME",
@@ -88,7 +90,6 @@ MINIMAL_ENV: tuple[str, ...] = (
     "TEMP",
     "TMP",
     "SYSTEMROOT",
-    "PYTHONPATH",
     "VIRTUAL_ENV",
 )
 

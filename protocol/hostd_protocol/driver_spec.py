@@ -23,7 +23,7 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     """What a driver is and how to start it."""
 
     name: str
-    #: Module run as `python -m <module>` with the daemon's interpreter.
+    #: Module run as `python -I -m <module>` with the daemon's interpreter.
     module: str
     description: str = ""
     version: str = ""
@@ -34,5 +34,13 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     args: tuple[str, ...] = ()
 
     def argv(self, python: str | None = None) -> list[str]:
-        """The command line that starts this driver."""
-        return [python or sys.executable, "-m", self.module, *self.args]
+        """The command line that starts this driver.
+
+        Isolated mode (`-I` = `-E -P -s`): a driver runs in the topic's working directory,
+        which is a repository the user opened, i.e. data. Without it, a `trio.py` there would
+        shadow the real one (the cwd is `sys.path[0]` for `-m`), and `PYTHONPATH`,
+        `PYTHONSTARTUP` or a user site dir could run code with the driver's credentials.
+        The driver still finds its own packages: they are installed in the interpreter's
+        site-packages (editable installs included, through their `.pth` files).
+        """
+        return [python or sys.executable, "-I", "-m", self.module, *self.args]
