@@ -16,7 +16,9 @@ Rules this module guards:
 - A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
   stderr tail. A schema error (unknown event from a newer driver) skips that one event.
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
-- Secrets given for the session are redacted from the stderr tail and the debug log.
+- Secrets given for the session are redacted (`hostd.redaction`) from everything the driver
+  says, here and only here: every decoded event, the stderr tail, the errors this session
+  ends with, and every log line about it. Nothing a driver said leaves this module unredacted.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 import msgspec
 import trio
 
+from hostd.redaction import Redactor
 from hostd.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
 from hostd_protocol.driver_messages import (
@@ -195,8 +198,9 @@ class DriverSession:
         self._send_events, self.events = trio.open_memory_channel[EventBatch | SessionEnded](
             event_buffer
         )
-        self._tail = StderrTail(redact=redact)
-        self._log = logging.getLogger(f"hostd.driver.{driver}")
+        self._redactor = Redactor(redact)
+        self._tail = StderrTail(redact=self._redactor)
+        self._log = _RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
         self._proc: trio.Process | None = None
         self._send_lock = trio.Lock()
         self._early: list[DriverEvent] = []
@@ -435,7 +439,7 @@ class DriverSession:
                             f"driver {self.driver!r} exited during the handshake",
                         )
                     try:
-                        items = self._reader.feed(data)
+                        items = self._decode(data)
                     except ProtocolError as exc:
                         return (
                             DriverProtocolError,
@@ -496,12 +500,22 @@ class DriverSession:
                     return (DriverProtocolError, f"driver {self.driver!r}: {exc}")
                 return None
             try:
-                pending = self._reader.feed(data)
+                pending = self._decode(data)
             except ProtocolError as exc:
                 return (
                     DriverProtocolError,
                     f"driver {self.driver!r} wrote a bad frame: {exc}",
                 )
+
+    def _decode(self, data: bytes | bytearray) -> list[DriverEvent | InvalidMessage]:
+        """Frames to events, each redacted: the driver boundary every event crosses."""
+        items = self._reader.feed(data)
+        if not self._redactor:
+            return items
+        return [
+            item if isinstance(item, InvalidMessage) else self._redactor.value(item)
+            for item in items
+        ]
 
     async def _dispatch(self, items: list[DriverEvent | InvalidMessage]) -> None:
         batch: EventBatch = []
@@ -605,6 +619,14 @@ class DriverSession:
         self._turn_waiters.clear()
 
     def _end_error(self) -> DriverError | None:
+        end = self._end_error_unredacted()
+        if end is None or not self._redactor:
+            return end
+        # Host-made messages quote the driver (a fatal message, a decode error, a kill
+        # reason); the tail is redacted already.
+        return _with_message(end, self._redactor.text(end.message))
+
+    def _end_error_unredacted(self) -> DriverError | None:
         code = self.exit_code
         tail = self._tail.text()
         if self._failure is not None:
@@ -706,6 +728,36 @@ class DriverSession:
             f"<DriverSession {self.driver} pid={self.pid} topic={self.topic_id!r} "
             f"alive={self.alive}>"
         )
+
+
+class _RedactingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The session's logger: each record's final message is redacted before it is emitted
+    (arguments included, e.g. an `InvalidMessage` quoting what the driver sent)."""
+
+    def __init__(self, logger: logging.Logger, redactor: Redactor) -> None:
+        super().__init__(logger, {})
+        self._redactor = redactor
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        text = str(msg) % args if args else str(msg)
+        self.logger.log(level, "%s", self._redactor.text(text), **kwargs)
+
+
+def _with_message(err: DriverError, message: str) -> DriverError:
+    if message == err.message:
+        return err
+    details: dict[str, Any] = {
+        k: v for k, v in err.details.items() if k not in ("driver", "exit_code", "stderr_tail")
+    }
+    return type(err)(
+        message,
+        driver=err.driver,
+        exit_code=err.exit_code,
+        stderr_tail=err.stderr_tail,
+        details=details,
+    )
 
 
 def _describe_exit(code: int | None) -> str:

@@ -4,8 +4,11 @@ Rules this module guards:
 
 - At most `max_lines` lines and about `max_bytes` characters are kept (the newest); a "line"
   that never ends is cut to its last `max_bytes` characters rather than buffered forever.
-- Secret values are replaced by `***` before a line is kept or returned, so neither the
-  error shown to the user nor the debug log can carry an API key the driver printed.
+- Secret values (and their long pieces, `hostd.redaction`) are replaced by `***` before a
+  line is cut, kept or returned, so neither the error shown to the user nor the debug log
+  can carry an API key the driver printed. A never-ending line keeps its last
+  `Redactor.carry` bytes back for the next read, so a secret split by a read is still seen
+  whole.
 - Bytes that are not UTF-8 never raise (replacement characters).
 """
 
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable
+
+from hostd.redaction import Redactor
 
 __all__ = ["StderrTail"]
 
@@ -25,12 +30,15 @@ class StderrTail:
     """
 
     def __init__(
-        self, max_lines: int = 64, max_bytes: int = 8192, redact: Iterable[str] = ()
+        self,
+        max_lines: int = 64,
+        max_bytes: int = 8192,
+        redact: Iterable[str] | Redactor = (),
     ) -> None:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
-        # Longest first, so a secret that contains another is replaced whole.
-        self._redact = sorted({s for s in redact if s}, key=len, reverse=True)
+        self._redactor = redact if isinstance(redact, Redactor) else Redactor(redact)
+        self._carry = min(self._redactor.carry, max_bytes // 2) if self._redactor else 0
         self._lines: collections.deque[str] = collections.deque()
         self._size = 0
         self._partial = bytearray()
@@ -40,9 +48,12 @@ class StderrTail:
         *complete, rest = self._partial.split(b"\n")
         self._partial = bytearray(rest)
         if len(self._partial) > self.max_bytes:
-            # A "line" with no newline in sight: keep its end, it is what the tail shows.
-            complete.append(self._partial[-self.max_bytes :])
-            self._partial.clear()
+            # A "line" with no newline in sight: emit it (redacted whole, then cut to its
+            # end: `_keep`), except the last bytes, which may begin a secret the next read
+            # completes.
+            cut = len(self._partial) - self._carry
+            complete.append(self._partial[:cut])
+            del self._partial[:cut]
         return [self._keep(line) for line in complete]
 
     def close(self) -> list[str]:
@@ -57,9 +68,7 @@ class StderrTail:
         return "\n".join(self._lines)
 
     def _keep(self, raw: bytes | bytearray) -> str:
-        line = bytes(raw).decode("utf-8", "replace").rstrip("\r")
-        for secret in self._redact:
-            line = line.replace(secret, "***")
+        line = self._redactor.text(bytes(raw).decode("utf-8", "replace").rstrip("\r"))
         if len(line) > self.max_bytes:
             line = line[-self.max_bytes :]
         self._lines.append(line)

@@ -37,6 +37,7 @@ import trio
 
 from hostd.driver_process import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.driver_registry import DriverRegistry
+from hostd.redaction import credential_values
 from hostd.warm_pool import IdleTimers, WarmPool
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.driver_messages import Init, Prewarm
@@ -144,13 +145,6 @@ class _Live:
     session: DriverSession
     opts: SessionOptions
     key: str
-
-
-def _spec_env_values(spec: DriverSpec, base_env: Mapping[str, str]) -> list[str]:
-    """Values of the variables a driver's spec names (API keys, tokens): redacted from its
-    stderr tail like `SessionOptions.secrets`, which is shown in errors, stored with the
-    failed turn and logged. Short values are left alone: redacting "1" would garble the tail."""
-    return [v for name in spec.env if len(v := base_env.get(name, "")) >= 8]
 
 
 def _warm_key(opts: SessionOptions, resume_token: str | None) -> str:
@@ -458,7 +452,9 @@ class Supervisor:
             terminate_timeout=self._terminate_timeout,
             max_frame_size=self._max_frame_size,
             event_buffer=self._event_buffer,
-            redact=[*opts.secrets.values(), *_spec_env_values(spec, self._base_env)],
+            # Every text this driver sends back is redacted of these (`hostd.redaction`):
+            # the session's secrets and the credential-like variables its spec names.
+            redact=[*opts.secrets.values(), *credential_values(spec.env, self._base_env)],
         )
         session.on_turn_start = self._on_turn_start
         session.on_turn_end = self._on_turn_end

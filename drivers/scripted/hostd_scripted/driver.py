@@ -37,6 +37,7 @@ from hostd_protocol.driver_messages import (
     CompactionStart,
     DriverEvent,
     Init,
+    Log,
     Notice,
     ResumeToken,
     UsageEvent,
@@ -146,6 +147,12 @@ class ScriptedDriver(DriverBase):
         fatal = opts.get("fatal")
         if isinstance(fatal, str) and fatal:
             raise DriverUnavailable(fatal, driver=self.name)
+        fatal_env = opts.get("fatal_env")
+        if isinstance(fatal_env, str) and fatal_env:
+            # A vendor SDK that quotes the bad credential in its refusal (redaction tests).
+            raise DriverUnavailable(
+                f"credential {os.environ.get(fatal_env, '')} was refused", driver=self.name
+            )
         required = opts.get("require_env")
         if isinstance(required, str) and required and required not in os.environ:
             raise DriverUnavailable(
@@ -377,6 +384,40 @@ class _Player:
             # On stderr too, so tests can check the host redacts secrets from the tail.
             print(f"scripted: env {name}={value}", file=sys.stderr, flush=True)
         await self.turn.chunk(TextDelta(text=f"{name}={'set' if value is not None else 'unset'}"))
+
+    async def do_leak(self, step: Step) -> None:
+        """Say the value of variable NAME (and pieces of it) through every channel a driver
+        has, then end as `end=` says: `error` (TurnFailed quoting it, the default), `crash`
+        (exit 3), `garbage` (bad frame bytes quoting it). For the host's redaction tests."""
+        value = os.environ.get(step.arg(0), "")
+        pieces = [value, value[2:-2], f"x{value[len(value) // 3 :]}y", value[:13]]
+        said = " | ".join(pieces)
+        turn_id = self.turn.turn_id
+        await self.turn.chunk(TextDelta(text=f"the key is {said}"))
+        await self.turn.chunk(ThinkingDelta(text=f"thinking of {said}"))
+        call_id = f"call-{next(self.driver._ids)}"
+        await self.turn.chunk(
+            ToolCall(call_id=call_id, name="Bash", input={"command": f"echo {said}",
+                                                          said: [said, {"k": said}]})
+        )
+        await self.turn.chunk(ToolResult(call_id=call_id, output=said, is_error=True))
+        await self.turn.emit(Notice(code="leak", message=said, turn_id=turn_id))
+        await self.turn.emit(Log(level="error", message=f"log {said}"))
+        await self.turn.emit(CompactionStart(turn_id=turn_id, trigger="manual"))
+        await self.turn.emit(CompactionError(turn_id=turn_id, message=f"compaction {said}"))
+        # One stderr "line" well over the tail's 8 KiB, no newline, the value across the cut.
+        sys.stderr.write("s" * 8180 + value + "t" * 300)
+        sys.stderr.write("\n" + f"stderr {said}\n")
+        sys.stderr.flush()
+        end = step.kw.get("end", "error")
+        if end == "crash":
+            await trio.sleep(0.05)
+            os._exit(3)
+        if end == "garbage":
+            await trio.sleep(0.05)
+            self.driver._write_raw(f"garbage {said}\n".encode() * 4)
+            await trio.sleep_forever()
+        raise TurnFailed(f"vendor said: {said}", driver=self.driver.name)
 
     async def do_envkeys(self, step: Step) -> None:
         await self.turn.chunk(TextDelta(text=" ".join(sorted(os.environ))))

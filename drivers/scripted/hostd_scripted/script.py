@@ -73,6 +73,7 @@ KNOWN: dict[str, int | None] = {
     "late": 0,
     "whoami": 0,
     "env": 1,
+    "leak": 1,
     "envkeys": 0,
     "usage": 2,
     "notice": None,
