@@ -1,0 +1,396 @@
+"""The agent loop of one turn: model call, tool calls, next model call, until the model stops.
+
+Rules this module guards:
+
+- The conversation sent is: the system prompt, the host's stored history (the host has
+  already removed overlap), the new user message; then, within the turn, each assistant
+  message with its tool calls, one `tool` message per call, and steers as user messages.
+  Nothing is kept across turns, so nothing can be sent twice.
+- Steering is native: before every model call, pending steers are taken (`SteerInjected`) and
+  appended as user messages; when the next response starts, `TurnContext.message_start`
+  reports the steer boundary before any chunk of it. A steer that arrives while the last
+  answer streams gets one more model call, so it is answered in this turn.
+- Model errors: 401/403 end the turn with `auth_required`; an unknown model names the
+  server's models; 429 / 5xx / transport failures before any output are retried at most
+  `model_retries` times with bounded backoff, each retry an `ApiRetry` event and a notice; a
+  stream cut after output ends the turn `error` (the host keeps the partial answer); a context
+  overflow compacts once (compaction events) or fails with a clear reason.
+- `max_steps` model calls at most; a model still asking for tools then ends the turn with a
+  clear reason.
+- Usage comes from the stream (`stream_options.include_usage`), cumulative for the turn.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from hostd_openai.chat_client import ChatClient, ModelError, ModelHTTPError
+from hostd_openai.chat_stream import (
+    AssembledToolCall,
+    ChatStreamDecoder,
+    Finished,
+    ReasoningPiece,
+    ServerError,
+    TextPiece,
+    UsageReport,
+)
+from hostd_openai.config import OpenAIOptions
+from hostd_openai.mcp_tools import CatalogSnapshot
+from hostd_openai.tool_runner import ToolRunner
+from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, Usage
+from hostd_protocol.driver_harness import TurnContext, TurnFailed
+from hostd_protocol.driver_messages import (
+    ApiRetry,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    Notice,
+    UsageEvent,
+)
+from hostd_protocol.errors import DriverTurnError
+
+DRIVER_NAME = "openai"
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation below for yourself, to continue it with less context: keep "
+    "the user's goals, decisions, facts, names, numbers, open questions and the results of "
+    "tool calls that still matter. Write only the summary."
+)
+
+
+class AuthRequired(DriverTurnError):
+    """The model server refused the credentials (401/403): set or fix the API key."""
+
+    code = "auth_required"
+
+
+class StreamCut(ModelError):
+    """The response ended before the model finished (no finish reason, no `[DONE]`)."""
+
+
+@dataclass
+class TurnUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    def add(self, report: UsageReport) -> None:
+        self.input_tokens += report.input_tokens
+        self.output_tokens += report.output_tokens
+        self.cached_tokens += report.cached_tokens
+
+    def usage(self, opts: OpenAIOptions) -> Usage:
+        cost = 0.0
+        prices = opts.prices
+        if prices is not None:
+            uncached = self.input_tokens - self.cached_tokens
+            cost = (
+                uncached * prices.input
+                + self.cached_tokens * (prices.cached_input or prices.input)
+                + self.output_tokens * prices.output
+            ) / 1_000_000
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cached_tokens,
+            cost_usd=cost,
+        )
+
+
+@dataclass
+class Response:
+    """One model response, as far as it got."""
+
+    text: list[str] = field(default_factory=list)
+    tool_calls: list[AssembledToolCall] = field(default_factory=list)
+    finish_reason: str = ""
+    emitted: bool = False
+
+    def assistant_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments or "{}"},
+                }
+                for c in self.tool_calls
+            ]
+        elif message["content"] is None:
+            message["content"] = ""
+        return message
+
+
+def initial_messages(system_prompt: str, turn: TurnContext) -> list[dict[str, Any]]:
+    """System prompt + the host's history + the new user message."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    for item in turn.send.history:
+        if not item.text:
+            continue  # an assistant row that only ran tools: nothing the model can read
+        messages.append({"role": item.role, "content": item.text})
+    messages.append({"role": "user", "content": turn.send.text})
+    return messages
+
+
+class AgentLoop:
+    """Runs one turn (see the module docstring)."""
+
+    def __init__(
+        self,
+        turn: TurnContext,
+        *,
+        client: ChatClient,
+        opts: OpenAIOptions,
+        model: str,
+        system_prompt: str,
+        snapshot: CatalogSnapshot,
+    ) -> None:
+        self.turn = turn
+        self.client = client
+        self.opts = opts
+        self.model = model
+        self.snapshot = snapshot
+        self.messages = initial_messages(system_prompt, turn)
+        self.usage = TurnUsage()
+        self.tools = [t.openai_schema() for t in snapshot.tools.values()]
+        self._compacted = False
+
+    async def run(self) -> None:
+        turn = self.turn
+        for _step in range(self.opts.max_steps):
+            for steer in await turn.take_steers():
+                self.messages.append({"role": "user", "content": steer.text})
+            response = await self._model_step()
+            self.messages.append(response.assistant_message())
+            if response.tool_calls:
+                runs = await ToolRunner(turn, self.opts, self.snapshot).run_all(response.tool_calls)
+                for run in runs:
+                    self.messages.append(
+                        {"role": "tool", "tool_call_id": run.call.call_id, "content": run.output}
+                    )
+                continue
+            if turn.has_pending_steers:
+                continue
+            if response.finish_reason == "length":
+                await turn.emit(
+                    Notice(
+                        code="max_tokens",
+                        message="The answer was cut at the model's output limit (max_tokens).",
+                        turn_id=turn.turn_id,
+                    )
+                )
+            return
+        raise TurnFailed(
+            f"the model was still calling tools after {self.opts.max_steps} steps (max_steps); "
+            "the turn was ended",
+            driver=DRIVER_NAME,
+        )
+
+    def body(self, messages: list[dict[str, Any]], *, tools: bool = True) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        if self.opts.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        if tools and self.tools:
+            body["tools"] = self.tools
+        if self.opts.temperature is not None:
+            body["temperature"] = self.opts.temperature
+        if self.opts.max_tokens is not None:
+            body["max_tokens"] = self.opts.max_tokens
+        body.update(self.opts.extra_body)
+        return body
+
+    async def _model_step(self) -> Response:
+        attempt = 0
+        while True:
+            response = Response()
+            try:
+                await self._stream(self.body(self.messages), response)
+                return response
+            except ModelHTTPError as exc:
+                if exc.kind == "auth":
+                    raise AuthRequired(
+                        f"the model server refused the credentials ({exc.status}): "
+                        f"{exc.message}. Set the API key in the variable named by "
+                        f"api_key_env ({self.opts.api_key_env or 'none configured'}).",
+                        driver=DRIVER_NAME,
+                    ) from None
+                if exc.kind == "unknown_model":
+                    models = await self.client.list_models()
+                    listed = ", ".join(models[:50]) if models else "none listed"
+                    raise TurnFailed(
+                        f"unknown model {self.model!r} ({exc.message}); the server has: {listed}",
+                        driver=DRIVER_NAME,
+                    ) from None
+                if exc.kind == "overflow":
+                    await self._compact(exc)
+                    continue
+                if not exc.retryable or attempt >= self.opts.model_retries:
+                    raise TurnFailed(
+                        f"the model server answered {exc.status}: {exc.message}"
+                        + (f" (after {attempt + 1} attempts)" if attempt else ""),
+                        driver=DRIVER_NAME,
+                    ) from None
+                attempt += 1
+                await self._backoff(attempt, exc.status, exc.retry_after, exc.message)
+            except StreamCut as exc:
+                raise TurnFailed(str(exc), driver=DRIVER_NAME) from None
+            except ModelError as exc:  # transport
+                if response.emitted:
+                    raise TurnFailed(
+                        f"the model stream was cut mid-answer: {exc}", driver=DRIVER_NAME
+                    ) from None
+                if attempt >= self.opts.model_retries:
+                    raise TurnFailed(
+                        f"{exc} (after {attempt + 1} attempts)", driver=DRIVER_NAME
+                    ) from None
+                attempt += 1
+                await self._backoff(attempt, None, None, str(exc))
+
+    async def _backoff(
+        self, attempt: int, status: int | None, retry_after: float | None, why: str
+    ) -> None:
+        opts = self.opts
+        delay = opts.retry_base_delay * (2 ** (attempt - 1))
+        delay = delay * (0.75 + random.random() / 2)  # jitter: many topics, one server
+        if retry_after is not None:
+            delay = retry_after
+        delay = min(delay, opts.retry_max_delay)
+        turn = self.turn
+        await turn.emit(
+            ApiRetry(
+                turn_id=turn.turn_id,
+                attempt=attempt,
+                max_retries=opts.model_retries,
+                retry_delay_ms=int(delay * 1000),
+                error_status=status,
+            )
+        )
+        await turn.emit(
+            Notice(
+                code="api_retry",
+                message=f"The model server failed ({why}); retry {attempt} of "
+                f"{opts.model_retries} in {delay:.1f} s.",
+                turn_id=turn.turn_id,
+            )
+        )
+        await trio.sleep(delay)
+
+    async def _stream(self, body: dict[str, Any], response: Response) -> None:
+        turn = self.turn
+        decoder = ChatStreamDecoder()
+        async with self.client.stream(body) as data_iter:
+            # The response has started: this is the next assistant message's start, so a
+            # steer injected before this call rolls the answer here (A1a / U2 / A2).
+            await turn.message_start()
+            async for data in data_iter:
+                for item in decoder.feed(data):
+                    await self._item(item, response)
+            for item in decoder.close():
+                await self._item(item, response)
+        if not decoder.done and not response.finish_reason:
+            raise StreamCut("the model stream was cut before the answer finished")
+        response.tool_calls = decoder.tool_calls()
+
+    async def _item(self, item: object, response: Response) -> None:
+        turn = self.turn
+        if isinstance(item, TextPiece):
+            response.text.append(item.text)
+            response.emitted = True
+            await turn.chunk(TextDelta(text=item.text))
+        elif isinstance(item, ReasoningPiece):
+            response.emitted = True
+            await turn.chunk(ThinkingDelta(text=item.text))
+        elif isinstance(item, Finished):
+            response.finish_reason = item.reason
+        elif isinstance(item, UsageReport):
+            self.usage.add(item)
+            await turn.emit(UsageEvent(turn_id=turn.turn_id, usage=self.usage.usage(self.opts)))
+        elif isinstance(item, ServerError):
+            raise TurnFailed(
+                f"the model server failed mid-answer: {item.message}", driver=DRIVER_NAME
+            )
+
+    # --- compaction ---------------------------------------------------------------------
+
+    async def _compact(self, exc: ModelHTTPError) -> None:
+        turn = self.turn
+        reason = f"the conversation is too long for model {self.model!r}'s context: {exc.message}"
+        if not self.opts.compact_on_overflow or self._compacted:
+            raise TurnFailed(reason, driver=DRIVER_NAME)
+        self._compacted = True
+        head = [m for m in self.messages[:1] if m["role"] == "system"]
+        body = self.messages[len(head) :]
+        cut = max(0, len(body) - self.opts.compact_keep_last)
+        # Never keep a tool result without the assistant message that called it.
+        while cut > 0 and body[cut]["role"] == "tool":
+            cut -= 1
+        older, kept = body[:cut], body[cut:]
+        await turn.emit(CompactionStart(turn_id=turn.turn_id, trigger="reactive"))
+        if not older:
+            await turn.emit(CompactionError(turn_id=turn.turn_id, message="nothing to compact"))
+            raise TurnFailed(reason + " (and nothing older to summarise)", driver=DRIVER_NAME)
+        started = time.monotonic()
+        try:
+            summary = await self._summarise(older)
+        except (ModelError, TurnFailed) as failure:
+            await turn.emit(CompactionError(turn_id=turn.turn_id, message=str(failure)))
+            raise TurnFailed(
+                f"{reason}; compacting failed: {failure}", driver=DRIVER_NAME
+            ) from None
+        before = _estimate_tokens(self.messages)
+        self.messages = [
+            *head,
+            {"role": "user", "content": f"(Summary of the earlier conversation)\n{summary}"},
+            *kept,
+        ]
+        await turn.emit(
+            CompactionComplete(
+                turn_id=turn.turn_id,
+                anchor=CompactionAnchor(
+                    trigger="reactive",
+                    tokens_before=before,
+                    tokens_after=_estimate_tokens(self.messages),
+                    duration_ms=int((time.monotonic() - started) * 1000),
+                    summary=summary,
+                ),
+            )
+        )
+
+    async def _summarise(self, older: list[dict[str, Any]]) -> str:
+        lines = []
+        for m in older:
+            content = m.get("content") or ""
+            if m.get("tool_calls"):
+                calls = ", ".join(c["function"]["name"] for c in m["tool_calls"])
+                content = f"{content} [called {calls}]".strip()
+            lines.append(f"{m['role']}: {content}")
+        body = self.body(
+            [
+                {"role": "system", "content": SUMMARY_PROMPT},
+                {"role": "user", "content": "\n\n".join(lines)},
+            ],
+            tools=False,
+        )
+        decoder = ChatStreamDecoder()
+        parts: list[str] = []
+        async with self.client.stream(body) as data_iter:
+            async for data in data_iter:
+                parts.extend(i.text for i in decoder.feed(data) if isinstance(i, TextPiece))
+            parts.extend(i.text for i in decoder.close() if isinstance(i, TextPiece))
+        summary = "".join(parts).strip()
+        if not summary:
+            raise TurnFailed("the model returned an empty summary", driver=DRIVER_NAME)
+        return summary
+
+
+def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    # ~4 characters per token: only for the compaction anchor's before/after figures.
+    return sum(len(str(m.get("content") or "")) + 16 for m in messages) // 4

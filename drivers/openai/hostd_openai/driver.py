@@ -1,0 +1,150 @@
+"""The OpenAI-compatible driver: one HTTP client and one MCP tool catalog per driver process.
+
+The harness (`hostd_protocol.driver_harness`) owns the frame loop, one-turn-at-a-time, steering
+and approval bookkeeping; this module wires the rest:
+
+- `init` validates the options, reads the API key from the one variable `api_key_env` names,
+  creates the HTTP client and starts one task per MCP server (connect + list tools in the
+  background, in the driver's own nursery).
+- `prewarm` opens a kept-alive connection to the model server and waits (bounded) for the MCP
+  servers' first connection, so a prewarmed topic's first model request goes out at once.
+- `run_turn` takes a snapshot of the tool catalog (never waiting, except on a process's first
+  turn, bounded by `mcp_startup_wait`), says which servers are missing, and runs
+  `agent_loop.AgentLoop`.
+- Stop is the harness default: cancelling the turn closes the HTTP stream and cancels running
+  tool calls; the driver keeps no per-turn state, so the next send starts clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import msgspec
+import trio
+
+from hostd_openai import __version__
+from hostd_openai.agent_loop import DRIVER_NAME, AgentLoop
+from hostd_openai.chat_client import ChatClient
+from hostd_openai.config import OpenAIOptions, parse_options
+from hostd_openai.mcp_tools import ToolCatalog
+from hostd_protocol.common import Capabilities, TurnStatus
+from hostd_protocol.driver_harness import DriverBase, TurnContext, serve_driver
+from hostd_protocol.driver_messages import Init, Log, Notice
+from hostd_protocol.errors import InvalidArgument
+
+log = logging.getLogger("hostd_openai")
+
+CAPABILITIES = Capabilities(
+    inject_steering=True, compaction=True, approvals=True, warm=True, needs_history=True
+)
+
+
+class OpenAIDriver(DriverBase):
+    """The agent loop over an OpenAI-compatible server, with MCP tools."""
+
+    name = DRIVER_NAME
+    version = __version__
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._opts = OpenAIOptions()
+        self._init: Init | None = None
+        self._client: ChatClient | None = None
+        self._catalog = ToolCatalog()
+        self._warm = False
+        self._deferred: list[Log] = []
+
+    async def init(self, init: Init) -> Capabilities:
+        opts, unknown = parse_options(init.options)
+        if not init.model:
+            raise InvalidArgument(
+                "the openai driver needs a model name (the assistant's or topic's `model`)"
+            )
+        self._opts = opts
+        self._init = init
+        api_key = os.environ.get(opts.api_key_env) if opts.api_key_env else None
+        self._client = ChatClient(opts, api_key or None)
+        self._catalog = ToolCatalog.from_options(opts)
+        self._catalog.start(self._nursery)
+        if unknown:
+            msg = f"ignored unknown openai options: {', '.join(unknown)}"
+            print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
+            self._deferred.append(Log(level="warning", message=msg))
+        return msgspec.structs.replace(CAPABILITIES, compaction=opts.compact_on_overflow)
+
+    async def prewarm(self) -> None:
+        assert self._client is not None, "init runs first"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._client.warm)
+            nursery.start_soon(self._catalog.wait_started, self._opts.mcp_startup_wait)
+        self._warm = True
+
+    async def close(self) -> None:
+        if self._client is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                await self._client.aclose()
+        # The MCP servers' tasks end when `main` cancels the driver's nursery, after the
+        # harness has flushed its last frames.
+
+    async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
+        init, client = self._init, self._client
+        assert init is not None and client is not None, "init runs first"
+        for event in self._deferred:
+            await turn.emit(event)
+        self._deferred = []
+        if not self._warm:
+            # The first turn of a cold process: MCP servers are still starting; give them a
+            # bounded moment once. Every later turn uses whatever is connected.
+            await self._catalog.wait_started(self._opts.mcp_startup_wait)
+            self._warm = True
+        snapshot = self._catalog.snapshot()
+        for server, why in sorted(snapshot.missing.items()):
+            await turn.emit(
+                Notice(
+                    code="mcp_server_unavailable",
+                    message=f"MCP server {server!r} is unavailable ({why}); its tools are "
+                    "missing from this turn.",
+                    turn_id=turn.turn_id,
+                )
+            )
+        model = turn.send.options.get("model") or init.model
+        if not isinstance(model, str):
+            raise InvalidArgument(f"invalid openai send option: model={model!r}")
+        loop = AgentLoop(
+            turn,
+            client=client,
+            opts=self._opts,
+            model=model,
+            system_prompt=init.system_prompt,
+            snapshot=snapshot,
+        )
+        await loop.run()
+        return None
+
+
+def main() -> None:
+    """Entry point: `python -m hostd_openai`.
+
+    Like `driver_harness.run_driver`, but the driver gets a nursery that lives as long as the
+    process, for the MCP servers' tasks.
+    """
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("HOSTD_OPENAI_LOG_LEVEL", "WARNING").upper(),
+        format="%(name)s: %(levelname)s: %(message)s",
+    )
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)  # stray prints land in the stderr tail, never in the frame channel
+    sys.stdout = sys.stderr
+
+    async def serve() -> int:
+        stdin = trio.lowlevel.FdStream(os.dup(0))
+        stdout = trio.lowlevel.FdStream(frames_fd)
+        async with stdin, stdout, trio.open_nursery() as nursery:
+            code = await serve_driver(OpenAIDriver(nursery), stdin, stdout)
+            nursery.cancel_scope.cancel()
+            return code
+
+    sys.exit(trio.run(serve))

@@ -1,0 +1,76 @@
+"""A real MCP server (stdio, the official `mcp` package) with tools that misbehave on purpose.
+
+Run as `python -m tests.fakes.mcp_test_server --state DIR`. Tools:
+
+- `echo(text)`: returns the text.
+- `flaky(key, failures)`: the server process dies (exit 1, mid-call) the first `failures`
+  times it is called with `key`, then answers `ok <key> after <n> failures`. Counts live in
+  files under `--state`, so they survive the restarts. This is the "server that dies
+  mid-call" the driver must retry.
+- `broken(path)`: always fails as a tool (`isError`): a final failure the model must read.
+- `slow(seconds)`: sleeps, then answers `slept <seconds>` (timeouts, stop during a tool).
+- `huge(size)`: returns `size` characters (result clipping).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+
+def build(state: Path) -> MCPServer:
+    server = MCPServer("hostd-test-tools")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def flaky(key: str, failures: int = 2) -> str:
+        """Crash the server `failures` times for this key, then succeed."""
+        counter = state / f"flaky-{key}"
+        seen = int(counter.read_text()) if counter.exists() else 0
+        if seen < failures:
+            counter.write_text(str(seen + 1))
+            sys.stderr.write(f"flaky: dying on purpose ({seen + 1}/{failures})\n")
+            sys.stderr.flush()
+            os._exit(1)
+        return f"ok {key} after {seen} failures"
+
+    @server.tool()
+    def broken(path: str) -> str:
+        """Always fails: permission denied."""
+        raise ToolError(f"permission denied: {path}")
+
+    @server.tool()
+    async def slow(seconds: float = 30.0) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds:g}"
+
+    @server.tool()
+    def huge(size: int = 200_000) -> str:
+        """Return `size` characters."""
+        return ("0123456789" * (size // 10 + 1))[:size]
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--state", required=True)
+    args = parser.parse_args()
+    state = Path(args.state)
+    state.mkdir(parents=True, exist_ok=True)
+    build(state).run("stdio")
+
+
+if __name__ == "__main__":
+    main()
