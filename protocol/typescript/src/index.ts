@@ -1,0 +1,28 @@
+/**
+ * hostd-client: the browser-safe entry (no Node APIs). Unix socket + autostart live in
+ * `hostd-client/node`.
+ */
+export * from "./errors.js";
+export * from "./framing.js";
+export * from "./protocol.gen.js";
+export * from "./types.js";
+export { PartsBuilder, Transcript } from "./transcript.js";
+export type { ConnectOptions, Transport, TransportHandlers } from "./transport.js";
+export {
+  connectWebSocket,
+  WebSocketTransport,
+  type WebSocketConnectOptions,
+  type WebSocketConstructor,
+  type WebSocketLike,
+} from "./websocket.js";
+export {
+  Client,
+  Subscription,
+  type AttachOptions,
+  type CallOptions,
+  type ClientOptions,
+  type CreateTopicOptions,
+  type SendOptions,
+  type SnapshotItem,
+  type SubscriptionItem,
+} from "./client.js";

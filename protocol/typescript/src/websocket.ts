@@ -1,0 +1,160 @@
+/**
+ * The WebSocket transport (browsers, web views), through the `hostd web` gateway.
+ *
+ * Contract with the gateway: each WebSocket TEXT message carries exactly one JSON frame body,
+ * both ways, with no length prefix (the gateway adds and strips it on the daemon side). The URL,
+ * including any token the gateway needs, is the page's business: pass it in as is.
+ */
+import {
+  ConnectionBroken,
+  ConnectionClosed,
+  FrameTooLarge,
+  type HostdError,
+  MalformedFrame,
+} from "./errors.js";
+import { DEFAULT_MAX_FRAME_SIZE } from "./framing.js";
+import type { ConnectOptions, Transport, TransportHandlers } from "./transport.js";
+
+/** The part of the WHATWG `WebSocket` this transport uses (the browser's, or `ws` in Node). */
+export interface WebSocketLike {
+  readonly readyState: number;
+  binaryType: string;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "open" | "close" | "error" | "message", listener: (ev: never) => void): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export interface WebSocketConnectOptions extends ConnectOptions {
+  /** The WebSocket class (default: `globalThis.WebSocket`; in Node 20 pass `ws`'s). */
+  WebSocket?: WebSocketConstructor;
+}
+
+const OPEN = 1;
+const encoder = new TextEncoder();
+
+export class WebSocketTransport implements Transport {
+  private handlers: TransportHandlers | null = null;
+  private early: string[] = [];
+  private ended: HostdError | null = null;
+  private readonly maxFrameSize: number;
+
+  /** Wrap a WebSocket that is already open. Prefer `connectWebSocket`. */
+  constructor(
+    private readonly ws: WebSocketLike,
+    maxFrameSize = DEFAULT_MAX_FRAME_SIZE,
+  ) {
+    this.maxFrameSize = maxFrameSize;
+    ws.addEventListener("message", (ev: { data: unknown }) => this.onMessage(ev.data));
+    ws.addEventListener("close", (ev: { code: number; reason: string }) =>
+      this.end(new ConnectionBroken(`the WebSocket closed (code ${ev.code}${ev.reason ? `: ${ev.reason}` : ""})`)),
+    );
+    ws.addEventListener("error", () => this.end(new ConnectionBroken("the WebSocket failed")));
+  }
+
+  start(handlers: TransportHandlers): void {
+    this.handlers = handlers;
+    const early = this.early;
+    this.early = [];
+    for (const body of early) {
+      if (this.handlers === null) return;
+      handlers.frame(body);
+    }
+    if (this.ended !== null) handlers.closed(this.ended);
+  }
+
+  send(body: string): void {
+    if (this.ended !== null) throw this.ended;
+    if (this.ws.readyState !== OPEN) throw new ConnectionBroken("the WebSocket is not open");
+    if (body.length * 3 > this.maxFrameSize) {
+      const size = encoder.encode(body).length;
+      if (size > this.maxFrameSize) {
+        throw new FrameTooLarge(
+          `message of ${size} bytes exceeds the maximum frame size of ${this.maxFrameSize} bytes`,
+          { size, max: this.maxFrameSize },
+        );
+      }
+    }
+    this.ws.send(body);
+  }
+
+  close(): void {
+    this.end(new ConnectionClosed("the client closed the connection"));
+  }
+
+  private onMessage(data: unknown): void {
+    if (this.ended !== null) return;
+    if (typeof data !== "string") {
+      this.fail(new MalformedFrame("the gateway sent a binary WebSocket message; frames are text"));
+      return;
+    }
+    if (data.length > this.maxFrameSize && encoder.encode(data).length > this.maxFrameSize) {
+      this.fail(
+        new FrameTooLarge(`peer sent a frame over the maximum of ${this.maxFrameSize} bytes`, {
+          max: this.maxFrameSize,
+        }),
+      );
+      return;
+    }
+    if (this.handlers === null) this.early.push(data);
+    else this.handlers.frame(data);
+  }
+
+  private fail(error: HostdError): void {
+    this.end(error);
+  }
+
+  private end(reason: HostdError): void {
+    if (this.ended !== null) return;
+    this.ended = reason;
+    try {
+      this.ws.close(1000);
+    } catch {
+      // Already closing: nothing left to release.
+    }
+    if (this.handlers !== null) this.handlers.closed(reason);
+  }
+}
+
+/** Open a WebSocket to the gateway and resolve once it is open. */
+export function connectWebSocket(
+  url: string,
+  options: WebSocketConnectOptions = {},
+): Promise<WebSocketTransport> {
+  const Ctor =
+    options.WebSocket ??
+    (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (Ctor === undefined) {
+    return Promise.reject(
+      new ConnectionBroken("no WebSocket implementation: pass options.WebSocket (e.g. from `ws`)"),
+    );
+  }
+  const { signal } = options;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const ws = new Ctor(url);
+    let settled = false;
+    const onAbort = (): void => {
+      if (settled) return;
+      settled = true;
+      ws.close();
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    ws.addEventListener("open", () => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      resolve(new WebSocketTransport(ws, options.maxFrameSize));
+    });
+    const failed = (why: string): void => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      reject(new ConnectionBroken(`could not open the WebSocket ${url}: ${why}`));
+    };
+    ws.addEventListener("error", () => failed("connection error"));
+    ws.addEventListener("close", (ev: { code: number }) => failed(`closed with code ${ev.code}`));
+  });
+}

@@ -1,0 +1,77 @@
+"""The TypeScript client (protocol/typescript), checked from pytest so `scripts/test` runs it.
+
+- its generated types equal what `scripts/gen-types.mjs` makes of today's schema;
+- its error classes mirror `hostd_protocol.errors` (code and parent code);
+- its Node test suite (`npm test`: unit tests, the real daemon with the scripted driver, the
+  shared transcript fixtures) passes. The suite starts its own daemons from `HOSTD_BIN`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd_protocol.errors import HostdError, error_classes
+from hostd_protocol.schema_export import wire_schema_json
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "protocol" / "typescript"
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+
+# No skip when Node is missing: scripts/setup installs it, so its absence is a failure.
+
+
+def _run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        argv, cwd=PKG, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def test_generated_types_are_current(tmp_path: Path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(wire_schema_json(), encoding="utf-8")
+    assert NODE is not None
+    _run([NODE, "scripts/gen-types.mjs", "--check", str(schema)], timeout=60)
+
+
+def test_error_classes_mirror_python() -> None:
+    import hostd.sync_wire  # noqa: F401  (registers DaemonNotRunning, a client-side error)
+
+    assert NODE is not None
+    out = _run(
+        [
+            NODE,
+            "--input-type=module",
+            "-e",
+            "import { ERROR_CLASSES } from './dist/index.js';"
+            "const out = {};"
+            "for (const [code, cls] of ERROR_CLASSES) out[code] = Object.getPrototypeOf(cls).code"
+            " ?? null;"
+            "console.log(JSON.stringify(out));",
+        ],
+        timeout=60,
+    )
+    ts = json.loads(out)
+    py = {
+        code: (cls.__mro__[1].code if issubclass(cls.__mro__[1], HostdError) else None)
+        for code, cls in error_classes().items()
+    }
+    assert ts == py
+
+
+@pytest.mark.e2e
+def test_node_suite() -> None:
+    """`npm test` in protocol/typescript (real daemons, started by the suite itself)."""
+    assert NPM is not None
+    env = dict(os.environ, HOSTD_BIN=str(Path(sys.executable).with_name("hostd")))
+    _run([NPM, "test", "--silent"], timeout=600, env=env)
