@@ -274,6 +274,93 @@ class Shutdown(_Frozen, frozen=True, tag="shutdown"):
     id: int
 
 
+# --- schedules (client -> host) -----------------------------------------------------------------
+
+ScheduleBusy = Literal["queue", "skip"]
+"""What a due run does when its topic is answering: wait in the queue, or skip this due time."""
+
+MissedPolicy = Literal["run-once", "skip"]
+"""What happens to due times that passed while the daemon was down: one run at start, or none."""
+
+ScheduleRunStatus = Literal["", "running", "success", "error", "stopped", "skipped"]
+
+
+class ScheduleInfo(_Frozen, frozen=True):
+    """A scheduled prompt: `text` is sent to `topic_id` at every due time.
+
+    Exactly one of `cron` (a 5-field cron expression evaluated in the IANA time zone `tz`) or
+    `every_s` (an interval in seconds from `created_at`) is set. Times are Unix seconds.
+    The `last_*` fields describe the latest run (or skipped due time).
+    """
+
+    id: str
+    topic_id: str
+    text: str
+    cron: str = ""
+    every_s: float = 0.0
+    tz: str = "UTC"
+    busy: ScheduleBusy = "queue"
+    missed: MissedPolicy = "run-once"
+    enabled: bool = True
+    created_at: float = 0.0
+    #: Due times at or before this one are not run (set at creation and at resume).
+    active_since: float = 0.0
+    #: The next due time, or None when paused or when the cron expression never fires again.
+    next_due: float | None = None
+    #: The latest due time handled (run or skipped); a restart never runs it again.
+    last_due: float | None = None
+    last_run_at: float = 0.0
+    last_status: ScheduleRunStatus = ""
+    last_error: str = ""
+    #: The user row the latest run stored in the topic.
+    last_row_id: str = ""
+    runs: int = 0
+    #: Failed runs in a row (reset by a successful one).
+    failures: int = 0
+    skipped: int = 0
+
+
+class AddSchedule(_Frozen, frozen=True, tag="add-schedule"):
+    """Create a schedule on a topic. Answered by `ScheduleResult`."""
+
+    id: int
+    topic_id: str
+    text: str
+    cron: str = ""
+    every_s: float = 0.0
+    tz: str = "UTC"
+    busy: ScheduleBusy = "queue"
+    missed: MissedPolicy = "run-once"
+    enabled: bool = True
+
+
+class ListSchedules(_Frozen, frozen=True, tag="list-schedules"):
+    """All schedules, or those of `topic_id`. Answered by `ScheduleListResult`."""
+
+    id: int
+    topic_id: str = ""
+
+
+class RemoveSchedule(_Frozen, frozen=True, tag="remove-schedule"):
+    id: int
+    schedule_id: str
+
+
+class SetScheduleEnabled(_Frozen, frozen=True, tag="set-schedule-enabled"):
+    """Pause (`enabled=False`) or resume a schedule. Due times passed while paused never run."""
+
+    id: int
+    schedule_id: str
+    enabled: bool
+
+
+class RunScheduleNow(_Frozen, frozen=True, tag="run-schedule-now"):
+    """Send the schedule's message now, outside its due times. Answered by `ScheduleResult`."""
+
+    id: int
+    schedule_id: str
+
+
 ClientMessage = (
     Hello
     | CreateTopic
@@ -297,6 +384,11 @@ ClientMessage = (
     | Ping
     | Shutdown
     | GetUsage
+    | AddSchedule
+    | ListSchedules
+    | RemoveSchedule
+    | SetScheduleEnabled
+    | RunScheduleNow
 )
 
 # --- results (inside `Reply`) -------------------------------------------------------------------
@@ -354,6 +446,10 @@ class StatusResult(_Frozen, frozen=True, tag="daemon-status"):
     warm_drivers: int = 0
     data_dir: str = ""
     socket_path: str = ""
+    #: Enabled schedules, and the soonest due time among them (None: nothing due).
+    schedules: int = 0
+    next_schedule_id: str = ""
+    next_schedule_due: float | None = None
 
 
 class DriverListResult(_Frozen, frozen=True, tag="driver-list"):
@@ -376,6 +472,14 @@ class UsageTotals(_Frozen, frozen=True, tag="usage-totals"):
     turns: list[TurnUsage] = []
 
 
+class ScheduleResult(_Frozen, frozen=True, tag="schedule"):
+    schedule: ScheduleInfo
+
+
+class ScheduleListResult(_Frozen, frozen=True, tag="schedule-list"):
+    schedules: list[ScheduleInfo]
+
+
 Result = (
     Empty
     | TopicResult
@@ -387,6 +491,8 @@ Result = (
     | DriverListResult
     | Pong
     | UsageTotals
+    | ScheduleResult
+    | ScheduleListResult
 )
 
 # --- host -> client -----------------------------------------------------------------------------
