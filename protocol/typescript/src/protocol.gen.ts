@@ -192,6 +192,55 @@ export interface GetUsage {
   readonly topic_id?: string;
 }
 
+/** Create a schedule on a topic. Answered by `ScheduleResult`. */
+export interface AddSchedule {
+  readonly type: "add-schedule";
+  /** Default: `"queue"` (omitted on the wire). */
+  readonly busy?: "queue" | "skip";
+  /** Default: `""` (omitted on the wire). */
+  readonly cron?: string;
+  /** Default: `true` (omitted on the wire). */
+  readonly enabled?: boolean;
+  /** Default: `0` (omitted on the wire). */
+  readonly every_s?: number;
+  readonly id: number;
+  /** Default: `"run-once"` (omitted on the wire). */
+  readonly missed?: "run-once" | "skip";
+  readonly text: string;
+  readonly topic_id: string;
+  /** Default: `"UTC"` (omitted on the wire). */
+  readonly tz?: string;
+}
+
+/** All schedules, or those of `topic_id`. Answered by `ScheduleListResult`. */
+export interface ListSchedules {
+  readonly type: "list-schedules";
+  readonly id: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly topic_id?: string;
+}
+
+export interface RemoveSchedule {
+  readonly type: "remove-schedule";
+  readonly id: number;
+  readonly schedule_id: string;
+}
+
+/** Pause (`enabled=False`) or resume a schedule. Due times passed while paused never run. */
+export interface SetScheduleEnabled {
+  readonly type: "set-schedule-enabled";
+  readonly enabled: boolean;
+  readonly id: number;
+  readonly schedule_id: string;
+}
+
+/** Send the schedule's message now, outside its due times. Answered by `ScheduleResult`. */
+export interface RunScheduleNow {
+  readonly type: "run-schedule-now";
+  readonly id: number;
+  readonly schedule_id: string;
+}
+
 export interface Welcome {
   readonly type: "welcome";
   /** Default: `""` (omitted on the wire). */
@@ -395,7 +444,13 @@ export interface StatusResult {
   readonly data_dir?: string;
   /** Default: `0` (omitted on the wire). */
   readonly drivers_running?: number;
+  /** Default: `null` (omitted on the wire). */
+  readonly next_schedule_due?: number | null;
+  /** Default: `""` (omitted on the wire). */
+  readonly next_schedule_id?: string;
   readonly pid: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly schedules?: number;
   /** Default: `""` (omitted on the wire). */
   readonly socket_path?: string;
   /** Default: `0` (omitted on the wire). */
@@ -457,10 +512,67 @@ export interface UsageTotals {
   readonly turns?: TurnUsage[];
 }
 
+/**
+ * A scheduled prompt: `text` is sent to `topic_id` at every due time.
+ *
+ * Exactly one of `cron` (a 5-field cron expression evaluated in the IANA time zone `tz`) or
+ * `every_s` (an interval in seconds from `created_at`) is set. Times are Unix seconds.
+ * The `last_*` fields describe the latest run (or skipped due time).
+ */
+export interface ScheduleInfo {
+  /** Default: `0` (omitted on the wire). */
+  readonly active_since?: number;
+  /** Default: `"queue"` (omitted on the wire). */
+  readonly busy?: "queue" | "skip";
+  /** Default: `0` (omitted on the wire). */
+  readonly created_at?: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly cron?: string;
+  /** Default: `true` (omitted on the wire). */
+  readonly enabled?: boolean;
+  /** Default: `0` (omitted on the wire). */
+  readonly every_s?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly failures?: number;
+  readonly id: string;
+  /** Default: `null` (omitted on the wire). */
+  readonly last_due?: number | null;
+  /** Default: `""` (omitted on the wire). */
+  readonly last_error?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly last_row_id?: string;
+  /** Default: `0` (omitted on the wire). */
+  readonly last_run_at?: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly last_status?: "" | "error" | "running" | "skipped" | "stopped" | "success";
+  /** Default: `"run-once"` (omitted on the wire). */
+  readonly missed?: "run-once" | "skip";
+  /** Default: `null` (omitted on the wire). */
+  readonly next_due?: number | null;
+  /** Default: `0` (omitted on the wire). */
+  readonly runs?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly skipped?: number;
+  readonly text: string;
+  readonly topic_id: string;
+  /** Default: `"UTC"` (omitted on the wire). */
+  readonly tz?: string;
+}
+
+export interface ScheduleResult {
+  readonly type: "schedule";
+  readonly schedule: ScheduleInfo;
+}
+
+export interface ScheduleListResult {
+  readonly type: "schedule-list";
+  readonly schedules: ScheduleInfo[];
+}
+
 export interface Reply {
   readonly type: "reply";
   readonly id: number;
-  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | HistoryResult | StatusResult | DriverListResult | Pong | UsageTotals;
+  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | HistoryResult | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
 }
 
 /** A typed error. `id` is None for errors not tied to a request (e.g. framing). */
@@ -677,7 +789,12 @@ export type ClientMessage =
   | ListDrivers
   | Ping
   | Shutdown
-  | GetUsage;
+  | GetUsage
+  | AddSchedule
+  | ListSchedules
+  | RemoveSchedule
+  | SetScheduleEnabled
+  | RunScheduleNow;
 
 /** Every `type` tag of ClientMessage. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -703,6 +820,11 @@ export const CLIENT_MESSAGE_TYPES = [
   "ping",
   "shutdown",
   "get-usage",
+  "add-schedule",
+  "list-schedules",
+  "remove-schedule",
+  "set-schedule-enabled",
+  "run-schedule-now",
 ] as const;
 
 export type ServerMessage =
