@@ -1,0 +1,85 @@
+"""Shared set-up for the ACP driver's tests: an agents file, a profile, turn helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hostd.driver_registry import DriverRegistry
+from hostd.testing.conformance import ConformanceProfile
+from hostd_acp.spec import make_spec
+
+AGENT = Path(__file__).with_name("agent.py")
+REPO = Path(__file__).resolve().parents[2]
+#: Where scripts/setup installs the npm package (gitignored).
+NPM_PREFIX = REPO / ".cache" / "npm-acp"
+CLAUDE_AGENT_ACP = NPM_PREFIX / "node_modules" / ".bin" / "claude-agent-acp"
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def write_agents_file(home: Path, extra: Mapping[str, tuple[str, list[str]]] = {}) -> Path:
+    """`<home>/config/acp-agents.toml` with the test agent in several variants."""
+    agents: dict[str, tuple[str, list[str]]] = {
+        "test": (sys.executable, [str(AGENT)]),
+        "slow": (sys.executable, [str(AGENT), "--init-delay", "1"]),
+        "mute": (sys.executable, [str(AGENT), "--no-initialize"]),
+        "future": (sys.executable, [str(AGENT), "--protocol", "2"]),
+        "loader": (sys.executable, [str(AGENT), "--no-resume"]),
+        "stubborn": (sys.executable, [str(AGENT), "--ignore-eof", "--child"]),
+        "missing": ("hostd-no-such-agent-command", []),
+        **extra,
+    }
+    lines = ['default_agent = "test"']
+    for name, (command, args) in agents.items():
+        lines += [f"[agents.{name}]", f'command = "{command}"', f"args = {_toml_list(args)}"]
+        if name == "claude":
+            lines.append(
+                "env = "
+                + _toml_list(
+                    [
+                        "ANTHROPIC_API_KEY",
+                        "ANTHROPIC_BASE_URL",
+                        "CLAUDE_CONFIG_DIR",
+                        "CLAUDE_CODE_MAX_RETRIES",
+                    ]
+                )
+            )
+    config = home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    path = config / "acp-agents.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def base_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "HOME": str(home),
+        "HOSTD_HOME": str(home),
+    }
+    env.update(extra)
+    return env
+
+
+def profile(home: Path, **kwargs: Any) -> ConformanceProfile:
+    write_agents_file(home)
+    defaults: dict[str, Any] = dict(
+        driver="acp",
+        registry=DriverRegistry.from_specs(make_spec()),
+        base_env=base_env(home),
+        turn_text="hello",
+        long_turn_text="count",
+        slow_start_options={"agent": "slow"},
+        slow_start_seconds=1.0,
+        handshake_timeout=15.0,
+        turn_timeout=20.0,
+    )
+    defaults.update(kwargs)
+    return ConformanceProfile(**defaults)

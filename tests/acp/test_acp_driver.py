@@ -1,0 +1,290 @@
+"""The ACP driver against the deterministic test agent (tests/acp/agent.py), through the real
+supervisor: handshake details, approvals, stop, late updates, bad input from the agent,
+client file methods, resume in a new process, and the agent's process group.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.supervisor import DriverSession
+from hostd.testing.conformance import ConformanceProfile, TurnResult, serving
+from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
+from hostd_protocol.driver_messages import (
+    ApprovalRequest,
+    ApprovalResponse,
+    ChunkEvent,
+    Log,
+    Notice,
+    ResumeToken,
+    Send,
+    UsageEvent,
+)
+from hostd_protocol.errors import DriverError
+from tests.acp.support import profile
+
+TIMEOUT = 30
+
+
+@pytest.fixture
+def prof(tmp_path: Path) -> ConformanceProfile:
+    return profile(tmp_path / "home")
+
+
+async def turn(
+    session: DriverSession,
+    turn_id: str,
+    text: str,
+    *,
+    approve: bool | None = None,
+    stop_on: type | None = None,
+) -> TurnResult:
+    """Send, answer approvals (when `approve` is set), optionally interrupt at the first
+    event of type `stop_on`, and collect the turn."""
+    await session.send(Send(turn_id=turn_id, text=text))
+    result = TurnResult()
+    async with trio.open_nursery() as nursery:
+        async for batch in session.events:
+            assert isinstance(batch, list), f"session ended: {batch}"
+            for event in batch:
+                result.events.append(event)
+                if isinstance(event, ApprovalRequest) and approve is not None:
+                    await session.send(
+                        ApprovalResponse(approval_id=event.approval_id, allow=approve)
+                    )
+                if stop_on is not None and isinstance(event, stop_on):
+                    stop_on = None
+                    nursery.start_soon(session.interrupt, turn_id, 5.0)
+                if getattr(event, "turn_id", None) == turn_id and type(event).__name__ == "TurnEnd":
+                    result.end = event  # type: ignore[assignment]
+            if result.end is not None:
+                break
+    return result
+
+
+def chunks(result: TurnResult) -> list[object]:
+    return [e.chunk for e in result.events if isinstance(e, ChunkEvent)]
+
+
+def logs(result: TurnResult) -> str:
+    return "\n".join(e.message for e in result.events if isinstance(e, Log))
+
+
+async def test_handshake_names_the_agent_and_a_turn_maps_updates(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            assert session.capabilities.inject_steering is False
+            assert session.capabilities.resume is True
+            assert session.capabilities.approvals is True
+            result = await turn(session, "t1", "hello")
+    assert result.end is not None and result.end.status == "success", result.end
+    assert chunks(result) == [
+        ThinkingDelta(text="pondering"),
+        TextDelta(text="Hello"),
+        TextDelta(text=" from the test agent."),
+    ]
+    tokens = [e for e in result.events if isinstance(e, ResumeToken)]
+    assert len(tokens) == 1 and tokens[0].token.startswith("sess-")
+    usage = [e for e in result.events if isinstance(e, UsageEvent)]
+    assert usage and usage[-1].usage.input_tokens == 10 and usage[-1].turn_id == "t1"
+
+
+@pytest.mark.parametrize("allow", [True, False])
+async def test_permission_request_becomes_an_approval(
+    prof: ConformanceProfile, tmp_path: Path, allow: bool
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            result = await turn(session, "t1", "tool", approve=allow)
+    assert result.end is not None and result.end.status == "success", result.end
+    kinds = [
+        type(e).__name__ for e in result.events if isinstance(e, (ChunkEvent, ApprovalRequest))
+    ]
+    # The call (with its full input) reaches the host before its approval.
+    assert kinds[:2] == ["ChunkEvent", "ApprovalRequest"], kinds
+    approval = next(e for e in result.events if isinstance(e, ApprovalRequest))
+    assert approval.tool == "touch x"
+    assert approval.input == {"command": "touch x"}
+    assert "Always Allow" in approval.description
+    got = chunks(result)
+    assert got[0] == ToolCall(call_id="call-1", name="touch x", input={"command": "touch x"})
+    if allow:
+        assert got[1:] == [ToolResult(call_id="call-1", output="done"), TextDelta(text="Tool ran.")]
+    else:
+        assert got[1:] == [
+            ToolResult(call_id="call-1", output="refused", is_error=True),
+            TextDelta(text="Tool refused."),
+        ]
+
+
+async def test_stop_mid_tool_then_two_sends(prof: ConformanceProfile, tmp_path: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            stopped = await turn(session, "t1", "tool-hang", approve=True, stop_on=ApprovalRequest)
+            first = await turn(session, "t2", "one")
+            second = await turn(session, "t3", "recall")
+    assert stopped.end is not None and stopped.end.status == "stopped", stopped.end
+    assert first.end is not None and first.end.status == "success", first.end
+    assert first.text == "echo: one"
+    # The same ACP session goes on (restarted agent, resumed session): it remembers.
+    assert second.text == "earlier: tool-hang | one"
+
+
+async def test_a_late_update_after_a_cancel_never_reaches_the_next_turn(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options(after_cancel="resume"))
+            stopped = await turn(session, "t1", "count-late", stop_on=ChunkEvent)
+            after = await turn(session, "t2", "hello")
+    assert stopped.end is not None and stopped.end.status == "stopped"
+    assert stopped.text == "1\n"  # the partial answer is kept
+    assert after.text == "Hello from the test agent."
+
+
+async def test_agent_exit_mid_turn_reports_code_and_stderr_then_recovers(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            crashed = await turn(session, "t1", "crash")
+            again = await turn(session, "t2", "recall")
+    assert crashed.end is not None and crashed.end.status == "error"
+    assert crashed.end.error.startswith("the ACP agent 'test' exited during the turn (exit code 3)")
+    assert "test agent: crashing on purpose" in crashed.end.error
+    assert crashed.text == "about to crash"
+    assert again.end is not None and again.end.status == "success", again.end
+    assert again.text == "earlier: crash"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "logged"),
+    [
+        ("garbage", "after garbage", "dropped malformed message"),
+        ("huge", "after huge", "dropped oversized message"),
+        ("stranger", "ok", "dropped update for an unknown session"),
+        (
+            "unsupported",
+            "client said: hostd's ACP client does not support terminal/create",
+            "dropped request",
+        ),
+    ],
+)
+async def test_bad_input_from_the_agent_is_a_bounded_logged_drop(
+    prof: ConformanceProfile, tmp_path: Path, prompt: str, answer: str, logged: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            result = await turn(session, "t1", prompt)
+            after = await turn(session, "t2", "hello")
+    assert result.end is not None and result.end.status == "success", result.end
+    assert result.text == answer
+    assert logged in logs(result)
+    assert after.text == "Hello from the test agent."
+
+
+async def test_file_methods_stay_inside_the_working_dir(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    work = tmp_path / "work" / "t"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("top secret")
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            wrote = await turn(session, "t1", f"write {work}/note.txt hi there")
+            read = await turn(session, "t2", f"read {work}/note.txt")
+            escape = await turn(session, "t3", f"read {work}/../../secret.txt")
+            (work / "link").symlink_to(outside)
+            link = await turn(session, "t4", f"read {work}/link")
+            clobber = await turn(session, "t5", f"write {outside} pwned")
+    assert wrote.text == "written"
+    assert read.text == "content: hi there"
+    assert escape.text.startswith("error: path is outside the working directory")
+    assert link.text.startswith("error: path is outside the working directory")
+    assert clobber.text.startswith("error: path is outside the working directory")
+    assert outside.read_text() == "top secret"
+
+
+@pytest.mark.parametrize("agent", ["test", "loader"])
+async def test_resume_in_a_new_driver_process(
+    prof: ConformanceProfile, tmp_path: Path, agent: str
+) -> None:
+    opts = prof.options(agent=agent)
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            first = await sup.open("t", opts)
+            await turn(first, "t1", "hello")
+            token = first.resume_token
+            assert token
+            await sup.close("t")
+        async with serving(prof, tmp_path) as sup:
+            second = await sup.open("t", opts, resume_token=token)
+            assert second.pid != first.pid
+            recall = await turn(second, "t2", "recall")
+            lost = await sup.open("u", opts, resume_token="sess-does-not-exist")
+            fresh = await turn(lost, "t3", "recall")
+    # session/resume (test) or session/load (loader, its replay dropped): same session.
+    assert recall.text == "earlier: hello"
+    assert fresh.text == "earlier: "
+    notices = [e for e in fresh.events if isinstance(e, Notice)]
+    assert [n.code for n in notices] == ["resume_failed"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "options", "message"),
+    [
+        ("mute", {"initialize_timeout": 0.5}, "did not answer initialize within 0.5 s"),
+        ("future", {}, "speaks ACP protocol version 2; this driver speaks version 1"),
+        ("missing", {}, "command 'hostd-no-such-agent-command' not found"),
+        ("nobody", {}, "no ACP agent named 'nobody' (configured: "),
+    ],
+)
+async def test_agents_that_cannot_start_are_a_clear_error(
+    prof: ConformanceProfile, tmp_path: Path, agent: str, options: dict[str, object], message: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            with pytest.raises(DriverError) as info:
+                await sup.open("t", prof.options(agent=agent, **options))
+    assert message in info.value.message
+
+
+def processes_in(root: Path) -> list[int]:
+    """Pids whose working dir is inside `root`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
+            except OSError:
+                continue
+            if cwd == root or root in cwd.parents:
+                found.append(int(entry))
+    return found
+
+
+async def test_closing_ends_an_agent_that_ignores_stdin_close_and_its_children(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    work = tmp_path / "work" / "t"
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options(agent="stubborn"))
+            await turn(session, "t1", "hello")
+            # The agent and its `sleep` child, besides the driver (all work in the topic dir).
+            assert len(set(processes_in(work)) - {session.pid}) == 2
+            await sup.close("t")
+    assert processes_in(work) == []
