@@ -27,7 +27,6 @@ def write_agents_file(home: Path, extra: Mapping[str, tuple[str, list[str]]] = {
     """`<home>/config/acp-agents.toml` with the test agent in several variants."""
     agents: dict[str, tuple[str, list[str]]] = {
         "test": (sys.executable, [str(AGENT)]),
-        "slow": (sys.executable, [str(AGENT), "--init-delay", "1"]),
         "mute": (sys.executable, [str(AGENT), "--no-initialize"]),
         "future": (sys.executable, [str(AGENT), "--protocol", "2"]),
         "loader": (sys.executable, [str(AGENT), "--no-resume"]),
@@ -76,8 +75,6 @@ def profile(home: Path, **kwargs: Any) -> ConformanceProfile:
         base_env=base_env(home),
         turn_text="hello",
         long_turn_text="count",
-        slow_start_options={"agent": "slow"},
-        slow_start_seconds=1.0,
         handshake_timeout=15.0,
         turn_timeout=20.0,
     )

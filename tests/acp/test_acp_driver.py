@@ -249,17 +249,29 @@ async def test_resume_in_a_new_driver_process(
         ("mute", {"initialize_timeout": 0.5}, "did not answer initialize within 0.5 s"),
         ("future", {}, "speaks ACP protocol version 2; this driver speaks version 1"),
         ("missing", {}, "command 'hostd-no-such-agent-command' not found"),
-        ("nobody", {}, "no ACP agent named 'nobody' (configured: "),
     ],
 )
-async def test_agents_that_cannot_start_are_a_clear_error(
+async def test_agents_that_cannot_start_fail_the_turn_clearly(
     prof: ConformanceProfile, tmp_path: Path, agent: str, options: dict[str, object], message: str
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options(agent=agent, **options))
+            result = await turn(session, "t1", "hello")
+            assert session.alive
+    assert result.end is not None and result.end.status == "error"
+    assert message in result.end.error, result.end.error
+    assert not chunks(result)
+
+
+async def test_an_unknown_agent_name_refuses_the_session(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
             with pytest.raises(DriverError) as info:
-                await sup.open("t", prof.options(agent=agent, **options))
-    assert message in info.value.message
+                await sup.open("t", prof.options(agent="nobody"))
+    assert "no ACP agent named 'nobody' (configured: " in info.value.message
 
 
 def processes_in(root: Path) -> list[int]:

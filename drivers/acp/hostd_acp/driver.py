@@ -145,7 +145,7 @@ class AcpDriver(DriverBase):
         self._init: Init | None = None
         self._agent_name = ""
         self._agent_config: AgentConfig | None = None
-        self._argv: list[str] = []
+        self._source = Path(CONFIG_FILE)
         self._cwd = ""
         self._files: FileAccess | None = None
         self._agent: AgentProcess | None = None
@@ -169,17 +169,14 @@ class AcpDriver(DriverBase):
     # --- lifecycle --------------------------------------------------------------------------
 
     async def init(self, init: Init) -> Capabilities:
+        # The agent starts at `Prewarm` or the first turn, not here: the handshake stays
+        # fast and works without the agent installed (as the Claude Code driver does); a
+        # missing command, a mute agent or another ACP version fail that first turn.
         self._configure(init)
-        await self._start_agent()
-        info = self._info
-        assert info is not None
-        agent_info = info.agent_info
-        if agent_info is not None and agent_info.name:
-            self.version = f"{__version__} ({agent_info.name} {agent_info.version})".strip()
         return Capabilities(
             inject_steering=False,
             compaction=False,
-            resume=self._can_resume(),
+            resume=True,
             approvals=True,
             warm=True,
         )
@@ -197,14 +194,7 @@ class AcpDriver(DriverBase):
         agents = load_agents(source)
         self._agent_name, agent = select_agent(agents, opts.agent, source)
         self._agent_config = agent
-        command = resolve_command(agent.command, os.environ.get("PATH"))
-        if command is None:
-            raise DriverUnavailable(
-                f"ACP agent {self._agent_name!r}: command {agent.command!r} not found "
-                f"(install it or fix its entry in {source})",
-                driver=DRIVER_NAME,
-            )
-        self._argv = [command, *agent.args]
+        self._source = source
         cwd = Path(init.working_dir or os.getcwd()).resolve()
         cwd.mkdir(parents=True, exist_ok=True)
         self._cwd = str(cwd)
@@ -230,20 +220,21 @@ class AcpDriver(DriverBase):
 
     # --- the agent process ------------------------------------------------------------------
 
-    def _can_resume(self) -> bool:
-        info = self._info
-        if info is None:
-            return False
-        caps = info.agent_capabilities
-        return "resume" in caps.session_capabilities or caps.load_session
-
     async def _start_agent(self) -> None:
         opts = self._opts
-        assert self._agent_config is not None
+        config = self._agent_config
+        assert config is not None
+        command = resolve_command(config.command, os.environ.get("PATH"))
+        if command is None:
+            raise DriverUnavailable(
+                f"ACP agent {self._agent_name!r}: command {config.command!r} not found "
+                f"(install it or fix its entry in {self._source})",
+                driver=DRIVER_NAME,
+            )
         agent = AgentProcess(
             self._agent_name,
-            self._argv,
-            env=agent_env(self._agent_config, os.environ),
+            [command, *config.args],
+            env=agent_env(config, os.environ),
             cwd=self._cwd,
             on_notification=self._on_notification,
             on_request=self._on_request,
@@ -306,6 +297,13 @@ class AcpDriver(DriverBase):
         self._info = info
         self._session_live = False
         self._malformed_in_a_row = 0
+        who = info.agent_info
+        label = f"{who.name} {who.version}".strip() if who is not None else "an unnamed agent"
+        self._deferred.append(
+            Log(
+                level="info", message=f"ACP agent {name!r} is {label} (ACP v{ACP_PROTOCOL_VERSION})"
+            )
+        )
 
     async def _restart_agent(self) -> None:
         agent, self._agent = self._agent, None
