@@ -49,6 +49,7 @@ from hostd.sync_wire import (
 )
 from hostd.sync_wire import not_running as _not_running
 from hostd_protocol.client_messages import (
+    AddSchedule,
     AnswerApproval,
     Attach,
     AttachResult,
@@ -67,18 +68,27 @@ from hostd_protocol.client_messages import (
     History,
     HistoryResult,
     ListDrivers,
+    ListSchedules,
     ListTopics,
+    MissedPolicy,
     Ping,
     Pong,
     PrewarmTopic,
+    RemoveSchedule,
     RenameTopic,
     ReplayEnd,
     Reply,
     Resync,
+    RunScheduleNow,
+    ScheduleBusy,
+    ScheduleInfo,
+    ScheduleListResult,
+    ScheduleResult,
     SendMessage,
     SendNow,
     SendResult,
     ServerMessage,
+    SetScheduleEnabled,
     Shutdown,
     Snapshot,
     Status,
@@ -440,6 +450,57 @@ class Client:
         assert isinstance(r, Pong)
         return r
 
+    # --- schedules ------------------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        topic_id: str,
+        text: str,
+        *,
+        cron: str = "",
+        every_s: float = 0.0,
+        tz: str = "UTC",
+        busy: ScheduleBusy = "queue",
+        missed: MissedPolicy = "run-once",
+        enabled: bool = True,
+    ) -> ScheduleInfo:
+        """Send `text` to `topic_id` at every due time of `cron` (in zone `tz`) or every
+        `every_s` seconds; see `ScheduleInfo` for `busy` and `missed`."""
+        r = await self._request(
+            AddSchedule(
+                id=0, topic_id=topic_id, text=text, cron=cron, every_s=every_s, tz=tz,
+                busy=busy, missed=missed, enabled=enabled,
+            )
+        )
+        assert isinstance(r, ScheduleResult)
+        return r.schedule
+
+    async def list_schedules(self, topic_id: str = "") -> list[ScheduleInfo]:
+        r = await self._request(ListSchedules(id=0, topic_id=topic_id))
+        assert isinstance(r, ScheduleListResult)
+        return r.schedules
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        await self._request(RemoveSchedule(id=0, schedule_id=schedule_id))
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        return await self._set_schedule_enabled(schedule_id, False)
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Run again from now on (due times passed while paused are not run)."""
+        return await self._set_schedule_enabled(schedule_id, True)
+
+    async def _set_schedule_enabled(self, schedule_id: str, enabled: bool) -> ScheduleInfo:
+        r = await self._request(SetScheduleEnabled(id=0, schedule_id=schedule_id, enabled=enabled))
+        assert isinstance(r, ScheduleResult)
+        return r.schedule
+
+    async def run_schedule_now(self, schedule_id: str) -> ScheduleInfo:
+        """Send the schedule's message now; raises TopicBusy while its previous run goes on."""
+        r = await self._request(RunScheduleNow(id=0, schedule_id=schedule_id))
+        assert isinstance(r, ScheduleResult)
+        return r.schedule
+
     async def shutdown(self, *, wait: bool = True) -> None:
         """Ask the daemon to stop. With `wait`, return once it closed this connection: by
         then its turns are stopped, the store flushed and the socket removed."""
@@ -572,6 +633,12 @@ class SyncClient:
             "list_drivers",
             "ping",
             "shutdown",
+            "add_schedule",
+            "list_schedules",
+            "remove_schedule",
+            "pause_schedule",
+            "resume_schedule",
+            "run_schedule_now",
         }
     )
 

@@ -175,6 +175,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("socket", st.socket_path),
         ("data", st.data_dir),
     ]
+    if st.schedules:
+        from hostd.cli.schedule_cmds import due_text, local_zone
+
+        nxt = "-"
+        if st.next_schedule_due is not None:
+            nxt = f"{st.next_schedule_id} " + due_text(st.next_schedule_due, local_zone(), time.time())
+        rows.insert(6, ("schedules", st.schedules))
+        rows.insert(7, ("next scheduled run", nxt))
     out().print("hostd\n" + text_table(None, rows), markup=False)
     return 0
 

@@ -88,7 +88,15 @@ def _add_topic(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) ->
     add_topic_parsers(sub, handlers)
 
 
-_GROUPS = (_add_own, _add_assistants, _add_chat, _add_turn, _add_daemon, _add_topic)
+def _add_schedule(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    from hostd.cli import schedule_cmds  # `hostd schedule ...` (scheduled prompts)
+
+    schedule_cmds.register(sub, handlers)
+
+
+_GROUPS = (
+    _add_own, _add_assistants, _add_chat, _add_turn, _add_daemon, _add_topic, _add_schedule
+)
 
 #: The group that adds each command: `hostd topics` builds only its own group's parsers
 #: (argparse spends ~0.5 ms per parser; the CLI start-up time is a benchmark target).
@@ -109,6 +117,7 @@ COMMAND_GROUPS = {
     "send": _add_topic,
     "history": _add_topic,
     "attach": _add_topic,
+    "schedule": _add_schedule,
 }
 
 

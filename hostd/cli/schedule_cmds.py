@@ -1,0 +1,217 @@
+"""`hostd schedule add/list/remove/pause/resume/run-now`: scheduled prompts.
+
+One-shot commands: one request through the blocking client (`hostd.cli.common.request`, no
+trio, no rich). `--json` prints the wire record(s) as JSON for scripts; otherwise plain text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hostd.cli.common import Output
+    from hostd_protocol.client_messages import ScheduleInfo
+
+Handler = Callable[[argparse.Namespace], int]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `5m`, `2h`, `1d` -> seconds (argparse `type`: a bad one is a usage error)."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(
+            f"invalid interval {text!r}: use a number with an optional unit s, m, h or d (5m)"
+        )
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def local_zone() -> str:
+    """The IANA name of this machine's time zone (TZ, else /etc/localtime), else UTC."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and "/" in tz and not tz.startswith("/"):
+        return tz
+    try:
+        target = os.path.realpath("/etc/localtime")
+    except OSError:
+        return "UTC"
+    marker = "/zoneinfo/"
+    return target.split(marker, 1)[1] if marker in target else "UTC"
+
+
+def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    """Add `schedule` and its subcommands to the `hostd` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS, help="hostd folder (like HOSTD_HOME)")
+    common.add_argument("--autostart", action="store_true", default=argparse.SUPPRESS,
+                        help="start the daemon if it is not running")
+    common.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = sub.add_parser("schedule", help="prompts the daemon sends on a schedule")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    a = verbs.add_parser("add", parents=[common], help="send TEXT to TOPIC on a schedule")
+    a.add_argument("topic", help="topic id")
+    a.add_argument("text", help="the message to send at each due time")
+    when = a.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="5-field cron expression, e.g. '0 9 * * 1-5'")
+    when.add_argument("--every", type=parse_duration, metavar="INTERVAL",
+                      help="interval: 90, 90s, 5m, 2h, 1d (counted from now)")
+    a.add_argument("--tz", default=None,
+                   help="IANA time zone of the cron expression (default: this machine's)")
+    a.add_argument("--busy", choices=["queue", "skip"], default="queue",
+                   help="when the topic is answering: wait in its queue, or skip that run")
+    a.add_argument("--missed", choices=["run-once", "skip"], default="run-once",
+                   help="due times missed while hostd was down: run once at start, or skip")
+    a.add_argument("--paused", action="store_true", help="add it paused (resume to start)")
+
+    ls = verbs.add_parser("list", parents=[common], help="list schedules")
+    ls.add_argument("--topic", default="", help="only this topic's schedules")
+
+    for verb, text in (
+        ("remove", "delete a schedule"),
+        ("pause", "stop running a schedule until it is resumed"),
+        ("resume", "run a paused schedule again (from now on)"),
+        ("run-now", "send a schedule's message now"),
+    ):
+        v = verbs.add_parser(verb, parents=[common], help=text)
+        v.add_argument("schedule", help="schedule id")
+    handlers["schedule"] = run_schedule
+
+
+def _request(args: argparse.Namespace, msg: Any) -> Any:
+    from hostd.cli.common import request
+
+    return request(args, msg)
+
+
+def run_schedule(args: argparse.Namespace, console: Output | None = None) -> int:
+    """Dispatch one `hostd schedule VERB` (the exit code: 0, or 1 with the error printed)."""
+    from hostd.cli.common import out
+    from hostd_protocol.client_messages import (
+        AddSchedule,
+        ListSchedules,
+        RemoveSchedule,
+        RunScheduleNow,
+        ScheduleListResult,
+        ScheduleResult,
+        SetScheduleEnabled,
+    )
+
+    console = console or out()
+    msg: Any
+    if args.verb == "add":
+        msg = AddSchedule(
+            id=0,
+            topic_id=args.topic,
+            text=args.text,
+            cron=args.cron or "",
+            every_s=args.every or 0.0,
+            tz=args.tz or local_zone(),
+            busy=args.busy,
+            missed=args.missed,
+            enabled=not args.paused,
+        )
+    elif args.verb == "list":
+        msg = ListSchedules(id=0, topic_id=args.topic)
+    elif args.verb == "remove":
+        msg = RemoveSchedule(id=0, schedule_id=args.schedule)
+    elif args.verb in ("pause", "resume"):
+        msg = SetScheduleEnabled(id=0, schedule_id=args.schedule, enabled=args.verb == "resume")
+    else:
+        msg = RunScheduleNow(id=0, schedule_id=args.schedule)
+    result = _request(args, msg)
+    if isinstance(result, int):
+        return result
+    if args.json:
+        import msgspec
+
+        if isinstance(result, ScheduleListResult):
+            payload: Any = result.schedules
+        elif isinstance(result, ScheduleResult):
+            payload = result.schedule
+        else:
+            payload = {"removed": args.schedule}
+        console.print(msgspec.json.encode(payload).decode(), markup=False)
+        return 0
+    if isinstance(result, ScheduleListResult):
+        render_list(result.schedules, console, now=time.time())
+    elif isinstance(result, ScheduleResult):
+        render_one(args.verb, result.schedule, console, now=time.time())
+    else:
+        console.print(f"removed schedule {args.schedule}", markup=False)
+    return 0
+
+
+def when_text(info: ScheduleInfo) -> str:
+    """How often a schedule runs, as the user gave it."""
+    if info.every_s:
+        return f"every {_seconds(info.every_s)}"
+    return f"cron '{info.cron}' ({info.tz})"
+
+
+def due_text(t: float | None, tz: str, now: float) -> str:
+    """A due time in the schedule's zone, with how far away it is."""
+    if t is None:
+        return "-"
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        zone = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    stamp = datetime.fromtimestamp(t, zone).isoformat(timespec="seconds")
+    delta = t - now
+    rel = f"in {_seconds(delta)}" if delta >= 0 else f"{_seconds(-delta)} ago"
+    return f"{stamp} ({rel})"
+
+
+def _seconds(s: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if s >= size and (s / size).is_integer():
+            return f"{s / size:.0f}{unit}"
+    return f"{s:.0f}s" if s >= 1 or s == 0 else f"{s:.1f}s"
+
+
+def render_one(verb: str, info: ScheduleInfo, console: Output, *, now: float) -> None:
+    done = {"add": "added", "pause": "paused", "resume": "resumed", "run-now": "ran"}[verb]
+    state = "" if info.enabled else ", paused"
+    console.print(
+        f"{done} schedule {info.id}: {when_text(info)} on topic {info.topic_id}{state}; "
+        f"next run {due_text(info.next_due, info.tz, now)}",
+        markup=False,
+    )
+    if verb == "run-now" and info.last_status:
+        console.print(f"last run: {info.last_status} {info.last_error}".rstrip(), markup=False)
+
+
+def render_list(schedules: list[ScheduleInfo], console: Output, *, now: float) -> None:
+    from hostd.cli.common import text_table
+
+    if not schedules:
+        console.print("no schedules", markup=False)
+        return
+    rows = []
+    for s in schedules:
+        last: str = s.last_status or "-"
+        if s.last_error:
+            last += f": {s.last_error}"
+        rows.append((
+            s.id,
+            s.topic_id,
+            when_text(s),
+            "on" if s.enabled else "paused",
+            due_text(s.next_due if s.enabled else None, s.tz, now),
+            f"{s.runs}/{s.skipped}",
+            last,
+        ))
+    headers = ("schedule", "topic", "when", "state", "next run", "runs/skipped", "last")
+    console.print(text_table(headers, rows), markup=False)
