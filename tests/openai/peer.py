@@ -35,7 +35,7 @@ from hostd_protocol.framing import Codec, MessageReader
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_server(state: Path, **extra: Any) -> dict[str, Any]:
+def tools_server(state: Path, **extra: Any) -> dict[str, Any]:
     """MCP config of tests/fakes/mcp_test_server.py (a real stdio server)."""
     return {
         "command": sys.executable,

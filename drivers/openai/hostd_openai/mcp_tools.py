@@ -117,28 +117,35 @@ class McpServer:
         delay = RECONNECT_FIRST
         while True:
             self._broken = trio.Event()
+            failed = False
             try:
                 async with self._connect() as session:
-                    with trio.fail_after(self.config.connect_timeout):
-                        await session.initialize()
-                        await self._list(session)
-                    self._session = session
-                    self.state = "ready"
-                    self.error = ""
-                    self.connections += 1
-                    self._ready.set()
-                    self.first_attempt_done.set()
-                    delay = RECONNECT_FIRST
-                    await self._refresh_loop(session)
-            except trio.TooSlowError:
-                self._failed(f"did not answer within {self.config.connect_timeout:g} s")
+                    try:
+                        with trio.fail_after(self.config.connect_timeout):
+                            await session.initialize()
+                            await self._list(session)
+                    except trio.TooSlowError:
+                        # Say so now: ending the server's process (the SDK's shutdown, on
+                        # leaving this block) can take seconds, and a turn may be waiting.
+                        self._failed(f"did not answer within {self.config.connect_timeout:g} s")
+                        failed = True
+                    else:
+                        self._session = session
+                        self.state = "ready"
+                        self.error = ""
+                        self.connections += 1
+                        self._ready.set()
+                        self.first_attempt_done.set()
+                        delay = RECONNECT_FIRST
+                        await self._refresh_loop(session)
             except Exception as exc:  # the SDK raises groups, OSError, MCPError, ...
                 if self.state == "ready":
                     self._failed(f"disconnected: {_describe(exc)}")
-                else:
+                elif not failed:
                     self._failed(_describe(exc))
             else:
-                self._failed("disconnected")
+                if not failed:
+                    self._failed("disconnected")
             # Wait before reconnecting, unless a turn needs the server now.
             with trio.move_on_after(delay):
                 await self._kick.wait()
@@ -150,9 +157,14 @@ class McpServer:
         self.state = "failed"
         self.error = error
         self.tools = {}
-        self._ready = trio.Event()
+        self._not_ready()
         self.first_attempt_done.set()
         log.warning("mcp server %s: %s", self.name, error)
+
+    def _not_ready(self) -> None:
+        # Callers may be waiting on the current event: replace it only once it has fired.
+        if self._ready.is_set():
+            self._ready = trio.Event()
 
     def kick(self) -> None:
         """Reconnect a failed server now rather than after its backoff."""
@@ -239,7 +251,7 @@ class McpServer:
         # Anything else means the connection can no longer be trusted: reconnect.
         self._broken.set()
         self._session = None
-        self._ready = trio.Event()
+        self._not_ready()
         self.state = "failed"
         self.error = _describe(exc)
         return ToolFailure(f"MCP server {self.name!r} failed: {_describe(exc)}", retryable=True)

@@ -1,0 +1,225 @@
+"""Tools from real MCP servers (tests/fakes/mcp_test_server.py and `mcp-server-time` from PyPI,
+both stdio subprocesses): retries, final failures, parallel calls, approvals, steering during a
+tool, stop during a slow tool, dead and slow servers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hostd_protocol.driver_messages import (
+    ApprovalRequest,
+    ChunkEvent,
+    Interrupt,
+    Notice,
+    Redirect,
+    SteerBoundary,
+    SteerInjected,
+)
+from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
+from tests.openai.peer import (
+    driver,
+    end_of,
+    text_of,
+    time_server,
+    tool_calls,
+    tool_results,
+    tools_server,
+)
+
+TIMEOUT = 40
+
+
+async def test_retries_final_failures_parallel_calls_and_clipping(tmp_path: Path) -> None:
+    rules = [
+        Rule(user_says("flaky"), ToolCalls([("t__flaky", {"key": "k1", "failures": 2})])),
+        Rule(user_says("broken"), ToolCalls([("t__broken", {"path": "/etc/x"})])),
+        Rule(
+            user_says("parallel"),
+            ToolCalls(
+                [
+                    ("t__echo", {"text": "a"}),
+                    ("time__get_current_time", {"timezone": "UTC"}),
+                    ("t__echo", {"text": "b"}),
+                ]
+            ),
+        ),
+        Rule(user_says("huge"), ToolCalls([("t__huge", {"size": 5000})])),
+        Rule(user_says("bad args"), ToolCalls([("t__echo", "{not json")])),
+        Rule(lambda r: r.last_role == "tool", Text("ok")),
+    ]
+    servers = {"t": tools_server(tmp_path / "state"), "time": time_server()}
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with driver(
+            api.base_url,
+            mcp_servers=servers,
+            allowed_tools=["*"],
+            tool_retry_delay=0.01,
+            max_tool_result_chars=1000,
+        ) as (peer, _):
+            flaky = await peer.turn("t1", "flaky")
+            broken = await peer.turn("t2", "broken")
+            parallel = await peer.turn("t3", "parallel")
+            huge = await peer.turn("t4", "huge")
+            bad = await peer.turn("t5", "bad args")
+
+    # Flaky: the server died twice mid-call; each attempt is its own visible step.
+    assert end_of(flaky).status == "success"
+    calls = tool_calls(flaky)
+    first = calls[0].call_id
+    assert [c.call_id for c in calls] == [first, f"{first}#2", f"{first}#3"]
+    results = tool_results(flaky)
+    assert [(r.call_id, r.is_error) for r in results] == [
+        (first, True),
+        (f"{first}#2", True),
+        (f"{first}#3", False),
+    ]
+    assert results[0].output.startswith("attempt 1 failed: MCP server 't' failed")
+    assert results[2].output == "ok k1 after 2 failures"
+    seen = [r for r in api.chat_requests if r.first_user_text == "flaky"][-1]
+    assert seen.messages[-1] == {
+        "role": "tool",
+        "tool_call_id": first,
+        "content": "ok k1 after 2 failures",
+    }
+
+    # Broken: a tool-level failure is final and handed to the model.
+    (result,) = tool_results(broken)
+    assert result.is_error and "permission denied: /etc/x" in result.output
+    seen = [r for r in api.chat_requests if r.first_user_text == "broken"][-1]
+    assert "permission denied: /etc/x" in seen.tool_results[0]
+
+    # Parallel: three calls in one response, results sent back together, in order.
+    assert end_of(parallel).status == "success"
+    seen = [r for r in api.chat_requests if r.first_user_text == "parallel"][-1]
+    assert len(seen.tool_results) == 3
+    assert seen.tool_results[0] == "a" and seen.tool_results[2] == "b"
+    assert '"timezone": "UTC"' in seen.tool_results[1]
+    assert seen.tool_names == sorted(seen.tool_names, key=seen.tool_names.index)
+    assert {"t__echo", "t__flaky", "time__get_current_time"} <= set(seen.tool_names)
+
+    # Huge: clipped, with a note the model can read.
+    (result,) = tool_results(huge)
+    assert result.output.startswith("0123456789") and len(result.output) < 1100
+    assert "tool result cut: 4000 more characters" in result.output
+
+    # Bad arguments: final, no call made.
+    (result,) = tool_results(bad)
+    assert result.is_error and "not valid JSON" in result.output
+
+
+async def test_approval_from_the_host_and_a_steer_during_the_tool(tmp_path: Path) -> None:
+    rules = [
+        Rule(user_says("echo"), ToolCalls([("t__echo", {"text": "hi"})])),
+        Rule(user_says("also say banana"), Text("Echoed, and banana.")),
+        Rule(user_says("deny"), ToolCalls([("t__echo", {"text": "no"})])),
+        Rule(after_tools("deny"), Text("Understood.")),
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with driver(api.base_url, mcp_servers={"t": tools_server(tmp_path / "state")}) as (
+            peer,
+            _,
+        ):
+
+            async def steer_then_allow(event: Any) -> None:
+                if isinstance(event, ApprovalRequest):
+                    await peer.send(Redirect(turn_id="t1", steer_id="s1", text="also say banana"))
+                    await peer.answer(event, allow=True)
+
+            steered = await peer.turn("t1", "echo", on_event=steer_then_allow)
+
+            async def deny(event: Any) -> None:
+                if isinstance(event, ApprovalRequest):
+                    await peer.answer(event, allow=False, reason="not now")
+
+            denied = await peer.turn("t2", "deny", on_event=deny)
+
+    assert end_of(steered).status == "success"
+    (request,) = [e for e in steered if isinstance(e, ApprovalRequest)]
+    assert (request.tool, request.input) == ("t__echo", {"text": "hi"})
+    order = [
+        "result" if isinstance(e, ChunkEvent) and tool_results([e]) else type(e).__name__
+        for e in steered
+        if isinstance(e, SteerInjected | SteerBoundary) or tool_results([e])
+    ]
+    assert order == ["result", "SteerInjected", "SteerBoundary"]
+    boundary = next(i for i, e in enumerate(steered) if isinstance(e, SteerBoundary))
+    assert text_of(steered[:boundary]) == ""
+    assert text_of(steered[boundary:]) == "Echoed, and banana."
+    after = [r for r in api.chat_requests if r.first_user_text == "echo"][-1]
+    assert after.count_text("also say banana") == 1
+    assert [m["role"] for m in after.messages] == ["user", "assistant", "tool", "user"]
+    assert after.tool_results == ["hi"]
+
+    assert end_of(denied).status == "success"
+    (result,) = tool_results(denied)
+    assert result.is_error and result.output == "Error: denied: not now."
+    seen = [r for r in api.chat_requests if r.first_user_text == "deny"][-1]
+    assert seen.tool_results == ["Error: denied: not now."]
+
+
+async def test_stop_during_a_slow_tool_then_timeouts_are_retried(tmp_path: Path) -> None:
+    rules = [
+        Rule(user_says("slow"), ToolCalls([("t__slow", {"seconds": 60})])),
+        Rule(user_says("echo"), ToolCalls([("t__echo", {"text": "still here"})])),
+        Rule(user_says("timeout"), ToolCalls([("t__slow", {"seconds": 5})])),
+        Rule(lambda r: r.last_role == "tool", Text("ok")),
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with driver(
+            api.base_url,
+            mcp_servers={"t": tools_server(tmp_path / "state")},
+            allowed_tools=["t__*"],
+            tool_timeout=0.5,
+            tool_retries=1,
+            tool_retry_delay=0.01,
+        ) as (peer, _):
+
+            async def stop_at_the_call(event: Any) -> None:
+                if tool_calls([event]):
+                    await peer.send(Interrupt(turn_id="t1"))
+
+            stopped = await peer.turn("t1", "slow", on_event=stop_at_the_call)
+            echo = await peer.turn("t2", "echo")
+            timeout = await peer.turn("t3", "timeout")
+
+    assert end_of(stopped).status == "stopped"
+    assert tool_results(stopped) == []
+    assert end_of(echo).status == "success"
+    assert [r.output for r in tool_results(echo)] == ["still here"]
+    # The request after the stop carries no trace of the stopped turn's tool call.
+    seen = [r for r in api.chat_requests if r.first_user_text == "echo"][-1]
+    assert "t__slow" not in str(seen.messages)
+    results = tool_results(timeout)
+    assert [r.is_error for r in results] == [True, True]
+    assert results[-1].output == "Error: the tool call timed out after 0.5 s (after 2 attempts)."
+
+
+async def test_dead_and_slow_servers_leave_their_tools_out_with_a_notice(tmp_path: Path) -> None:
+    servers = {
+        "dead": {"command": str(tmp_path / "no-such-server")},
+        "stuck": {
+            "command": sys.executable,
+            "args": ["-c", "import time; time.sleep(60)"],
+            "connect_timeout": 0.5,
+        },
+        "time": time_server(),
+    }
+    rules = [Rule(user_says("hi"), Text("hello"))]
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with driver(api.base_url, mcp_servers=servers, mcp_startup_wait=5) as (peer, _):
+            first = await peer.turn("t1", "hi")
+            second = await peer.turn("t2", "hi")
+    for events in (first, second):
+        assert end_of(events).status == "success"
+        notices = {
+            e.message.split("'")[1]
+            for e in events
+            if isinstance(e, Notice) and e.code == "mcp_server_unavailable"
+        }
+        assert notices == {"dead", "stuck"}
+    for req in api.chat_requests:
+        assert set(req.tool_names) == {"time__get_current_time", "time__convert_time"}

@@ -1,0 +1,209 @@
+"""The OpenAI driver's model side against the fake server: history, usage, retries, errors,
+cut and slow streams, stop, context overflow, steering, the step limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from hostd_protocol.common import HistoryMessage
+from hostd_protocol.driver_messages import (
+    ApiRetry,
+    ChunkEvent,
+    CompactionComplete,
+    CompactionStart,
+    Interrupt,
+    Notice,
+    UsageEvent,
+)
+from tests.fakes.openai_api import (
+    Cut,
+    Error,
+    FakeOpenAI,
+    Hang,
+    Rule,
+    Text,
+    ToolCalls,
+    anything,
+    user_says,
+)
+from tests.openai.peer import driver, end_of, text_of, tool_results
+
+FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
+
+
+async def test_history_and_usage() -> None:
+    rules = [Rule(user_says("and now?"), Text("Now this.", usage=(30, 4)))]
+    history = [
+        HistoryMessage(role="user", text="first"),
+        HistoryMessage(role="assistant", text="first answer"),
+        HistoryMessage(role="assistant", text=""),  # a tools-only row: nothing to read
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(
+            api.base_url, system_prompt="Be brief.", prices={"input": 1.0, "output": 2.0}
+        ) as (peer, ready):
+            assert ready.capabilities.needs_history and ready.capabilities.inject_steering
+            events = await peer.turn("t1", "and now?", history=history)
+    assert end_of(events).status == "success"
+    assert text_of(events) == "Now this."
+    (req,) = api.chat_requests
+    assert req.messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "and now?"},
+    ]
+    assert req.body["stream"] is True and req.body["stream_options"] == {"include_usage": True}
+    usage = [e for e in events if isinstance(e, UsageEvent)][-1].usage
+    assert (usage.input_tokens, usage.output_tokens) == (30, 4)
+    assert usage.cost_usd == pytest.approx((30 * 1.0 + 4 * 2.0) / 1e6)
+
+
+async def test_429_and_500_are_retried_with_notices() -> None:
+    rules = [
+        Rule(
+            user_says("hi"),
+            [Error(429, "slow down", retry_after=0.01), Error(503, "overloaded"), Text("Hi!")],
+        )
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, **FAST_RETRY) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    assert end_of(events).status == "success"
+    assert text_of(events) == "Hi!"
+    retries = [e for e in events if isinstance(e, ApiRetry)]
+    assert [(r.attempt, r.error_status) for r in retries] == [(1, 429), (2, 503)]
+    assert retries[0].retry_delay_ms == 10  # Retry-After wins over the backoff
+    notices = [e for e in events if isinstance(e, Notice) and e.code == "api_retry"]
+    assert len(notices) == 2 and "slow down" in notices[0].message
+    assert len(api.chat_requests) == 3
+
+
+async def test_retries_are_bounded() -> None:
+    with FakeOpenAI([Rule(anything, Error(500, "down"))]) as api, trio.fail_after(20):
+        async with driver(api.base_url, model_retries=2, **FAST_RETRY) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    end = end_of(events)
+    assert end.status == "error"
+    assert end.error.startswith("the model server answered 500: down (after 3 attempts)")
+    assert len(api.chat_requests) == 3
+
+
+async def test_401_is_auth_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTD_TEST_OPENAI_KEY", "wrong-key")
+    with FakeOpenAI([Rule(anything, Text("secret"))], api_key="right-key") as api:
+        with trio.fail_after(20):
+            async with driver(api.base_url, api_key_env="HOSTD_TEST_OPENAI_KEY") as (peer, _):
+                events = await peer.turn("t1", "hi")
+    end = end_of(events)
+    assert (end.status, end.error_code) == ("error", "auth_required")
+    assert "HOSTD_TEST_OPENAI_KEY" in end.error
+    assert "wrong-key" not in end.error
+    assert api.requests[0].headers["authorization"] == "Bearer wrong-key"
+
+
+async def test_the_key_comes_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTD_TEST_OPENAI_KEY", "right-key")
+    with FakeOpenAI([Rule(anything, Text("ok"))], api_key="right-key") as api:
+        with trio.fail_after(20):
+            async with driver(api.base_url, api_key_env="HOSTD_TEST_OPENAI_KEY") as (peer, _):
+                events = await peer.turn("t1", "hi")
+    assert end_of(events).status == "success"
+
+
+async def test_unknown_model_names_the_servers_models() -> None:
+    with FakeOpenAI([Rule(anything, Text("x"))]) as api, trio.fail_after(20):
+        async with driver(api.base_url, model="gpt-nope") as (peer, _):
+            events = await peer.turn("t1", "hi")
+    end = end_of(events)
+    assert end.status == "error"
+    assert end.error.startswith("unknown model 'gpt-nope'")
+    assert end.error.endswith("the server has: fake-large, fake-model")
+
+
+async def test_cut_stream_ends_in_error_with_the_partial_kept() -> None:
+    with FakeOpenAI([Rule(anything, Cut("The answer is"))]) as api, trio.fail_after(20):
+        async with driver(api.base_url, **FAST_RETRY) as (peer, _):
+            events = await peer.turn("t1", "hi")
+            again = await peer.turn("t2", "hi")
+    end = end_of(events)
+    assert end.status == "error"
+    assert "cut" in end.error
+    assert text_of(events) == "The answer is"  # streamed before the cut: the host keeps it
+    assert len(api.chat_requests) == 2  # not retried: the user already saw a partial answer
+    assert end_of(again).status == "error"
+
+
+async def test_stop_during_a_slow_stream_then_a_send_works() -> None:
+    rules = [Rule(user_says("long"), Hang("one two ")), Rule(user_says("short"), Text("done"))]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url) as (peer, _):
+
+            async def on_event(event: Any) -> None:
+                if isinstance(event, ChunkEvent):
+                    await peer.send(Interrupt(turn_id="t1"))
+
+            events = await peer.turn("t1", "long", on_event=on_event)
+            after = await peer.turn("t2", "short")
+    assert end_of(events).status == "stopped"
+    assert end_of(after).status == "success" and text_of(after) == "done"
+
+
+async def test_slow_stream_is_streamed_as_it_comes() -> None:
+    rules = [Rule(anything, Text("a b c d", delay=0.05))]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    assert [e.chunk.text for e in events if isinstance(e, ChunkEvent)] == ["a ", "b ", "c ", "d"]
+
+
+async def test_context_overflow_compacts_and_retries() -> None:
+    overflow = Error(
+        400, "This model's maximum context length is 8192 tokens", "context_length_exceeded"
+    )
+    rules = [
+        Rule(lambda r: "Summarise the conversation" in str(r.messages[0]), Text("They talked.")),
+        Rule(lambda r: "(Summary of the earlier conversation)" in str(r.messages), Text("Fine.")),
+        Rule(anything, overflow),
+    ]
+    history = [
+        HistoryMessage(role="user" if i % 2 == 0 else "assistant", text=f"m{i}") for i in range(8)
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, compact_keep_last=2) as (peer, _):
+            events = await peer.turn("t1", "go on", history=history)
+    assert end_of(events).status == "success"
+    kinds = [type(e) for e in events if isinstance(e, CompactionStart | CompactionComplete)]
+    assert kinds == [CompactionStart, CompactionComplete]
+    anchor = next(e for e in events if isinstance(e, CompactionComplete)).anchor
+    assert anchor is not None and anchor.summary == "They talked."
+    last = api.chat_requests[-1].messages
+    assert last[0]["content"].endswith("They talked.")
+    assert [m["content"] for m in last[1:]] == ["m7", "go on"]  # compact_keep_last=2
+    assert text_of(events) == "Fine."
+
+
+async def test_context_overflow_without_compaction_fails_clearly() -> None:
+    overflow = Error(400, "maximum context length exceeded", "context_length_exceeded")
+    with FakeOpenAI([Rule(anything, overflow)]) as api, trio.fail_after(20):
+        async with driver(api.base_url, compact_on_overflow=False) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    end = end_of(events)
+    assert end.status == "error"
+    assert end.error.startswith("the conversation is too long for model 'fake-model'")
+
+
+async def test_step_limit_ends_the_turn_with_a_reason() -> None:
+    rules = [Rule(anything, ToolCalls([("nope__tool", {})]))]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, max_steps=3) as (peer, _):
+            events = await peer.turn("t1", "loop")
+    end = end_of(events)
+    assert end.status == "error"
+    assert "after 3 steps (max_steps)" in end.error
+    assert len(api.chat_requests) == 3
+    # Unknown tools are final failures handed to the model, never retried.
+    assert all(r.is_error and "unknown tool" in r.output for r in tool_results(events))
