@@ -94,8 +94,15 @@ def _add_schedule(sub: argparse._SubParsersAction, handlers: dict[str, Handler])
     schedule_cmds.register(sub, handlers)
 
 
+def _add_web(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    from hostd.web.command import register  # `hostd web` (the gateway imports on run)
+
+    register(sub, handlers)
+
+
 _GROUPS = (
-    _add_own, _add_assistants, _add_chat, _add_turn, _add_daemon, _add_topic, _add_schedule
+    _add_own, _add_assistants, _add_chat, _add_turn, _add_daemon, _add_topic, _add_schedule,
+    _add_web,
 )
 
 #: The group that adds each command: `hostd topics` builds only its own group's parsers
@@ -118,6 +125,7 @@ COMMAND_GROUPS = {
     "history": _add_topic,
     "attach": _add_topic,
     "schedule": _add_schedule,
+    "web": _add_web,
 }
 
 

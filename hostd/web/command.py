@@ -1,0 +1,62 @@
+"""The `hostd web` command: argument parser (light) and the command itself."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "web",
+        help="serve the web UI on 127.0.0.1 (token-protected) and print its URL",
+    )
+    p.add_argument("--home", default=argparse.SUPPRESS, help="hostd folder (like HOSTD_HOME)")
+    p.add_argument("--autostart", action="store_true", default=argparse.SUPPRESS,
+                   help="start the daemon if it is not running")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument("--token-file", default=None,
+                   help="where to write the URL with the token, mode 0600 "
+                        "(default: web-url in the hostd runtime folder)")
+    handlers["web"] = cmd_web
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import trio
+
+    from hostd.cli.common import fail, paths_from
+    from hostd.web.gateway import STATIC_DIR, Gateway, run_until_signal
+    from hostd_protocol.errors import HostdError
+
+    if not 0 <= args.port <= 65535:
+        return fail(f"--port must be between 0 and 65535, not {args.port}", 2)
+    paths = paths_from(args)
+    try:
+        paths.ensure()
+    except HostdError as exc:
+        return fail(exc.message)
+    token_file = Path(args.token_file) if args.token_file else paths.runtime_dir / "web-url"
+    if not (STATIC_DIR / "index.html").is_file():
+        print("hostd web: warning: the page is not built (run scripts/setup); "
+              "only the WebSocket works", file=sys.stderr)
+
+    def ready(gateway: Gateway) -> None:
+        print(f"hostd web: {gateway.url}", flush=True)
+        print(f"hostd web: the URL is also in {token_file} (mode 0600); Ctrl-C stops",
+              file=sys.stderr, flush=True)
+        if args.open:
+            import webbrowser
+
+            webbrowser.open(gateway.url)
+
+    try:
+        trio.run(lambda: run_until_signal(
+            paths, port=args.port, autostart=getattr(args, "autostart", False),
+            token_file=token_file, on_ready=ready,
+        ))
+    except OSError as exc:
+        return fail(f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}")
+    return 0

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    # Short: the daemon's socket path must fit in sun_path.
+    path = Path(tempfile.mkdtemp(prefix="hdw", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
