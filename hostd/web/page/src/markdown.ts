@@ -1,0 +1,68 @@
+/**
+ * Markdown for answers: marked (GFM) + highlight.js core with a few registered languages.
+ *
+ * Agent output is untrusted text shown in a page that holds a live daemon connection, so raw
+ * HTML in it is escaped (never rendered), and links keep only http(s)/mailto targets.
+ */
+import hljs from "highlight.js/lib/core";
+import bash from "highlight.js/lib/languages/bash";
+import json from "highlight.js/lib/languages/json";
+import python from "highlight.js/lib/languages/python";
+import typescript from "highlight.js/lib/languages/typescript";
+import javascript from "highlight.js/lib/languages/javascript";
+import diff from "highlight.js/lib/languages/diff";
+import { Marked, type Tokens } from "marked";
+
+hljs.registerLanguage("bash", bash);
+hljs.registerLanguage("sh", bash);
+hljs.registerLanguage("json", json);
+hljs.registerLanguage("python", python);
+hljs.registerLanguage("py", python);
+hljs.registerLanguage("typescript", typescript);
+hljs.registerLanguage("ts", typescript);
+hljs.registerLanguage("javascript", javascript);
+hljs.registerLanguage("js", javascript);
+hljs.registerLanguage("diff", diff);
+
+export function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
+}
+
+const SAFE_URL = /^(https?:|mailto:|#)/i;
+
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  renderer: {
+    html(token: Tokens.HTML | Tokens.Tag): string {
+      return escapeHtml(token.text);
+    },
+    code(token: Tokens.Code): string {
+      const lang = (token.lang ?? "").trim().split(/\s+/)[0] ?? "";
+      const body =
+        lang && hljs.getLanguage(lang)
+          ? hljs.highlight(token.text, { language: lang, ignoreIllegals: true }).value
+          : escapeHtml(token.text);
+      const cls = lang ? ` language-${escapeHtml(lang)}` : "";
+      return `<pre class="code"><code class="hljs${cls}">${body}</code></pre>`;
+    },
+    link(token: Tokens.Link): string {
+      const text = this.parser.parseInline(token.tokens);
+      if (!SAFE_URL.test(token.href)) return text;
+      return `<a href="${escapeHtml(token.href)}" target="_blank" rel="noopener noreferrer">${text}</a>`;
+    },
+    image(token: Tokens.Image): string {
+      return escapeHtml(token.text || token.href);
+    },
+  },
+});
+
+/** HTML for one answer's text (safe to put in innerHTML). */
+export function renderMarkdown(text: string): string {
+  return marked.parse(text, { async: false }) as string;
+}

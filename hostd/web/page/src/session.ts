@@ -1,0 +1,244 @@
+/**
+ * The page's one connection to the daemon (through the gateway), kept alive across drops.
+ *
+ * Everything protocol-shaped comes from `hostd-client`: `connectWebSocket` + `Client` speak the
+ * wire, `Subscription` keeps a `Transcript` (the same reducer as hostd/transcript.py). This file
+ * only decides *when*: connect, attach the topic in the address bar, and after a drop (daemon
+ * restarted, gateway gone) reconnect with a backoff and re-attach with the transcript we have,
+ * so the client resumes with `attach since=seq` instead of a fresh snapshot.
+ */
+import {
+  Client,
+  connectWebSocket,
+  HostdError,
+  type ApprovalInfo,
+  type MessageRow,
+  type Subscription,
+  type TopicInfo,
+  type Transcript,
+  type Usage,
+} from "hostd-client";
+
+export type ConnStatus = "connecting" | "online" | "offline";
+
+export interface ViewState {
+  conn: ConnStatus;
+  /** Why the connection is not online (the gateway's close reason, or the error). */
+  connReason: string;
+  topics: TopicInfo[];
+  topicId: string;
+  rows: MessageRow[];
+  approvals: ApprovalInfo[];
+  topicState: string;
+  activeTurnId: string;
+  usage: Usage | null;
+  /** The last error of a request, one line. */
+  error: string;
+  /** Bumped on every change (cheap change detection for the view). */
+  version: number;
+}
+
+const EMPTY: ViewState = {
+  conn: "connecting",
+  connReason: "",
+  topics: [],
+  topicId: "",
+  rows: [],
+  approvals: [],
+  topicState: "idle",
+  activeTurnId: "",
+  usage: null,
+  error: "",
+  version: 0,
+};
+
+function sumUsage(usage: Map<string, Usage>): Usage | null {
+  if (usage.size === 0) return null;
+  const total = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0 };
+  for (const u of usage.values()) {
+    total.input_tokens += u.input_tokens ?? 0;
+    total.output_tokens += u.output_tokens ?? 0;
+    total.cache_read_tokens += u.cache_read_tokens ?? 0;
+    total.cache_write_tokens += u.cache_write_tokens ?? 0;
+    total.cost_usd += u.cost_usd ?? 0;
+  }
+  return total;
+}
+
+export function wsUrl(loc: Location = window.location): string {
+  // The token travels in the HttpOnly cookie the gateway set on the first visit.
+  const scheme = loc.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${loc.host}/ws`;
+}
+
+export class Session {
+  state: ViewState = { ...EMPTY };
+  client: Client | null = null;
+  private sub: Subscription | null = null;
+  private transcript: Transcript | null = null;
+  private listeners = new Set<() => void>();
+  private attachAbort: AbortController | null = null;
+  private wantTopic = "";
+  private failures = 0;
+  private wake: (() => void) | null = null;
+
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private set(patch: Partial<ViewState>): void {
+    this.state = { ...this.state, ...patch, version: this.state.version + 1 };
+    for (const l of this.listeners) l();
+  }
+
+  private fromTranscript(): void {
+    const t = this.transcript;
+    if (t === null) return;
+    this.set({
+      rows: t.rows(),
+      approvals: t.approvals().filter((a) => a.status === undefined || a.status === "open"),
+      topicState: t.state,
+      activeTurnId: t.activeTurnId,
+      usage: sumUsage(t.usage),
+    });
+  }
+
+  /** Connect and stay connected (runs for the page's life). */
+  async run(): Promise<void> {
+    for (;;) {
+      this.set({ conn: "connecting" });
+      let client: Client;
+      try {
+        const transport = await connectWebSocket(wsUrl());
+        client = await Client.connect(transport, { clientName: "hostd-web" });
+      } catch (exc) {
+        await this.offline(exc);
+        continue;
+      }
+      this.client = client;
+      this.failures = 0;
+      this.set({ conn: "online", connReason: "" });
+      void this.refreshTopics();
+      if (this.wantTopic) void this.attach(this.wantTopic);
+      const reason = await client.closed();
+      this.client = null;
+      this.sub = null;
+      await this.offline(reason);
+    }
+  }
+
+  private async offline(exc: unknown): Promise<void> {
+    this.failures += 1;
+    const text = exc instanceof Error ? exc.message : String(exc);
+    this.set({ conn: "offline", connReason: text });
+    // 0.25 s, 0.5 s, 1 s, 2 s, then every 3 s; `reconnectNow` cuts the wait short.
+    const delay = Math.min(3000, 250 * 2 ** Math.min(this.failures - 1, 4));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, delay);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = null;
+  }
+
+  reconnectNow(): void {
+    this.wake?.();
+  }
+
+  async refreshTopics(): Promise<void> {
+    const client = this.client;
+    if (client === null) return;
+    try {
+      const topics = await client.listTopics();
+      topics.sort((a, b) => (b.updated_at ?? 0) - (a.updated_at ?? 0));
+      this.set({ topics });
+    } catch (exc) {
+      this.fail(exc);
+    }
+  }
+
+  /** Show `topicId` (the transcript of another topic is dropped; "" shows none). */
+  async open(topicId: string): Promise<void> {
+    if (topicId === this.wantTopic && this.sub !== null) return;
+    this.wantTopic = topicId;
+    this.attachAbort?.abort();
+    this.attachAbort = null;
+    if (this.sub !== null) {
+      const old = this.sub;
+      this.sub = null;
+      void old.detach().catch(() => undefined);
+    }
+    this.transcript = null;
+    this.set({ topicId, rows: [], approvals: [], usage: null, topicState: "idle", activeTurnId: "", error: "" });
+    if (topicId && this.client !== null) await this.attach(topicId);
+  }
+
+  private async attach(topicId: string): Promise<void> {
+    const client = this.client;
+    if (client === null) return;
+    const abort = new AbortController();
+    this.attachAbort = abort;
+    let sub: Subscription;
+    try {
+      // With the transcript we already have, the client re-attaches with `since`.
+      sub = await client.attach(topicId, this.transcript ? { transcript: this.transcript } : {});
+    } catch (exc) {
+      this.fail(exc);
+      return;
+    }
+    if (abort.signal.aborted || this.wantTopic !== topicId) {
+      void sub.detach().catch(() => undefined);
+      return;
+    }
+    this.sub = sub;
+    if (sub.transcript) {
+      this.transcript = sub.transcript;
+      this.fromTranscript();
+    }
+    try {
+      for await (const item of sub) {
+        if (this.sub !== sub) break;
+        this.transcript = sub.transcript;
+        if (item.type === "topic-deleted") {
+          void this.refreshTopics();
+          void this.open("");
+          return;
+        }
+        if (item.type === "topic-changed") void this.refreshTopics();
+        this.fromTranscript();
+      }
+    } catch (exc) {
+      // The connection ended: `run` reconnects and re-attaches from our transcript.
+      if (!(exc instanceof HostdError)) this.fail(exc);
+    }
+  }
+
+  fail(exc: unknown): void {
+    const text = exc instanceof HostdError ? `${exc.message} [${exc.code}]` : exc instanceof Error ? exc.message : String(exc);
+    this.set({ error: text });
+  }
+
+  clearError(): void {
+    this.set({ error: "" });
+  }
+
+  /** Run one request; errors become the one-line error banner. */
+  async call<T>(fn: (client: Client) => Promise<T>): Promise<T | undefined> {
+    const client = this.client;
+    if (client === null) {
+      this.set({ error: "not connected to hostd" });
+      return undefined;
+    }
+    try {
+      const result = await fn(client);
+      if (this.state.error) this.set({ error: "" });
+      return result;
+    } catch (exc) {
+      this.fail(exc);
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,216 @@
+"""The web UI in a real browser (Debian's headless chromium) against the real daemon and the
+real `hostd web` command, with the scripted driver.
+
+Every wait ends on a condition in the page (a row with that label and status, an approval
+gone), never on time. Screenshots of the main states go to .artifacts/web-screenshots/; when a
+test fails, every page it opened is photographed there too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+from tests.web.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    WebStack,
+    js,
+    open_topic,
+    row_text,
+    rows_of,
+    screenshot,
+    start_stack,
+    type_and_send,
+    wait_rows,
+)
+from tests.web.conftest import FAILED
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"),
+]
+
+STATIC = Path(__file__).resolve().parents[2] / "hostd" / "web" / "static" / "index.html"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[WebStack]:
+    if not STATIC.is_file():
+        pytest.fail("the page is not built: run scripts/setup")
+    home = Path(tempfile.mkdtemp(prefix="hdb", dir="/tmp"))
+    try:
+        yield from start_stack(home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def pages(request: pytest.FixtureRequest, browser: Browser, stack: WebStack) -> Iterator[Callable[[str], Page]]:
+    """Open windows on a topic; closed after the test (photographed first if it failed)."""
+    opened: list[Page] = []
+
+    def open_page(topic_id: str) -> Page:
+        page = open_topic(browser, stack, topic_id)
+        opened.append(page)
+        return page
+
+    yield open_page
+    failed = request.node.stash.get(FAILED, False)
+    for i, page in enumerate(opened):
+        if failed:
+            screenshot(page, f"FAILED-{request.node.name}-page{i}")
+        page.context.close()
+
+
+STEER_SCRIPT = "/text Working on it, **reading** the file now.\n/tool Read wait-steer=30\n/text That is all."
+
+
+def test_steer_in_a_rolls_the_answer_in_both_pages(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("steer", STEER_SCRIPT)
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "Read the README please")
+    # The answer streams and waits at the tool for a steer: type it in A while it streams.
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'pending' && rows[1].text.includes('reading')")
+        page.wait_for_selector("[data-testid=tool-card]")
+    screenshot(a, "steer-1-streaming")
+    type_and_send(a, "Also check the tests")
+    want = "rows.map(r => r.label).join() === 'U1,A1a,U2,A2' && rows[3].status === 'success'"
+    wait_rows(a, want)
+    wait_rows(b, want)
+    shown_a, shown_b = rows_of(a), rows_of(b)
+    assert shown_a == shown_b
+    stored = [(r.role, r.status, row_text(r)) for r in stack.history(topic)]
+    assert [(r["role"], r["status"], r["text"]) for r in shown_a] == stored
+    assert [r["text"] for r in shown_a[:3]] == [
+        "Read the README please",
+        "Working on it, **reading** the file now.",
+        "Also check the tests",
+    ]
+    assert shown_a[3]["text"].startswith("You said: Also check the tests. Taking that into account.")
+    assert shown_a[3]["text"].endswith("That is all.")
+    # Markdown rendered (bold), labels drawn.
+    assert a.locator("[data-label=A1a] .md strong").inner_text() == "reading"
+    screenshot(a, "steer-2-rolled-page-a")
+    screenshot(b, "steer-2-rolled-page-b")
+
+
+def test_approval_answered_in_b_disappears_from_a(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("approve", "/approve Bash")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "run the build")
+    for page in (a, b):
+        page.wait_for_selector("[data-testid=approval]")
+    screenshot(a, "approval-1-page-a")
+    b.locator("[data-testid=approval] [data-testid=allow]").click()
+    for page in (a, b):
+        page.wait_for_selector("[data-testid=approval]", state="detached")
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+        assert rows_of(page)[1]["text"] == "approved: ran Bash."
+    assert rows_of(a) == rows_of(b)
+
+
+def test_reload_mid_stream_restores_the_transcript_and_keeps_streaming(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("reload", STEER_SCRIPT)
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "go")
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'pending' && rows[1].text.includes('reading')")
+    before = rows_of(a)
+    a.reload()
+    a.wait_for_selector("[data-conn=online]")
+    wait_rows(a, f"JSON.stringify(rows) === {js(json.dumps(before, separators=(',', ':'), ensure_ascii=False))}")
+    assert rows_of(a) == before  # the same rows, still pending: the turn was never stopped
+    screenshot(a, "reload-1-restored")
+    # It keeps streaming into the reloaded page: steer from B, A follows to the end.
+    type_and_send(b, "continue")
+    want = "rows.map(r => r.label).join() === 'U1,A1a,U2,A2' && rows[3].status === 'success'"
+    wait_rows(a, want)
+    wait_rows(b, want)
+    assert rows_of(a) == rows_of(b)
+    assert [r["text"] for r in rows_of(a)] == [row_text(r) for r in stack.history(topic)]
+
+
+def test_stop_keeps_partial_queue_turns_into_drafts_and_send_now(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("stop", "echo")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "/text A partial answer\n/wait")
+    wait_rows(a, "rows.length === 2 && rows[1].text === 'A partial answer'")
+    type_and_send(a, "first queued", key="Alt+Enter")
+    type_and_send(b, "second queued", key="Alt+Enter")
+    for page in (a, b):
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=unsent][data-status=queued]').length === 2")
+    screenshot(a, "stop-1-queued")
+    a.locator("[data-testid=composer]").press("Escape")  # Esc stops
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'stopped'")
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=unsent][data-status=draft]').length === 2")
+        assert rows_of(page)[1]["text"] == "A partial answer"
+    screenshot(b, "stop-2-drafts")
+    # Edit a draft in B, discard the other in A, send the edited one now from A.
+    second = b.locator("[data-testid=unsent][data-text='second queued']")
+    second.locator("[data-testid=edit]").click()
+    b.locator(".unsent-edit").fill("second, edited")
+    b.locator(".unsent-edit").press("Enter")
+    a.wait_for_selector("[data-testid=unsent][data-text='second, edited']")
+    a.locator("[data-testid=unsent][data-text='first queued'] [data-testid=discard]").click()
+    b.wait_for_selector("[data-testid=unsent][data-text='first queued']", state="detached")
+    a.locator("[data-testid=unsent][data-text='second, edited'] [data-testid=send-now]").click()
+    for page in (a, b):
+        wait_rows(page, "rows.length === 4 && rows[3].status === 'success'")
+        page.wait_for_selector("[data-testid=unsent]", state="detached")
+    assert [r["text"] for r in rows_of(a)] == ["/text A partial answer\n/wait", "A partial answer", "second, edited", "second, edited"]
+    assert rows_of(a) == rows_of(b)
+    assert [(r.status, row_text(r)) for r in stack.history(topic)] == [
+        (r["status"], r["text"]) for r in rows_of(a)
+    ]
+
+
+def test_no_token_is_401_and_a_foreign_origin_websocket_is_refused(stack: WebStack, browser: Browser) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        response = page.goto(stack.base + "/")
+        assert response is not None and response.status == 401
+        assert "a token is required" in page.inner_text("body")
+        # A page of another origin that knows the URL (even the token) cannot open the socket.
+        page.route("http://evil.test/", lambda route: route.fulfill(status=200, content_type="text/html", body="<p>evil</p>"))
+        page.goto("http://evil.test/")
+        outcome = page.evaluate(
+            """url => new Promise(resolve => {
+                const ws = new WebSocket(url);
+                ws.onopen = () => resolve("open");
+                ws.onclose = ev => resolve("closed " + ev.code);
+            })""",
+            f"ws://127.0.0.1:{stack.base.rsplit(':', 1)[1]}/ws?token={stack.token}",
+        )
+        assert outcome == "closed 1006"  # the upgrade was answered 403: never opened
+    finally:
+        context.close()
