@@ -1,0 +1,161 @@
+"""The OpenAI driver behind the real daemon (subprocess), with two windows (hostd.client).
+
+Real daemon process, real socket and SQLite, the driver as the daemon's subprocess, a real
+MCP server as the driver's subprocess, the fake OpenAI-compatible server in this process.
+Window A sends; window B answers the approval, steers, and sees everything A sees.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd.client import Subscription, open_client
+from hostd.paths import Paths
+from hostd_protocol.client_messages import ApprovalRequested, MessageRow, RowAppended, TurnEnded
+from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from tests.e2e import daemon_proc
+from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
+from tests.openai.peer import tools_server
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 60
+
+
+def text_of(row: MessageRow) -> str:
+    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
+
+
+async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded:
+    async for item in sub:
+        if on_event is not None:
+            await on_event(item)
+        if isinstance(item, TurnEnded):
+            return item
+    raise AssertionError("subscription ended before the turn did")
+
+
+RULES = [
+    Rule(user_says("echo please"), ToolCalls([("t__echo", {"text": "echoed"})])),
+    Rule(after_tools("echo please"), Text("The tool said echoed.")),
+    Rule(user_says("work"), ToolCalls([("t__echo", {"text": "working"})])),
+    Rule(user_says("say banana too"), Text("Done, and banana.")),
+    Rule(user_says("slow"), ToolCalls([("t__slow", {"seconds": 60})])),
+    Rule(user_says("hello"), Text("Hi again.")),
+]
+
+
+async def test_two_windows_approval_steer_stop(tmp_path: Path) -> None:
+    home = Path(tempfile.mkdtemp(prefix="hdo", dir="/tmp"))  # short: AF_UNIX path limit
+    try:
+        await _scenario(home, tmp_path)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def _scenario(home: Path, tmp_path: Path) -> None:
+    paths = Paths.under(home)
+    with FakeOpenAI(RULES) as api, trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(paths) as a, open_client(paths) as b:
+                topic = await a.create_topic(
+                    title="openai",
+                    driver="openai",
+                    model="fake-model",
+                    working_dir=str(tmp_path / "work"),
+                    options={
+                        "base_url": api.base_url,
+                        "api_key_env": "",
+                        "mcp_servers": {"t": tools_server(tmp_path / "state")},
+                        # echo asks for approval; slow runs without asking.
+                        "allowed_tools": ["t__slow"],
+                    },
+                )
+                async with a.attach(topic.id) as sa, b.attach(topic.id) as sb:
+                    # 1. A tool call needing approval, answered from the other window.
+                    async def b_allows(item: Any) -> None:
+                        if isinstance(item, ApprovalRequested):
+                            await b.answer_approval(topic.id, item.approval.id, allow=True)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(until_turn_ended, sb, b_allows)
+                        await a.send(topic.id, "echo please", intent="start")
+                        first = await until_turn_ended(sa)
+
+                    # 2. A steer while the tool call waits (window B), rolling the answer.
+                    async def b_steers(item: Any) -> None:
+                        if isinstance(item, ApprovalRequested):
+                            await b.send(topic.id, "say banana too", intent="steer")
+                            await b.answer_approval(topic.id, item.approval.id, allow=True)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(until_turn_ended, sb, b_steers)
+                        await a.send(topic.id, "work", intent="start")
+                        second = await until_turn_ended(sa)
+
+                    # 3. Stop during a slow tool, then a send that works.
+                    async def stop_at_tool(item: Any) -> None:
+                        if isinstance(item, RowAppended) and isinstance(item.chunk, ToolCall):
+                            await b.stop(topic.id)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(until_turn_ended, sb)
+                        await a.send(topic.id, "slow", intent="start")
+                        third = await until_turn_ended(sa, stop_at_tool)
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(until_turn_ended, sb)
+                        await a.send(topic.id, "hello", intent="start")
+                        fourth = await until_turn_ended(sa)
+                    rows_a = sa.transcript.rows()
+                    rows_b = sb.transcript.rows()
+                stored = (await a.history(topic.id)).rows
+                await a.shutdown()
+        finally:
+            await d.terminate()
+
+    assert (first.status, second.status, third.status, fourth.status) == (
+        "success",
+        "success",
+        "stopped",
+        "success",
+    ), (first, second, third, fourth)
+    assert [r.parts for r in rows_a] == [r.parts for r in rows_b]
+    messages = [r for r in stored if r.role != "marker"]
+    assert [(r.role, r.status) for r in messages] == [
+        ("user", "success"),
+        ("assistant", "success"),
+        ("user", "success"),
+        ("assistant", "success"),  # A1a: the tool call and its result
+        ("user", "success"),  # U2: the steer
+        ("assistant", "success"),  # A2
+        ("user", "success"),
+        ("assistant", "stopped"),  # the slow tool, stopped
+        ("user", "success"),
+        ("assistant", "success"),
+    ], messages
+    assert text_of(messages[1]) == "The tool said echoed."
+    a1a, u2, a2 = messages[3], messages[4], messages[5]
+    assert [type(p) for p in a1a.parts] == [ToolCall, ToolResult]
+    assert text_of(u2) == "say banana too"
+    assert text_of(a2) == "Done, and banana."
+    assert text_of(messages[9]) == "Hi again."
+
+    # What the model saw.
+    echo_result = next(r for r in api.chat_requests if r.last_role == "tool")
+    assert echo_result.tool_results == ["echoed"]
+    steered = next(r for r in api.chat_requests if r.last_user_text == "say banana too")
+    assert steered.count_text("say banana too") == 1
+    assert steered.tool_results[-1] == "working"
+    last = api.chat_requests[-1]
+    users = [m["content"] for m in last.messages if m["role"] == "user"]
+    assert users == ["echo please", "work", "say banana too", "slow", "hello"]
+    assistants = [m["content"] for m in last.messages if m["role"] == "assistant"]
+    assert assistants == ["The tool said echoed.", "Done, and banana."]
+    assert "t__slow" not in str(last.messages)
