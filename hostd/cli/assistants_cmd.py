@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
 def config_dir_of(args: argparse.Namespace) -> Path:
     if getattr(args, "config_dir", None):
         return Path(args.config_dir).expanduser()
-    from hostd.paths import Paths
+    from hostd.shell.paths import Paths
 
     return Paths.from_env(getattr(args, "home", None)).config_dir
 
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from hostd.assistants import load_assistants, load_roles
-    from hostd.connector import resolve_connector
+    from hostd.core.connector import resolve_connector
+    from hostd.shell.config import load_assistants, load_roles
     from hostd_protocol.errors import ConfigError
 
     console = console or Console()

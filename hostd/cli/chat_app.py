@@ -51,8 +51,8 @@ from hostd.cli.chat_render import (
 )
 from hostd.cli.chat_state import ChatState
 from hostd.client import Client, DaemonNotRunning, Subscription, open_client, start_daemon
-from hostd.paths import Paths
-from hostd.transcript import Transcript
+from hostd.core.transcript import Transcript
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,

@@ -2,7 +2,7 @@
 or one client session, and turning errors into one human line (with how to fix it).
 
 One-shot commands (`topics`, `status`, `stop`, `new`, `send`, `history`, `usage`) neither
-import trio nor rich: `request` goes through the blocking `hostd.sync_wire`, and `out()`
+import trio nor rich: `request` goes through the blocking `hostd.client.sync_wire`, and `out()`
 prints plain text (tables with `text_table`). Importing those two would cost more than the
 whole command may take (docs/benchmarks.md, "cli"). The streaming commands use
 `run_client` (trio) and `console()` (rich).
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -96,7 +96,7 @@ def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) ->
     """Send one request over a blocking connection and return its result; or print the
     error and return 1. With `wait_closed`, return only once the daemon closed the
     connection (after `Shutdown`)."""
-    from hostd.sync_wire import DaemonNotRunning, WireClient
+    from hostd.client.sync_wire import DaemonNotRunning, WireClient
     from hostd_protocol.errors import HostdError
 
     try:

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from hostd.cli.common import fail, out, paths_from, request, text_table
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 
 log = logging.getLogger("hostd")
 
@@ -50,8 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _detach(paths, args)
     import trio
 
-    from hostd.daemon import DaemonConfig, serve_daemon
-    from hostd.server import DaemonAlreadyRunning
+    from hostd.shell.daemon import DaemonConfig, serve_daemon
+    from hostd.shell.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
 
     file_handler = setup_logging(paths, args.log_level)
@@ -206,7 +206,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _lock_pid(paths: Paths) -> int | None:
-    """The pid the daemon wrote in its lock file (what `hostd.server.read_lock_pid` reads,
+    """The pid the daemon wrote in its lock file (what `hostd.shell.server.read_lock_pid` reads,
     without importing the server and trio)."""
     try:
         text = paths.lock_path.read_text().strip()

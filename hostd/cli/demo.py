@@ -42,7 +42,7 @@ from rich.text import Text
 
 from hostd.cli.chat_render import render_window, roll_labels, row_text, total_usage
 from hostd.client import Client, Subscription, open_client
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import MessageRow, RowAppended, TurnEnded
 from hostd_protocol.common import ToolCall
 from hostd_protocol.errors import HostdError

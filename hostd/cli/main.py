@@ -32,7 +32,7 @@ def _cmd_drivers(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hostd.driver_registry import DriverRegistry
+    from hostd.shell.drivers.registry import DriverRegistry
 
     table = Table(title="hostd drivers")
     table.add_column("driver")

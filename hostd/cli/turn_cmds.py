@@ -1,6 +1,6 @@
 """`hostd continue TOPIC` and `hostd usage [TOPIC]`: the turn pipeline's commands.
 
-Both send one request through the blocking `hostd.sync_wire` (no trio, no rich: they are
+Both send one request through the blocking `hostd.client.sync_wire` (no trio, no rich: they are
 one-shot); rendering is split from fetching so the output is testable with a capture console.
 """
 
@@ -72,8 +72,8 @@ def render_usage(totals: UsageTotals, console: Output) -> None:
 def _request(args: argparse.Namespace, msg: Any, console: Output) -> Any:
     """One request through the blocking client (no trio: these commands are one-shot); the
     result, or None once the error is printed."""
-    from hostd.paths import Paths
-    from hostd.sync_wire import WireClient
+    from hostd.client.sync_wire import WireClient
+    from hostd.shell.paths import Paths
     from hostd_protocol.errors import HostdError
 
     try:

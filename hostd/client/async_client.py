@@ -40,14 +40,14 @@ from typing import Any, TypeVar
 
 import trio
 
-from hostd.paths import Paths
-from hostd.sync_wire import (
+from hostd.client.sync_wire import (
     ConnectRetry,
     DaemonNotRunning,
     connect_unix,
     start_daemon,
 )
-from hostd.sync_wire import not_running as _not_running
+from hostd.client.sync_wire import not_running as _not_running
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AddSchedule,
     AnswerApproval,
@@ -128,7 +128,7 @@ def _codec(encoding: Encoding) -> Codec[ServerMessage]:
 class Subscription:
     """The live view of one attached topic. Iterate it for `Snapshot | TopicEvent` items.
 
-    `transcript` (a `hostd.transcript.Transcript`) is kept current before each item is
+    `transcript` (a `hostd.core.transcript.Transcript`) is kept current before each item is
     yielded; `seq` is the last seq seen.
     """
 
@@ -150,7 +150,7 @@ class Subscription:
         self.closed = False
 
     def _reset(self, snapshot: Snapshot) -> None:
-        from hostd.transcript import Transcript
+        from hostd.core.transcript import Transcript
 
         if self.first is None:
             self.first = snapshot

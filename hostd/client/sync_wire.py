@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ErrorReply, Hello, Reply, ServerMessage, Welcome
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import (

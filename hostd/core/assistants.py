@@ -8,7 +8,7 @@ Rules this module guards:
   line of a syntax error in its message; for a semantic error (wrong type, unknown key, bad
   value) we find the key's line ourselves (`key_line`), because tomllib keeps no positions.
 - One bad assistant file never hides the good ones: `load_assistants` returns both.
-- Pure apart from reading the files: no daemon state, no trio.
+- Pure: parsing only (the files are read by `hostd.shell.config`); no daemon state, no trio.
 
 An assistant file::
 
@@ -50,7 +50,7 @@ from hostd_protocol.errors import ConfigError
 WorkdirPolicy = Literal["per-topic", "fixed", "ephemeral"]
 WORKDIR_POLICIES: tuple[WorkdirPolicy, ...] = ("per-topic", "fixed", "ephemeral")
 
-#: The prefix that makes a model name a role reference (resolved by `hostd.connector`).
+#: The prefix that makes a model name a role reference (resolved by `hostd.core.connector`).
 ROLE_PREFIX = "use::"
 DEFAULT_HISTORY_SIZE = 50
 #: The assistant a topic without one uses. Its model is the `default` role, so a topic with
@@ -325,31 +325,6 @@ def _parse_workdir(value: object, err: Callable[[Sequence[str], str], ConfigErro
     return Workdir(policy=policy, path=path)
 
 
-def load_assistant_file(file: Path) -> AssistantConfig:
-    """Load one assistant file; raises `ConfigError` naming file and line."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{file}: cannot read: {exc}", details={"file": str(file), "assistant": file.stem}
-        ) from None
-    return parse_assistant(file.stem, text, file)
-
-
-def load_assistants(config_dir: Path) -> AssistantCatalog:
-    """Every `<config_dir>/assistants/*.toml`, sorted by name; a missing dir is no assistants."""
-    folder = config_dir / "assistants"
-    loaded: dict[str, AssistantConfig] = {}
-    errors: list[ConfigError] = []
-    if folder.is_dir():
-        for file in sorted(folder.glob("*.toml")):
-            try:
-                loaded[file.stem] = load_assistant_file(file)
-            except ConfigError as exc:
-                errors.append(exc)
-    return AssistantCatalog(assistants=loaded, errors=errors)
-
-
 # --- roles --------------------------------------------------------------------------------------
 
 
@@ -391,15 +366,3 @@ def parse_roles(text: str, file: Path | str = "<string>") -> RolesConfig:
         raise err(["profiles"], "must be a table of [profiles.<name>] tables")
     profiles = {name: role_map(table, ["profiles", name]) for name, table in profiles_raw.items()}
     return RolesConfig(system=system, profiles=profiles, source=str(file))
-
-
-def load_roles(config_dir: Path) -> RolesConfig:
-    """`<config_dir>/roles.toml`, or an empty config when the file does not exist."""
-    file = config_dir / "roles.toml"
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return RolesConfig(source=str(file))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read: {exc}", details={"file": str(file)}) from None
-    return parse_roles(text, file)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hostd.assistants import ROLE_PREFIX, AssistantConfig, RolesConfig, RoleTarget
+from hostd.core.assistants import ROLE_PREFIX, AssistantConfig, RolesConfig, RoleTarget
 from hostd_protocol.errors import UnresolvedRole
 
 Tier = Literal["explicit", "profile", "system", "profile-default", "system-default"]

@@ -1,7 +1,7 @@
 """The seam between the sans-IO topic runtime and the trio shell that runs it.
 
-The runtime (`hostd.topic_runtime.TopicRuntime`) takes inputs (client requests, driver events,
-time) and returns a list of `Effect`s. The shell (`hostd.daemon`) carries them out, in list
+The runtime (`hostd.core.topic_runtime.TopicRuntime`) takes inputs (client requests, driver events,
+time) and returns a list of `Effect`s. The shell (`hostd.shell.daemon`) carries them out, in list
 order, without interpreting them:
 
 - `Emit`: fan the event out to every attached window and into the topic's replay buffer. The

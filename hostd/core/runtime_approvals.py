@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import msgspec
 
-from hostd.runtime_effects import SaveApproval, SetTimer, ToDriver
-from hostd.runtime_outbox import Outbox
+from hostd.core.effects import SaveApproval, SetTimer, ToDriver
+from hostd.core.runtime_outbox import Outbox
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from hostd.runtime_effects import Effect, Emit, SaveRow
-from hostd.transcript import LiveRow
+from hostd.core.effects import Effect, Emit, SaveRow
+from hostd.core.transcript import LiveRow
 from hostd_protocol.client_messages import (
     MessageRow,
     NoticeEvent,

@@ -1,11 +1,11 @@
 """The topic runtime: what happens to one topic while users send, steer, stop and approve and
 a driver streams. A pure, synchronous state machine (sans-IO): inputs are client requests,
-driver events and time (`now`, monotonic seconds); outputs are `hostd.runtime_effects.Effect`
+driver events and time (`now`, monotonic seconds); outputs are `hostd.core.effects.Effect`
 values that the trio shell carries out in list order. DESIGN.md invariants 1-7 are its spec.
 
 Rules this file guards:
 
-1. Every `Emit` carries the next `seq` (see `hostd.runtime_outbox`). A request that raises
+1. Every `Emit` carries the next `seq` (see `hostd.core.runtime_outbox`). A request that raises
    changed nothing: all checks come before the first change.
 2. A turn has exactly one `TurnStarted` and one `TurnEnded`, whatever ends it (driver
    `TurnEnd`, `DriverFatal`, `driver_lost`): `_end_turn` is its only exit. `SaveTurn` is
@@ -20,11 +20,11 @@ Rules this file guards:
    or a crash it waits, with a notice, for the next successful turn, `send_now` or
    `resume_queue`, so one failure does not burn through every queued message.
 6. `compacting` never outlives its turn; compaction events without a running turn are ignored.
-7. Approvals are open only while their turn runs (see `hostd.runtime_approvals`).
+7. Approvals are open only while their turn runs (see `hostd.core.runtime_approvals`).
 8. Driver events for a turn that is not running are ignored (no effects), never an error.
 
-Positions are explained in `hostd.runtime_rows`; the rules windows rebuild rows by in
-`hostd.transcript`.
+Positions are explained in `hostd.core.runtime_rows`; the rules windows rebuild rows by in
+`hostd.core.transcript`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from hostd.runtime_approvals import APPROVAL_TIMER, ApprovalBook
-from hostd.runtime_effects import (
+from hostd.core.effects import (
     DeleteRow,
     Effect,
     Emit,
@@ -46,10 +45,11 @@ from hostd.runtime_effects import (
     ToDriver,
     TouchRow,
 )
-from hostd.runtime_outbox import NoticeLevel, Outbox
-from hostd.runtime_rows import UNSENT_STATUSES, RowBook
-from hostd.runtime_turn import Steer, Turn
-from hostd.transcript import LiveRow
+from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
+from hostd.core.runtime_outbox import NoticeLevel, Outbox
+from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
+from hostd.core.runtime_turn import Steer, Turn
+from hostd.core.transcript import LiveRow
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,

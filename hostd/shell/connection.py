@@ -32,7 +32,7 @@ import msgspec
 import trio
 
 from hostd import __version__
-from hostd.fanout import SERVER_CODECS, TopicStream
+from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd_protocol.client_messages import (
     ClientMessage,
     ErrorReply,

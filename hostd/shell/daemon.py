@@ -30,21 +30,21 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from hostd import __version__
-from hostd import store as st
-from hostd.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
-from hostd.daemon_turns import DaemonTurns
-from hostd.driver_registry import DriverRegistry
-from hostd.fanout import DEFAULT_REPLAY_SIZE
-from hostd.paths import Paths
-from hostd.server import (
+from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
+from hostd.shell.daemon_turns import DaemonTurns
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
+from hostd.shell.paths import Paths
+from hostd.shell.server import (
     DaemonLock,
     PeerUidLookup,
     bind_unix_listener,
     default_peer_uid,
     serve_unix,
 )
-from hostd.topic_host import TopicHost, new_id
-from hostd.turn_bridge import TurnBridge
+from hostd.shell.store import store as st
+from hostd.shell.topic_host import TopicHost, new_id
+from hostd.shell.turn_bridge import TurnBridge
 from hostd_protocol.client_messages import (
     AnswerApproval,
     ApprovalInfo,
@@ -91,8 +91,8 @@ from hostd_protocol.errors import (
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 if TYPE_CHECKING:
-    from hostd.supervisor import Supervisor
-    from hostd.topic_runtime import TopicRuntime
+    from hostd.core.topic_runtime import TopicRuntime
+    from hostd.shell.drivers.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ SupervisorFactory = Callable[[DriverRegistry], "Supervisor"]
 def default_runtime_factory(
     info: TopicInfo, rows: list[MessageRow], approvals: list[ApprovalInfo], last_seq: int
 ) -> TopicRuntime:
-    from hostd.topic_runtime import TopicRuntime
+    from hostd.core.topic_runtime import TopicRuntime
 
     return TopicRuntime(info, rows, approvals, last_seq, new_id=new_id, wall=time.time)
 
@@ -116,7 +116,7 @@ def default_runtime_factory(
 def default_supervisor_factory(
     registry: DriverRegistry, *, workdir_root: str | None = None
 ) -> Supervisor:
-    from hostd.supervisor import Supervisor
+    from hostd.shell.drivers.supervisor import Supervisor
 
     return Supervisor(registry, workdir_root=workdir_root)
 
@@ -166,9 +166,9 @@ class Daemon:
         self._shutdown_requested = trio.Event()
         self._started_at = time.monotonic()
         # The turn pipeline's steps around the runtime's turns (assistants, roles, history,
-        # continue, usage): see hostd/turn_bridge.py for which seam does what.
+        # continue, usage): see hostd/shell/turn_bridge.py for which seam does what.
         self.bridge = TurnBridge(paths.config_dir, paths.data_dir / "workspaces")
-        # Create/next hooks, delegation, steps and plugin observers (hostd/daemon_turns.py).
+        # Create/next hooks, delegation, steps and plugin observers (hostd/shell/daemon_turns.py).
         self.turns = DaemonTurns(self.bridge, supervisor, writer)
         self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
             CreateTopic: self._create_topic,
@@ -514,7 +514,7 @@ class Daemon:
         return Empty()
 
     async def _prewarm_task(self, host: TopicHost) -> None:
-        from hostd.supervisor import SessionOptions
+        from hostd.shell.drivers.supervisor import SessionOptions
 
         info = host.info
         try:

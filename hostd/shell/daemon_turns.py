@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from hostd import store as st
+from hostd.shell.store import store as st
 from hostd_protocol.client_messages import (
     RowAppended,
     TopicEvent,
@@ -59,12 +59,12 @@ from hostd_protocol.errors import DriverCrashed, DriverError, HookError, HostdEr
 # The pipeline's modules (assistants, hooks, turn_pipeline) load at the first turn, not at
 # import: the daemon needs none of them before its socket is ready (docs/benchmarks.md "cli").
 if TYPE_CHECKING:
-    from hostd.assistants import AssistantConfig
-    from hostd.hooks import Delegate, ObserverChain, TurnInfo
-    from hostd.supervisor import DriverSession, SessionOptions, Supervisor
-    from hostd.topic_host import TopicHost
-    from hostd.turn_bridge import TurnBridge
-    from hostd.turn_record import StepRecord, TurnOutcome, TurnRecord
+    from hostd.core.assistants import AssistantConfig
+    from hostd.core.turn_record import StepRecord, TurnOutcome, TurnRecord
+    from hostd.shell.drivers.supervisor import DriverSession, SessionOptions, Supervisor
+    from hostd.shell.hooks import Delegate, ObserverChain, TurnInfo
+    from hostd.shell.topic_host import TopicHost
+    from hostd.shell.turn_bridge import TurnBridge
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class DaemonTurns:
     @property
     def observers(self) -> ObserverChain:
         if self._observers is None:
-            from hostd.hooks import ObserverChain, discover_observers
+            from hostd.shell.hooks import ObserverChain, discover_observers
 
             self._observers = ObserverChain(discover_observers())
         return self._observers
@@ -195,8 +195,8 @@ class DaemonTurns:
                     self._step_done(live, step)
                 self._notify("tool", live.info, chunk)
         elif isinstance(event, TurnStarted):
-            from hostd.hooks import TurnInfo
-            from hostd.turn_record import TurnRecord
+            from hostd.core.turn_record import TurnRecord
+            from hostd.shell.hooks import TurnInfo
 
             self._live[topic_id] = _Live(
                 turn_id=event.turn_id,
@@ -283,8 +283,8 @@ class DaemonTurns:
 
     async def _enter(self, host: TopicHost, live: _Live, frame: _Frame, send: Send) -> Send | None:
         """A frame's create hook, then its `llm` step begins; returns the Send (see above)."""
-        from hostd.hooks import Delegate, HookContext, UpdateOptions, run_create_hook
-        from hostd.turn_pipeline import merge_options
+        from hostd.shell.hooks import Delegate, HookContext, UpdateOptions, run_create_hook
+        from hostd.shell.turn_pipeline import merge_options
 
         record = live.record
         hook = frame.assistant.create_hook
@@ -354,9 +354,9 @@ class DaemonTurns:
             self._end(host, live, "error", f"{type(exc).__name__}: {exc}", "internal_error")
 
     async def _next_step(self, host: TopicHost, live: _Live, frame: _Frame, end: TurnEnd) -> None:
-        from hostd.hooks import Continue, Delegate, Finish, HookContext, run_next_hook
-        from hostd.runtime_effects import ToDriver
-        from hostd.turn_pipeline import MAX_CONTINUES
+        from hostd.core.effects import ToDriver
+        from hostd.shell.hooks import Continue, Delegate, Finish, HookContext, run_next_hook
+        from hostd.shell.turn_pipeline import MAX_CONTINUES
 
         record = live.record
         hook = frame.assistant.next_hook
@@ -427,8 +427,8 @@ class DaemonTurns:
         self, host: TopicHost, live: _Live, parent: _Frame, delegate: Delegate
     ) -> None:
         """Run `delegate.assistant` as a child of the turn; its end ends the root turn."""
-        from hostd.turn_pipeline import merge_options
-        from hostd.turn_record import MAX_DEPTH
+        from hostd.core.turn_record import MAX_DEPTH
+        from hostd.shell.turn_pipeline import merge_options
 
         record = live.record
         step = record.begin_step("delegate", self._clock(), delegate.assistant, depth=parent.depth)
@@ -478,7 +478,7 @@ class DaemonTurns:
 
     async def _pump_child(self, host: TopicHost, live: _Live, session: DriverSession) -> None:
         """A child session's events into the host, like the topic's own pump."""
-        from hostd.supervisor import SessionEnded
+        from hostd.shell.drivers.supervisor import SessionEnded
 
         error: DriverError | None = None
         async for item in session.events:
@@ -522,10 +522,10 @@ def _delegate_session_options(
 ) -> SessionOptions:
     """A delegated child's session: like `TurnBridge.session_options`, but with the delegate
     assistant's own connector (the topic's explicit driver/model are for its own assistant)."""
-    from hostd.assistants import load_roles
-    from hostd.connector import resolve_connector
-    from hostd.supervisor import SessionOptions
-    from hostd.turn_pipeline import merge_options, plan_workdir
+    from hostd.core.connector import resolve_connector
+    from hostd.shell.config import load_roles
+    from hostd.shell.drivers.supervisor import SessionOptions
+    from hostd.shell.turn_pipeline import merge_options, plan_workdir
 
     connector = resolve_connector(assistant, load_roles(bridge.config_dir))
     path, ephemeral = plan_workdir(assistant, topic, bridge.workspaces)

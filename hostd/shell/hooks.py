@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import Any
 
-from hostd.turn_record import StepRecord, TurnOutcome
+from hostd.core.turn_record import StepRecord, TurnOutcome
 from hostd_protocol.common import HistoryMessage, ToolCall, ToolResult, Usage
 from hostd_protocol.errors import HookError
 

@@ -8,7 +8,7 @@ Rules this module guards:
 - Whoever holds the lock owns the socket path, so a socket file found there is stale (a killed
   daemon's) and is replaced. The new socket is bound under a temporary name, chmodded 0600
   and renamed over the final path, so it is never reachable with a wider mode, whatever the
-  umask; its directory is 0700 anyway (see `hostd.paths`).
+  umask; its directory is 0700 anyway (see `hostd.shell.paths`).
 - Every accepted peer's uid is checked (SO_PEERCRED, or LOCAL_PEERCRED on BSD/macOS) before
   a single byte of it is read; anyone but the daemon's own user gets `access_denied` and is
   closed. The lookup is injectable so tests can pretend to be another user.
@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from hostd.fanout import SERVER_CODECS
+from hostd.shell.fanout import SERVER_CODECS
 from hostd_protocol.client_messages import ErrorReply
 from hostd_protocol.errors import AccessDenied, HostdError
 

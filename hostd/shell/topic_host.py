@@ -1,7 +1,7 @@
 """The trio shell around one topic's `TopicRuntime`.
 
 A `TopicHost` feeds the runtime (client requests, driver events, timers) and carries out the
-effects it returns, in order (see `hostd/runtime_effects.py`):
+effects it returns, in order (see `hostd/core/effects.py`):
 
 - `Emit` goes to the topic's `TopicStream` (replay buffer + windows) synchronously;
 - store effects go to the `StoreWriter` (never awaited here, except that a request whose
@@ -33,10 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from hostd import store as st
-from hostd.connection import Connection
-from hostd.fanout import DEFAULT_REPLAY_SIZE, TopicStream
-from hostd.runtime_effects import (
+from hostd.core.effects import (
     DeleteRow,
     Effect,
     Emit,
@@ -50,6 +47,9 @@ from hostd.runtime_effects import (
     ToDriver,
     TouchRow,
 )
+from hostd.shell.connection import Connection
+from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream
+from hostd.shell.store import store as st
 from hostd_protocol.client_messages import (
     AttachResult,
     MessageRow,
@@ -66,8 +66,8 @@ from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, S
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
 
 if TYPE_CHECKING:
-    from hostd.supervisor import DriverSession, SessionEnded, Supervisor
-    from hostd.topic_runtime import TopicRuntime
+    from hostd.core.topic_runtime import TopicRuntime
+    from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ PrepareSend = Callable[[TopicInfo, Send, MessageRow | None, Capabilities], Send]
 
 
 class TurnSteps(Protocol):
-    """The turn pipeline's hook seams (`hostd.daemon_turns.DaemonTurns`)."""
+    """The turn pipeline's hook seams (`hostd.shell.daemon_turns.DaemonTurns`)."""
 
     async def start_turn(self, host: TopicHost, send: Send) -> Send | None:
         """Before the session opens: the Send to write, or None (handled: no driver call)."""
@@ -163,11 +163,11 @@ class TopicHost:
         self._supervisor = supervisor
         self._resume_token = resume_token
         self._session_options = session_options
-        # Turn pipeline seams (hostd.turn_bridge): shape each Send (history window + the
+        # Turn pipeline seams (hostd.shell.turn_bridge): shape each Send (history window + the
         # client's transcript), and watch emitted events (usage accounting).
         self._prepare_send = prepare_send
         self._observe = observe
-        # Create/next hooks and delegation (hostd.daemon_turns): while a delegated child
+        # Create/next hooks and delegation (hostd.shell.daemon_turns): while a delegated child
         # runs, `delegate_session` is its driver and every command goes there.
         self._turns = turns
         self.delegate_session: DriverSession | None = None
@@ -460,7 +460,7 @@ class TopicHost:
     def _options(self) -> Any:
         if self._session_options is not None:
             return self._session_options(self.info)
-        from hostd.supervisor import SessionOptions
+        from hostd.shell.drivers.supervisor import SessionOptions
 
         return SessionOptions(
             driver=self.info.driver,
@@ -489,7 +489,7 @@ class TopicHost:
         return session
 
     async def _pump(self, session: DriverSession) -> None:
-        from hostd.supervisor import SessionEnded
+        from hostd.shell.drivers.supervisor import SessionEnded
 
         ended: SessionEnded | None = None
         events_in = session.events

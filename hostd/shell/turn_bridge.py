@@ -13,7 +13,7 @@ the daemon core calls:
 | continue a failed/stopped turn | `Daemon._continue` | `TurnBridge.continue_text` |
 | usage accounting | `TopicHost(observe=...)` for every emitted event | `TurnBridge.observe` |
 
-Create/next hooks, delegation, steps and plugin observers are `hostd.daemon_turns`
+Create/next hooks, delegation, steps and plugin observers are `hostd.shell.daemon_turns`
 (`TopicHost(turns=...)`). Not wired: per-turn ephemeral directories (a daemon session outlives
 a turn, so an ephemeral directory lives as long as the session).
 """
@@ -38,10 +38,10 @@ from hostd_protocol.errors import NotFound
 # imports) load at first use, not at import: the daemon needs none of them before its socket
 # is ready (start-to-ready is a benchmark target, docs/benchmarks.md "cli").
 if TYPE_CHECKING:
-    from hostd.assistants import AssistantCatalog, AssistantConfig
-    from hostd.hooks import UsageAccounting
-    from hostd.supervisor import SessionOptions
-    from hostd.turn_pipeline import PermissionCheck
+    from hostd.core.assistants import AssistantCatalog, AssistantConfig
+    from hostd.shell.drivers.supervisor import SessionOptions
+    from hostd.shell.hooks import UsageAccounting
+    from hostd.shell.turn_pipeline import PermissionCheck
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class TurnBridge:
     @property
     def permission(self) -> PermissionCheck:
         if self._permission is None:
-            from hostd.turn_pipeline import default_permission
+            from hostd.shell.turn_pipeline import default_permission
 
             self._permission = default_permission()
         return self._permission
@@ -86,7 +86,7 @@ class TurnBridge:
     @property
     def usage(self) -> UsageAccounting:
         if self._usage is None:
-            from hostd.hooks import UsageAccounting
+            from hostd.shell.hooks import UsageAccounting
 
             self._usage = UsageAccounting()
         return self._usage
@@ -94,7 +94,7 @@ class TurnBridge:
     # --- config -----------------------------------------------------------------------------
 
     def catalog(self) -> AssistantCatalog:
-        from hostd.assistants import load_assistants
+        from hostd.shell.config import load_assistants
 
         return load_assistants(self.config_dir)
 
@@ -106,7 +106,7 @@ class TurnBridge:
 
     def check(self, uid: int | None, topic: TopicInfo, profile: str = "") -> None:
         """Raise `PermissionDenied` unless this identity may use the topic."""
-        from hostd.turn_pipeline import Identity
+        from hostd.shell.turn_pipeline import Identity
 
         self.permission(Identity(uid=os.getuid() if uid is None else uid, profile=profile), topic)
 
@@ -119,10 +119,10 @@ class TurnBridge:
 
         Raises `ConfigError` / `UnresolvedRole`; the host reports it as a failed turn.
         """
-        from hostd.assistants import load_roles
-        from hostd.connector import resolve_connector
-        from hostd.supervisor import SessionOptions
-        from hostd.turn_pipeline import merge_options, plan_workdir
+        from hostd.core.connector import resolve_connector
+        from hostd.shell.config import load_roles
+        from hostd.shell.drivers.supervisor import SessionOptions
+        from hostd.shell.turn_pipeline import merge_options, plan_workdir
 
         assistant = self.assistant(topic.assistant)
         connector = resolve_connector(
@@ -168,7 +168,7 @@ class TurnBridge:
     ) -> Send:
         """The `Send` as the driver gets it: the assistant's history window over the stored
         history, merged with the transcript the client sent along (overlap removed)."""
-        from hostd.history_overlap import history_window, merge_history
+        from hostd.core.history_overlap import history_window, merge_history
 
         client_msg_id = row.meta.get("client_msg_id", "") if row is not None else ""
         sent = self._transcripts.pop((topic.id, client_msg_id), []) if client_msg_id else []
@@ -193,8 +193,8 @@ class TurnBridge:
         `resume_text`); `rows` the topic's rows. A turn that had answered part of its input
         is asked to continue; one that had not is sent again as it was.
         """
-        from hostd.turn_pipeline import CONTINUE_PROMPT
-        from hostd.turn_record import decode_resume
+        from hostd.core.turn_record import decode_resume
+        from hostd.shell.turn_pipeline import CONTINUE_PROMPT
 
         last = next((t for t in reversed(turns) if t.status is not None), None)
         if last is None or last.status == "success" or not last.resume_text:
@@ -219,7 +219,7 @@ class TurnBridge:
     def observe(self, topic_id: str, event: TopicEvent) -> None:
         """Feed emitted events to the built-in usage accounting (sync: runs inside `apply`)."""
         if isinstance(event, UsageUpdated):
-            from hostd.hooks import TurnInfo
+            from hostd.shell.hooks import TurnInfo
 
             self.usage.usage(
                 TurnInfo(topic_id=topic_id, turn_id=event.turn_id, assistant=""), event.usage

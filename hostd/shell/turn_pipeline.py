@@ -34,10 +34,11 @@ from typing import Any, Protocol
 
 import trio
 
-from hostd.assistants import AssistantCatalog, AssistantConfig, RolesConfig
-from hostd.connector import Connector, resolve_connector
-from hostd.history_overlap import history_window, merge_history
-from hostd.hooks import (
+from hostd.core.assistants import AssistantCatalog, AssistantConfig, RolesConfig
+from hostd.core.connector import Connector, resolve_connector
+from hostd.core.history_overlap import history_window, merge_history
+from hostd.core.turn_record import ResumeData, TurnOutcome, TurnRecord, TurnStack
+from hostd.shell.hooks import (
     Continue,
     Delegate,
     ErrorInfo,
@@ -50,9 +51,8 @@ from hostd.hooks import (
     run_create_hook,
     run_next_hook,
 )
-from hostd.turn_record import ResumeData, TurnOutcome, TurnRecord, TurnStack
-from hostd.turn_workdir import plan_workdir as plan_workdir
-from hostd.turn_workdir import turn_workdir as turn_workdir
+from hostd.shell.turn_workdir import plan_workdir as plan_workdir
+from hostd.shell.turn_workdir import turn_workdir as turn_workdir
 from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.common import (
     Capabilities,

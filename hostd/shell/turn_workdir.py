@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hostd.assistants import AssistantConfig
+from hostd.core.assistants import AssistantConfig
 from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.errors import ConfigError
 

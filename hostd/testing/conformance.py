@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.driver_registry import DriverRegistry
-from hostd.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.processes import no_new_children
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, TextDelta
 from hostd_protocol.driver_messages import (

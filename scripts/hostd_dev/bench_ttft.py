@@ -3,7 +3,7 @@
 Plain async functions returning numbers, for `scripts/bench` (which owns the harness,
 reporting and comparison) and for a quick look:
 
-    python -m hostd.bench_ttft --runs 5 --connect-delay 0.3
+    python -m hostd_dev.bench_ttft --runs 5 --connect-delay 0.3
 
 - cold: `open()` spawns the driver (interpreter start, imports, handshake), then `Send` ->
   first chunk. This is what a user waits for when a message arrives and no session is open.
@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 import trio
 
-from hostd.driver_registry import DriverRegistry
-from hostd.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd_protocol.common import TextDelta
 from hostd_protocol.driver_messages import ChunkEvent, Send, TurnEnd
 
@@ -225,7 +225,7 @@ async def measure_stream(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hostd.bench_ttft", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m hostd_dev.bench_ttft", description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
         "--connect-delay",

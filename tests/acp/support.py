@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hostd.driver_registry import DriverRegistry
+from hostd.shell.drivers.registry import DriverRegistry
 from hostd.testing.conformance import ConformanceProfile
 from hostd_acp.spec import make_spec
 

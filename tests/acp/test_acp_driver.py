@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.supervisor import DriverSession
+from hostd.shell.drivers.supervisor import DriverSession
 from hostd.testing.conformance import ConformanceProfile, TurnResult, serving
 from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
 from hostd_protocol.driver_messages import (

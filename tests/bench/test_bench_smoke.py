@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hostd.bench.runner import DEFAULT, OPTIONAL
 from hostd.testing.processes import child_pids
+from hostd_dev.bench.runner import DEFAULT, OPTIONAL
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +23,7 @@ def test_bench_quick_runs_every_scenario(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     before = child_pids()
     proc = subprocess.run(
-        [sys.executable, "-m", "hostd.bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "hostd_dev.bench", "--quick", "--json", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

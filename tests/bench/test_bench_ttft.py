@@ -1,4 +1,4 @@
-"""The benchmark helpers in hostd.bench_ttft produce sane numbers (tiny runs)."""
+"""The benchmark helpers in hostd_dev.bench_ttft produce sane numbers (tiny runs)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 import trio
 
-from hostd.bench_ttft import measure_stream, measure_ttft
-from hostd.driver_registry import DriverRegistry
+from hostd.shell.drivers.registry import DriverRegistry
 from hostd.testing.processes import no_new_children
+from hostd_dev.bench_ttft import measure_stream, measure_ttft
 from hostd_scripted.spec import SPEC
 
 REGISTRY = DriverRegistry.from_specs(SPEC)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.driver_registry import DriverRegistry
+from hostd.shell.drivers.registry import DriverRegistry
 from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
 from hostd_claude_code.spec import SPEC
 from tests.claude.driver_peer import offline_env

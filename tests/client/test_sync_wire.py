@@ -1,4 +1,4 @@
-"""The blocking one-shot client (`hostd.sync_wire`) against a real daemon socket; the connect
+"""The blocking one-shot client (`hostd.client.sync_wire`) against a real daemon socket; the connect
 retry on a full listen backlog; many windows connecting at once; one-shot CLI commands that
 import neither trio nor rich."""
 
@@ -14,9 +14,8 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.client import _connect_socket, open_client
-from hostd.paths import Paths
-from hostd.sync_wire import (
+from hostd.client.async_client import _connect_socket, open_client
+from hostd.client.sync_wire import (
     BACKLOG_RETRY_S,
     REFUSED_RETRY_S,
     ConnectRetry,
@@ -24,6 +23,7 @@ from hostd.sync_wire import (
     WireClient,
     request,
 )
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     CreateTopic,
     GetTopic,
@@ -34,7 +34,7 @@ from hostd_protocol.client_messages import (
     TopicResult,
 )
 from hostd_protocol.errors import UnknownTopic
-from tests.io.conftest import Running
+from tests.shell.conftest import Running
 
 
 async def test_round_trip(running: Running) -> None:
@@ -209,7 +209,7 @@ async def test_one_shot_commands_import_neither_trio_nor_rich(
 
 def test_main_imports_nothing_heavy() -> None:
     code = (
-        "import sys, hostd, hostd.cli.main, hostd.sync_wire\n"
+        "import sys, hostd, hostd.cli.main, hostd.client.sync_wire\n"
         "print(sorted(m for m in ('trio', 'rich', 'apsw', 'platformdirs') if m in sys.modules))"
     )
     out = subprocess.run(

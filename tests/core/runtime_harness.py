@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from hostd.runtime_effects import Effect, Emit, SaveRow, StartTurn, ToDriver
-from hostd.topic_runtime import TopicRuntime
-from hostd.transcript import Transcript
+from hostd.core.effects import Effect, Emit, SaveRow, StartTurn, ToDriver
+from hostd.core.topic_runtime import TopicRuntime
+from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,

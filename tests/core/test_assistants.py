@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from hostd.assistants import (
+from hostd.core.assistants import (
     AssistantConfig,
     RoleTarget,
     Workdir,
     default_assistant,
     key_line,
-    load_assistants,
-    load_roles,
     parse_assistant,
     parse_roles,
 )
+from hostd.shell.config import load_assistants, load_roles
 from hostd_protocol.errors import ConfigError
 
 GOOD = """\

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from hostd.assistants import AssistantConfig, RolesConfig, RoleTarget, parse_roles
-from hostd.connector import Connector, resolve_connector, resolve_role
+from hostd.core.assistants import AssistantConfig, RolesConfig, RoleTarget, parse_roles
+from hostd.core.connector import Connector, resolve_connector, resolve_role
 from hostd_protocol.errors import ConfigError, UnresolvedRole
 
 ROLES = RolesConfig(

@@ -11,7 +11,7 @@ from typing import Literal
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hostd.history_overlap import (
+from hostd.core.history_overlap import (
     history_window,
     merge_history,
     rows_to_history,

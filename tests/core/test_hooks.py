@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from hostd.hooks import (
+from hostd.core.turn_record import StepRecord, TurnOutcome
+from hostd.shell.hooks import (
     Continue,
     Delegate,
     ErrorInfo,
@@ -27,7 +28,6 @@ from hostd.hooks import (
     run_create_hook,
     run_next_hook,
 )
-from hostd.turn_record import StepRecord, TurnOutcome
 from hostd_protocol.common import ToolCall, Usage
 from hostd_protocol.errors import HookError
 
@@ -140,7 +140,7 @@ async def test_observers_run_in_order_and_a_raising_one_is_skipped(
             Recorder("c", log),
         ]
     )
-    with caplog.at_level(logging.ERROR, logger="hostd.hooks"):
+    with caplog.at_level(logging.ERROR, logger="hostd.shell.hooks"):
         await chain.turn_start(INFO)
         await chain.tool(INFO, ToolCall(call_id="1", name="x"))
         await chain.turn_finish(INFO, TurnOutcome("t1", "success"))
@@ -221,7 +221,7 @@ class _EP:
 
 
 def test_discover_sorts_by_name_and_skips_broken(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hostd.hooks as hooks_mod
+    import hostd.shell.hooks as hooks_mod
 
     log: list[str] = []
     instance = Recorder("inst", log)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from hostd.runtime_approvals import APPROVAL_TIMER
-from hostd.runtime_effects import (
+from hostd.core.effects import (
     DeleteRow,
     Emit,
     SaveApproval,
@@ -23,7 +22,8 @@ from hostd.runtime_effects import (
     ToDriver,
     TouchRow,
 )
-from hostd.runtime_rows import UNSENT_BASE
+from hostd.core.runtime_approvals import APPROVAL_TIMER
+from hostd.core.runtime_rows import UNSENT_BASE
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,

@@ -31,9 +31,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from hostd.runtime_effects import Effect, Emit, SaveApproval, SaveTurn, StartTurn, ToDriver
-from hostd.topic_runtime import TopicRuntime
-from hostd.transcript import Transcript
+from hostd.core.effects import Effect, Emit, SaveApproval, SaveTurn, StartTurn, ToDriver
+from hostd.core.topic_runtime import TopicRuntime
+from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,

@@ -1,10 +1,10 @@
-"""`hostd.transcript`: rebuilding a topic from a snapshot plus events, as windows do."""
+"""`hostd.core.transcript`: rebuilding a topic from a snapshot plus events, as windows do."""
 
 from __future__ import annotations
 
 import pytest
 
-from hostd.transcript import PartsBuilder, Transcript
+from hostd.core.transcript import PartsBuilder, Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,

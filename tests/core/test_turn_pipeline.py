@@ -16,8 +16,15 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from hostd.assistants import AssistantCatalog, AssistantConfig, RolesConfig, RoleTarget, Workdir
-from hostd.hooks import (
+from hostd.core.assistants import (
+    AssistantCatalog,
+    AssistantConfig,
+    RolesConfig,
+    RoleTarget,
+    Workdir,
+)
+from hostd.core.turn_record import TurnOutcome, decode_resume
+from hostd.shell.hooks import (
     Continue,
     Delegate,
     ErrorInfo,
@@ -26,7 +33,7 @@ from hostd.hooks import (
     TurnObserver,
     UpdateOptions,
 )
-from hostd.turn_pipeline import (
+from hostd.shell.turn_pipeline import (
     CONTINUE_PROMPT,
     DriverCall,
     DriverResult,
@@ -40,7 +47,6 @@ from hostd.turn_pipeline import (
     merge_options,
     run_turn,
 )
-from hostd.turn_record import TurnOutcome, decode_resume
 from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.common import Capabilities, HistoryMessage, ToolCall, ToolResult, Usage
 from hostd_protocol.errors import DriverCrashed, PermissionDenied
@@ -619,7 +625,7 @@ async def test_continue_request_from_resume_data(h: Harness) -> None:
     assert continue_request(h.topic, "t3", resume2, ME).text == "hi"
 
 
-# --- the daemon seams (hostd.turn_bridge) -------------------------------------------------------
+# --- the daemon seams (hostd.shell.turn_bridge) -------------------------------------------------------
 
 
 def cli_run(handler: Callable[..., int], args: argparse.Namespace) -> tuple[int, str]:
@@ -640,7 +646,7 @@ def write_config(config: Path) -> None:
 
 
 def test_bridge_session_options_from_assistant_and_role(tmp_path: Path) -> None:
-    from hostd.turn_bridge import TurnBridge
+    from hostd.shell.turn_bridge import TurnBridge
 
     write_config(tmp_path / "cfg")
     bridge = TurnBridge(tmp_path / "cfg", tmp_path / "ws")
@@ -655,7 +661,7 @@ def test_bridge_session_options_from_assistant_and_role(tmp_path: Path) -> None:
 
 
 def test_bridge_prepare_send_windows_and_merges_the_client_transcript(tmp_path: Path) -> None:
-    from hostd.turn_bridge import TurnBridge
+    from hostd.shell.turn_bridge import TurnBridge
     from hostd_protocol.client_messages import MessageRow
     from hostd_protocol.driver_messages import Send
 
@@ -689,8 +695,8 @@ def test_bridge_prepare_send_windows_and_merges_the_client_transcript(tmp_path: 
 
 
 def test_bridge_continue_text() -> None:
-    from hostd.store import TurnRecord as StoredTurn
-    from hostd.turn_bridge import TurnBridge
+    from hostd.shell.store.store import TurnRecord as StoredTurn
+    from hostd.shell.turn_bridge import TurnBridge
     from hostd_protocol.client_messages import MessageRow
     from hostd_protocol.common import TextDelta
     from hostd_protocol.errors import NotFound
@@ -716,7 +722,7 @@ def test_bridge_continue_text() -> None:
 
 
 def test_bridge_counts_usage_from_events(tmp_path: Path) -> None:
-    from hostd.turn_bridge import TurnBridge
+    from hostd.shell.turn_bridge import TurnBridge
     from hostd_protocol.client_messages import UsageUpdated
 
     bridge = TurnBridge(tmp_path, tmp_path)
@@ -743,11 +749,11 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
 
     from hostd.cli import turn_cmds
     from hostd.client import open_client
-    from hostd.paths import Paths
+    from hostd.shell.paths import Paths
     from hostd_protocol.driver_messages import UsageEvent
     from hostd_protocol.errors import ConfigError, NotFound
-    from tests.io.conftest import start_daemon
-    from tests.io.fakes import FakeSession, FakeSupervisor
+    from tests.shell.conftest import start_daemon
+    from tests.shell.fakes import FakeSession, FakeSupervisor
 
     class Recording(FakeSupervisor):
         def __init__(self) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.driver_registry import DriverRegistry
+from hostd.shell.drivers.registry import DriverRegistry
 from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
 from hostd_scripted.spec import SPEC
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import trio
 
-from hostd.driver_registry import DriverRegistry
-from hostd.supervisor import DriverSession, SessionOptions, Supervisor
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import DriverSession, SessionOptions, Supervisor
 from hostd.testing.conformance import TurnResult, collect_turn
 from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, ToolCall, ToolResult
 from hostd_protocol.driver_messages import (

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import RowAppended, Snapshot, TurnEnded
 from hostd_protocol.common import TextDelta
 from tests.e2e import daemon_proc

@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.daemon import Daemon, DaemonConfig, serve_daemon
-from hostd.driver_registry import DriverRegistry
-from hostd.hooks import Delegate, Finish, HookContext, ObserverChain, TurnObserver
-from hostd.paths import Paths
+from hostd.shell.daemon import Daemon, DaemonConfig, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.hooks import Delegate, Finish, HookContext, ObserverChain, TurnObserver
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import Snapshot, TopicEvent, TurnEnded
 from hostd_protocol.common import TextDelta
 from hostd_scripted.spec import SPEC as SCRIPTED

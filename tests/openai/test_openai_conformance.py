@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.driver_registry import DriverRegistry
+from hostd.shell.drivers.registry import DriverRegistry
 from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
 from hostd_openai.spec import SPEC
 from tests.fakes.openai_api import FakeOpenAI, Hang, Rule, Text, user_says

@@ -17,9 +17,9 @@ import pytest
 import trio
 
 from hostd.client import Client
-from hostd.daemon import Daemon, DaemonConfig, serve_daemon
-from hostd.driver_registry import DriverRegistry
-from hostd.paths import Paths
+from hostd.shell.daemon import Daemon, DaemonConfig, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import MessageRow, Snapshot, TopicEvent, TurnEnded
 from hostd_protocol.common import SendIntent
 from hostd_scripted.spec import SPEC as SCRIPTED
@@ -61,7 +61,7 @@ async def start_in_process(
 ) -> InProcess:
     """`serve_daemon` in this process (real socket, store, supervisor and scripted driver
     processes), with a handshake timeout short enough for tests."""
-    from hostd.supervisor import Supervisor
+    from hostd.shell.drivers.supervisor import Supervisor
 
     done = trio.Event()
 

@@ -21,9 +21,9 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.driver_process import MINIMAL_ENV
-from hostd.stress.dbcheck import db_bytes_contain
-from hostd.stress.process import DaemonProcess
+from hostd.shell.drivers.session import MINIMAL_ENV
+from hostd_dev.stress.dbcheck import db_bytes_contain
+from hostd_dev.stress.process import DaemonProcess
 from hostd_protocol.client_messages import ErrorReply, ServerMessage, TurnEnded
 from hostd_scripted.spec import SPEC as SCRIPTED
 

@@ -2,7 +2,7 @@
 
 The bounded campaign here is 20 kills of a daemon streaming 3 topics (each kill costs about
 1.5-2 s on 2 idle cores: a daemon start, driver starts, streaming until the picked moment,
-the checks). `scripts/stress --kills N` runs the long one. `hostd.stress.crash` says what is
+the checks). `scripts/stress --kills N` runs the long one. `hostd_dev.stress.crash` says what is
 checked after every kill and restart.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.stress.crash import run_crash_campaign
+from hostd_dev.stress.crash import run_crash_campaign
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +39,7 @@ async def test_a_loaded_topic_stores_its_new_seq_base_before_serving(home: Path)
     import sqlite3
 
     from hostd.client import open_client
-    from hostd.stress.process import DaemonProcess
+    from hostd_dev.stress.process import DaemonProcess
 
     with trio.fail_after(60):
         daemon = DaemonProcess(home)

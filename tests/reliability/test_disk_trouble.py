@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.paths import Paths
-from hostd.stress.dbcheck import read_rows, row_text
+from hostd.shell.paths import Paths
+from hostd_dev.stress.dbcheck import read_rows, row_text
 from hostd_protocol.client_messages import NoticeEvent, RowAppended, TurnEnded
 from hostd_protocol.errors import StoreError
 from tests.reliability.conftest import start_in_process
@@ -116,7 +116,7 @@ async def test_full_disk_is_reported_streams_go_on_nothing_unsaved_is_acked(
 async def test_a_poison_op_is_dropped_alone(tmp_path: Any) -> None:
     """A batch failing on a constraint (a bug in one op) is written op by op: the bad op is
     dropped, every other op of the batch (steps of an ended turn included) is written."""
-    from hostd import store as st
+    from hostd.shell.store import store as st
     from hostd_protocol.client_messages import MessageRow, TopicInfo
     from hostd_protocol.common import TextDelta
 

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.paths import Paths
-from hostd.stress.dbcheck import row_text
+from hostd.shell.paths import Paths
+from hostd_dev.stress.dbcheck import row_text
 from hostd_protocol.client_messages import RowAppended, TopicEvent, TurnEnded
 from tests.reliability.conftest import TurnOutcome, run_turn, start_in_process
 

@@ -3,7 +3,7 @@ oversized lengths, truncated frames, valid frames with wrong types, unknown ids,
 before the handshake, and a storm of 2,000 connections opened and dropped. The daemon never
 crashes, answers with typed errors (never `internal_error`), and its stored data is unchanged.
 
-`hostd.stress.fuzz.run_case` plays one connection and checks the answers; here hypothesis
+`hostd_dev.stress.fuzz.run_case` plays one connection and checks the answers; here hypothesis
 builds the cases (and shrinks any failure), and a seeded random fuzzer adds volume.
 `scripts/stress --fuzz N` runs the long version.
 """
@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hostd.client import open_client
-from hostd.paths import Paths
-from hostd.stress.dbcheck import read_rows
-from hostd.stress.fuzz import (
+from hostd.shell.paths import Paths
+from hostd_dev.stress.dbcheck import read_rows
+from hostd_dev.stress.fuzz import (
     EXISTING_TEMPLATES,
     TEMPLATES,
     Case,
@@ -43,7 +43,7 @@ from hostd.stress.fuzz import (
     run_case,
     run_fuzz,
 )
-from hostd.stress.process import DaemonProcess
+from hostd_dev.stress.process import DaemonProcess
 
 pytestmark = pytest.mark.e2e
 

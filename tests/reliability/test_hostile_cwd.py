@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.driver_registry import DriverRegistry
-from hostd.supervisor import SessionOptions, Supervisor
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
 from hostd_protocol.driver_messages import Send
 

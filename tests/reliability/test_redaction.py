@@ -16,8 +16,8 @@ import trio
 
 from hostd.client import Client, open_client
 from hostd.redaction import MIN_PIECE, Redactor
-from hostd.stderr_tail import StderrTail
-from hostd.stress.process import DaemonProcess
+from hostd.shell.drivers.stderr_tail import StderrTail
+from hostd_dev.stress.process import DaemonProcess
 from hostd_protocol.client_messages import TurnEnded
 
 pytestmark = pytest.mark.e2e

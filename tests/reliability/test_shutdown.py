@@ -7,8 +7,8 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.paths import Paths
-from hostd.stress.dbcheck import read_rows
+from hostd.shell.paths import Paths
+from hostd_dev.stress.dbcheck import read_rows
 from hostd_protocol.client_messages import RowAppended
 from tests.reliability.conftest import start_in_process
 
@@ -49,7 +49,7 @@ async def test_deleting_a_topic_mid_turn_is_clean(
     buffer forever. A deleted topic's turn now ends `stopped` before `topic-deleted`."""
     import gc
 
-    from hostd.topic_host import TopicHost
+    from hostd.shell.topic_host import TopicHost
     from hostd_protocol.client_messages import TopicDeleted, TurnEnded
 
     with trio.fail_after(30):

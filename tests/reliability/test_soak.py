@@ -1,7 +1,7 @@
 """A bounded soak (20 s): 6 topics streaming with steers, stops, approvals and compaction,
 2 steady and 4 churning windows; RSS and descriptors sampled each second must stay flat,
 and every window's rebuilt transcript must equal the stored rows at the end.
-`scripts/stress --soak MINUTES` runs the long one (`hostd.stress.soak` has the details)."""
+`scripts/stress --soak MINUTES` runs the long one (`hostd_dev.stress.soak` has the details)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.stress.soak import run_soak
+from hostd_dev.stress.soak import run_soak
 
 pytestmark = pytest.mark.e2e
 

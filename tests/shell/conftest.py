@@ -1,5 +1,5 @@
 """Fixtures for in-process daemon tests: a real Unix socket and a real SQLite file in a short
-temporary HOSTD_HOME, with the runtime and supervisor replaced by `tests.io.fakes`."""
+temporary HOSTD_HOME, with the runtime and supervisor replaced by `tests.shell.fakes`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.daemon import Daemon, DaemonConfig, default_runtime_factory, serve_daemon
-from hostd.driver_registry import DriverRegistry
-from hostd.paths import Paths
+from hostd.shell.daemon import Daemon, DaemonConfig, default_runtime_factory, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.paths import Paths
 from hostd_protocol.driver_spec import DriverSpec
-from tests.io.fakes import FakeRuntime, FakeSupervisor
+from tests.shell.fakes import FakeRuntime, FakeSupervisor
 
 REGISTRY = DriverRegistry.from_specs(DriverSpec(name="fake", module="nonexistent_fake_driver"))
 
@@ -84,7 +84,7 @@ async def start_daemon(
 def fake_runtime(info: Any, rows: Any, approvals: Any, last_seq: int) -> FakeRuntime:
     import time
 
-    from hostd.topic_host import new_id
+    from hostd.shell.topic_host import new_id
 
     return FakeRuntime(info, rows, approvals, last_seq, new_id=new_id, wall=time.time)
 

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd.runtime_effects import (
+from hostd.core.effects import (
     Effect,
     Emit,
     SaveRow,
@@ -27,7 +27,7 @@ from hostd.runtime_effects import (
     ToDriver,
     TouchRow,
 )
-from hostd.supervisor import SessionEnded
+from hostd.shell.drivers.supervisor import SessionEnded
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,

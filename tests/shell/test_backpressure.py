@@ -6,8 +6,8 @@ import msgspec
 import trio
 
 from hostd.client import open_client
-from hostd.daemon import DaemonConfig
-from hostd.paths import Paths
+from hostd.shell.daemon import DaemonConfig
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     Attach,
     AttachResult,
@@ -18,9 +18,9 @@ from hostd_protocol.client_messages import (
     TurnEnded,
 )
 from hostd_protocol.common import TextDelta
-from tests.io.conftest import start_daemon
-from tests.io.test_bad_input import Raw
-from tests.io.test_topics_streams import answer_text
+from tests.shell.conftest import start_daemon
+from tests.shell.test_bad_input import Raw
+from tests.shell.test_topics_streams import answer_text
 
 
 async def test_stuck_window_is_resynced_and_does_not_slow_others(

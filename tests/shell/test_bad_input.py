@@ -10,12 +10,12 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ErrorReply, Reply, ServerMessage, Welcome
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import TopicClosed
 from hostd_protocol.framing import Codec, FrameDecoder, encode_frame
-from tests.io.conftest import Running
+from tests.shell.conftest import Running
 
 CODEC: Codec[Any] = Codec(ServerMessage, "msgpack")
 JSON_CODEC: Codec[Any] = Codec(ServerMessage, "json")

@@ -8,11 +8,11 @@ from typing import Any
 import trio
 
 from hostd.client import SyncClient, open_client
-from hostd.fanout import SERVER_CODECS, TopicStream
+from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd_protocol.client_messages import RowAppended, TurnEnded
 from hostd_protocol.common import TextDelta
 from hostd_protocol.framing import Encoding
-from tests.io.conftest import Running
+from tests.shell.conftest import Running
 
 
 class Counting:

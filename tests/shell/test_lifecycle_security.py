@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from hostd.client import DaemonNotRunning, open_client
-from hostd.daemon import serve_daemon
-from hostd.paths import Paths
-from hostd.server import DaemonAlreadyRunning
+from hostd.shell.daemon import serve_daemon
+from hostd.shell.paths import Paths
+from hostd.shell.server import DaemonAlreadyRunning
 from hostd_protocol.errors import AccessDenied
-from tests.io.conftest import REGISTRY, Running, start_daemon
+from tests.shell.conftest import REGISTRY, Running, start_daemon
 
 
 def exists(path: object) -> bool:
@@ -102,7 +102,7 @@ async def test_shutdown_request_stops_turns_flushes_and_removes_socket(
         with trio.fail_after(5):
             await r.done.wait()
         assert not exists(paths.socket_path)
-        from hostd.store import Store
+        from hostd.shell.store.store import Store
 
         with Store(paths.db_path) as s:
             rows = s.load_rows(t.id)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import trio
 
-from hostd import store as st
+from hostd.shell.store import store as st
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import TextDelta
 

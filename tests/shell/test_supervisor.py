@@ -21,8 +21,8 @@ import pytest
 import trio
 import trio.testing
 
-from hostd.driver_registry import DriverRegistry
-from hostd.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
 from hostd.testing.processes import child_pids, no_new_children
 from hostd_protocol.common import TextDelta
@@ -703,7 +703,7 @@ async def test_a_consumer_that_stops_listening_does_not_block_the_driver(
 async def test_a_driver_that_failed_to_load_is_unavailable_with_its_reason(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
-    from hostd.driver_registry import DriverEntry
+    from hostd.shell.drivers.registry import DriverEntry
 
     registry = DriverRegistry(
         {

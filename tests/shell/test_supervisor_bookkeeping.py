@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from hostd.driver_process import MINIMAL_ENV, driver_env
-from hostd.stderr_tail import StderrTail
-from hostd.supervisor import SessionOptions
-from hostd.warm_pool import IdleTimers, WarmPool
+from hostd.shell.drivers.session import MINIMAL_ENV, driver_env
+from hostd.shell.drivers.stderr_tail import StderrTail
+from hostd.shell.drivers.supervisor import SessionOptions
+from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 
 # --- WarmPool -----------------------------------------------------------------------------------
 

@@ -6,11 +6,11 @@ import pytest
 import trio
 
 from hostd.client import Client, Subscription, open_client
-from hostd.store import Store
+from hostd.shell.store.store import Store
 from hostd_protocol.client_messages import Snapshot, TopicEvent, TurnEnded
 from hostd_protocol.common import TextDelta
 from hostd_protocol.errors import NothingToStop, TopicBusy, UnknownTopic
-from tests.io.conftest import Running
+from tests.shell.conftest import Running
 
 
 async def collect_until_turn_end(sub: Subscription) -> list[Snapshot | TopicEvent]:

@@ -45,7 +45,7 @@ def test_generated_types_are_current(tmp_path: Path) -> None:
 
 
 def test_error_classes_mirror_python() -> None:
-    import hostd.sync_wire  # noqa: F401  (registers DaemonNotRunning, a client-side error)
+    import hostd.client.sync_wire  # noqa: F401  (registers DaemonNotRunning, a client-side error)
 
     assert NODE is not None
     out = _run(

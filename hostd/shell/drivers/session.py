@@ -35,7 +35,7 @@ import msgspec
 import trio
 
 from hostd.redaction import Redactor
-from hostd.stderr_tail import StderrTail
+from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
 from hostd_protocol.driver_messages import (
     Close,

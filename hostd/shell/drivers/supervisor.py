@@ -1,6 +1,6 @@
 """The driver supervisor: one driver subprocess per active topic, warm spares, timers.
 
-The trio shell around `hostd.warm_pool` (sans-IO bookkeeping) and `hostd.driver_process`
+The trio shell around `hostd.shell.drivers.warm_pool` (sans-IO bookkeeping) and `hostd.shell.drivers.session`
 (one process). Contract: docs/internal-contracts.md, "Supervisor".
 
 Rules this module guards:
@@ -35,10 +35,10 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd.driver_process import DriverSession, SessionEnded, clone_error, driver_env
-from hostd.driver_registry import DriverRegistry
 from hostd.redaction import credential_values
-from hostd.warm_pool import IdleTimers, WarmPool
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
+from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.driver_messages import Init, Prewarm
 from hostd_protocol.driver_spec import DriverSpec

@@ -2,7 +2,7 @@
 
 No trio, no processes: time comes in as `now` (monotonic seconds) and what to close comes
 back as values, so every rule here is tested with plain numbers. The trio shell
-(`hostd.supervisor`) owns the processes and asks these classes what to do.
+(`hostd.shell.drivers.supervisor`) owns the processes and asks these classes what to do.
 
 Rules this module guards:
 

@@ -36,58 +36,58 @@ import apsw
 import apsw.bestpractice
 import trio
 
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     DeleteRow as DeleteRow,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     DeleteTopic as DeleteTopic,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     Op as Op,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutApproval as PutApproval,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutResumeToken as PutResumeToken,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutRow as PutRow,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutSeq as PutSeq,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutSteps as PutSteps,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutTopic as PutTopic,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     PutTurn as PutTurn,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     ReconcileReport as ReconcileReport,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     StepRow as StepRow,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     TopicRecord as TopicRecord,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     TouchRow as TouchRow,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     TurnRecord as TurnRecord,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     op_key as op_key,
 )
-from hostd.store_ops import (
+from hostd.shell.store.ops import (
     op_topic as op_topic,
 )
-from hostd.store_rows import (
+from hostd.shell.store.rows import (
     ROW_COLUMNS,
     TOPIC_COLUMNS,
     approval_from,

@@ -1,7 +1,7 @@
-"""`python -m hostd.bench`: see `hostd.bench.runner`."""
+"""`python -m hostd_dev.bench`: see `hostd_dev.bench.runner`."""
 
 import sys
 
-from hostd.bench.runner import main
+from hostd_dev.bench.runner import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from hostd.bench.report import Context, Result
+from hostd_dev.bench.report import Context, Result
 
 GOAL = "Claude Code driver on the fake API: warm << cold (optional)"
 

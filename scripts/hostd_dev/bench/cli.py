@@ -11,8 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from hostd.bench.procs import PYTHON, DaemonProc
-from hostd.bench.report import Context, Result
+from hostd_dev.bench.procs import PYTHON, DaemonProc
+from hostd_dev.bench.report import Context, Result
 
 GOAL = "`hostd topics` round trip <= 150 ms; daemon start-to-ready <= 300 ms"
 

@@ -1,7 +1,7 @@
 """The bench's control connection: create topics and start turns through the client library.
 
 Blocking wrappers (each opens one connection in its own `trio.run`), so scenarios read top to
-bottom. The windows that measure are elsewhere (`hostd.bench.windows`, another process).
+bottom. The windows that measure are elsewhere (`hostd_dev.bench.windows`, another process).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from hostd.bench.procs import DaemonProc
+from hostd_dev.bench.procs import DaemonProc
 
 T = TypeVar("T")
 

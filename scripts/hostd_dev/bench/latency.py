@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hostd.bench.control import create_topics, send_all
-from hostd.bench.procs import (
+from hostd.testing.processes import child_pids
+from hostd_dev.bench.control import create_topics, send_all
+from hostd_dev.bench.procs import (
     DaemonProc,
     WindowsProc,
     bare_fleet_turn,
@@ -23,9 +24,8 @@ from hostd.bench.procs import (
     cpu_seconds,
     spawn_fleet,
 )
-from hostd.bench.report import Context, Result
-from hostd.bench.stats import percentile
-from hostd.testing.processes import child_pids
+from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.stats import percentile
 
 GOAL = "100 topics x 4 windows at 50 chunks/s: driver emit -> window receive p99 <= 2 ms"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 
 PYTHON = sys.executable
 #: One pipe read, as the supervisor does it (the kernel pipe buffer is 64 KiB).
@@ -193,7 +193,7 @@ def _read_line(fd: int, timeout: float) -> str:
 
 
 class WindowsProc:
-    """The windows process (`hostd.bench.windows`): start, wait until attached, read rounds."""
+    """The windows process (`hostd_dev.bench.windows`): start, wait until attached, read rounds."""
 
     def __init__(
         self,
@@ -214,7 +214,7 @@ class WindowsProc:
             "stamp_size": stamp_size,
         }
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "hostd.bench.windows", json.dumps(conf)],
+            [PYTHON, "-m", "hostd_dev.bench.windows", json.dumps(conf)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
         )
@@ -266,7 +266,7 @@ class BareDriver:
     """The scripted driver spawned directly and read with blocking reads: the baseline."""
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
-        from hostd.driver_process import driver_env
+        from hostd.shell.drivers.session import driver_env
         from hostd_protocol.driver_messages import DriverEvent, HostCommand
         from hostd_protocol.framing import Codec, FrameDecoder
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd.bench.stats import Spread, fmt
+from hostd_dev.bench.stats import Spread, fmt
 
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le}
 

@@ -17,9 +17,9 @@ import time
 import traceback
 from typing import Any
 
-from hostd.bench.report import Context, Result, render
+from hostd_dev.bench.report import Context, Result, render
 
-#: name -> module under hostd.bench (each has GOAL and run(ctx) -> Result).
+#: name -> module under hostd_dev.bench (each has GOAL and run(ctx) -> Result).
 SCENARIOS: dict[str, str] = {
     "throughput": "throughput",
     "latency": "latency",
@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_one(name: str, ctx: Context) -> Result:
-    module: Any = importlib.import_module(f"hostd.bench.{SCENARIOS[name]}")
+    module: Any = importlib.import_module(f"hostd_dev.bench.{SCENARIOS[name]}")
     ctx.log(f"== {name}: {module.GOAL}")
     t0 = time.perf_counter()
     try:

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostd.bench.control import create_topics
-from hostd.bench.latency import STAMP_SIZE, add_cpu, bench_script, stream_rounds
-from hostd.bench.procs import DaemonProc
-from hostd.bench.report import Context, Result
-from hostd.bench.stats import percentile
+from hostd_dev.bench.control import create_topics
+from hostd_dev.bench.latency import STAMP_SIZE, add_cpu, bench_script, stream_rounds
+from hostd_dev.bench.procs import DaemonProc
+from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.stats import percentile
 
 GOAL = "persistence never more than one flush interval behind; the stream never waits on it"
 

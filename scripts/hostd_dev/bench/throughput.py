@@ -13,17 +13,17 @@ import hashlib
 import time
 from typing import Any
 
-from hostd.bench.control import create_topics, send_all
-from hostd.bench.procs import (
+from hostd.testing.processes import child_pids
+from hostd_dev.bench.control import create_topics, send_all
+from hostd_dev.bench.procs import (
     BareDriver,
     DaemonProc,
     WindowsProc,
     busy_cpu_seconds,
     cpu_seconds,
 )
-from hostd.bench.report import Context, Result
-from hostd.bench.stats import median
-from hostd.testing.processes import child_pids
+from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.stats import median
 
 GOAL = "per-window chars/s >= 0.7 x bare pipe with 8 windows"
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import trio
 
-from hostd.bench.control import with_client
-from hostd.bench.procs import BareDriver, DaemonProc
-from hostd.bench.report import Context, Result
-from hostd.bench.stats import percentile
+from hostd_dev.bench.control import with_client
+from hostd_dev.bench.procs import BareDriver, DaemonProc
+from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.stats import percentile
 
 GOAL = "host overhead (send -> driver has the command) p50 <= 1 ms; warm << cold"
 

@@ -1,6 +1,6 @@
 """The bench's windows: one separate process hosting many window connections.
 
-    python -m hostd.bench.windows '<json config>'
+    python -m hostd_dev.bench.windows '<json config>'
 
 Every window is a real socket connection to the daemon (hello, attach, then read). The
 process reports on stdout, one JSON line per line:
@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd.bench.stats import percentile
+from hostd_dev.bench.stats import percentile
 from hostd_protocol.client_messages import Attach, Hello
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.framing import Codec, FrameDecoder

@@ -1,4 +1,4 @@
-"""`python -m hostd.stress` (what `scripts/stress` runs): the long reliability campaigns.
+"""`python -m hostd_dev.stress` (what `scripts/stress` runs): the long reliability campaigns.
 
     scripts/stress --kills 200            kill -9 / restart campaign
     scripts/stress --soak 30              30-minute soak
@@ -53,8 +53,8 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         if args.fuzz:
             from hostd.client import open_client
-            from hostd.stress.fuzz import run_fuzz
-            from hostd.stress.process import DaemonProcess
+            from hostd_dev.stress.fuzz import run_fuzz
+            from hostd_dev.stress.process import DaemonProcess
 
             daemon = DaemonProcess(home("hdf"))
             await daemon.start()
@@ -75,7 +75,7 @@ async def _run(args: argparse.Namespace) -> int:
                 say(f"  PROBLEM {problem}")
             failed |= bool(fuzz.problems) or not alive
         if args.kills:
-            from hostd.stress.crash import run_crash_campaign
+            from hostd_dev.stress.crash import run_crash_campaign
 
             crash = await run_crash_campaign(home("hdc"), kills=args.kills, topics=args.topics,
                                              seed=args.seed, log=say)
@@ -86,7 +86,7 @@ async def _run(args: argparse.Namespace) -> int:
                 say(f"  stalled life: {stall}")
             failed |= bool(crash.violations)
         if args.soak:
-            from hostd.stress.soak import run_soak
+            from hostd_dev.stress.soak import run_soak
 
             soak = await run_soak(home("hds"), seconds=args.soak * 60, topics=args.soak_topics,
                                   seed=args.seed, sample_every=max(1.0, args.soak * 60 / 600))

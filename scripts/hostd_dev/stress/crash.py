@@ -33,10 +33,10 @@ from typing import Any
 import trio
 
 from hostd.client import Client, open_client
-from hostd.runtime_rows import UNSENT_BASE
-from hostd.store import RESTART_REASON
-from hostd.stress.dbcheck import StoredRow, integrity_check, read_rows
-from hostd.stress.process import DaemonProcess, pids_under, wait_pids_gone
+from hostd.core.runtime_rows import UNSENT_BASE
+from hostd.shell.store.store import RESTART_REASON
+from hostd_dev.stress.dbcheck import StoredRow, integrity_check, read_rows
+from hostd_dev.stress.process import DaemonProcess, pids_under, wait_pids_gone
 from hostd_protocol.client_messages import (
     ApprovalRequested,
     RowAppended,

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 import trio
 
-from hostd.server import DaemonAlreadyRunning
+from hostd.shell.server import DaemonAlreadyRunning
 from hostd_protocol.client_messages import ErrorReply, Pong, Reply, ServerMessage
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import HostdError, ProtocolError, error_classes

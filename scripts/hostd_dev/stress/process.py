@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd.testing.processes import child_pids
 
 __all__ = ["DaemonProcess", "ProcSample", "pids_under", "wait_pids_gone"]

@@ -1,7 +1,7 @@
 """Soak: many topics streaming for minutes while windows attach and detach at random, with
 steers, stops, approvals and compaction; the daemon's memory (RSS) and open descriptors are
 sampled from /proc and must stay flat. At the end every window's transcript (rebuilt by
-`hostd.transcript` from its snapshot and events, across replays and resyncs) must equal the
+`hostd.core.transcript` from its snapshot and events, across replays and resyncs) must equal the
 stored rows.
 
 Windows come in two kinds: *steady* windows attach every topic for the whole run (their
@@ -23,7 +23,7 @@ import msgspec
 import trio
 
 from hostd.client import Client, Subscription, open_client
-from hostd.stress.process import DaemonProcess, ProcSample
+from hostd_dev.stress.process import DaemonProcess, ProcSample
 from hostd_protocol.client_messages import (
     ApprovalRequested,
     MessageRow,

@@ -1,0 +1,2 @@
+"""The store: SQLite through apsw (`store`), its operations and records (`ops`) and column
+codecs (`rows`). Only this package imports apsw."""
