@@ -21,8 +21,14 @@ from dataclasses import dataclass
 import trio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from hostd.paths import Paths
-from hostd.sync_wire import ConnectRetry, DaemonNotRunning, connect_unix, not_running, start_daemon
+from hostd.client.sync_wire import (
+    ConnectRetry,
+    DaemonNotRunning,
+    connect_unix,
+    not_running,
+    start_daemon,
+)
+from hostd.shell.paths import Paths
 from hostd_protocol.errors import HostdError
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 

@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd.web.bridge import BridgeConfig, bridge_websocket
 from hostd.web.security import Guard, TokenGate, new_token, write_token_file
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from playwright.sync_api import Browser, Page
 
-from hostd.paths import Paths
-from hostd.sync_wire import request
+from hostd.client.sync_wire import request
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import CreateTopic, History, MessageRow
 from hostd_protocol.common import TextDelta
 

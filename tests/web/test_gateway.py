@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd.web.bridge import CLOSE_DAEMON_GONE, CLOSE_DAEMON_UNREACHABLE, CLOSE_UNSUPPORTED
 from hostd.web.gateway import Gateway, serve_gateway
 from hostd.web.security import Guard
