@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from hostd.client import Subscription, open_client
-from hostd.paths import Paths
+from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, RowAppended, TurnEnded
 from hostd_protocol.common import TextDelta, ToolCall, ToolResult
 from tests.e2e import daemon_proc
