@@ -101,7 +101,7 @@ def row_text(row: MessageRow) -> str:
 
 def open_topic(browser: Browser, stack: WebStack, topic_id: str) -> Page:
     """A new window (own context: own cookie jar, like another browser window) on the topic."""
-    context = browser.new_context(viewport={"width": 1200, "height": 780})
+    context = browser.new_context(viewport={"width": 1200, "height": 860})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.goto(stack.url)  # the gateway moves the token into a cookie and redirects to /

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -119,19 +121,30 @@ def test_steer_in_a_rolls_the_answer_in_both_pages(stack: WebStack, pages: Calla
     screenshot(b, "steer-2-rolled-page-b")
 
 
+#: A richer answer (thinking, Markdown with code, a tool card, then an approval): it also
+#: makes the README's screenshot (docs/web-ui.png is a copy of approval-1-page-a.png).
+APPROVE_SCRIPT = "/think Checking how the project builds before running anything.\n/echo\n/tool Read pause=0.1 output=ok\n/approve Bash"
+APPROVE_PROMPT = "Run the build. The entry point is:\n\n```python\ndef main() -> int:\n    return build(\"all\")\n```"
+
+
 def test_approval_answered_in_b_disappears_from_a(stack: WebStack, pages: Callable[[str], Page]) -> None:
-    topic = stack.create_topic("approve", "/approve Bash")
+    topic = stack.create_topic("approve", APPROVE_SCRIPT)
     a, b = pages(topic), pages(topic)
-    type_and_send(a, "run the build")
+    b.emulate_media(color_scheme="dark")
+    a.locator("[data-testid=composer]").fill(APPROVE_PROMPT)
+    a.locator("[data-testid=send]").click()
     for page in (a, b):
         page.wait_for_selector("[data-testid=approval]")
+        page.wait_for_selector("[data-label=A1] .hljs")  # the echoed code block, highlighted
     screenshot(a, "approval-1-page-a")
+    screenshot(b, "approval-1-page-b-dark")
     b.locator("[data-testid=approval] [data-testid=allow]").click()
     for page in (a, b):
         page.wait_for_selector("[data-testid=approval]", state="detached")
         wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
-        assert rows_of(page)[1]["text"] == "approved: ran Bash."
+        assert rows_of(page)[1]["text"].endswith("approved: ran Bash.")
     assert rows_of(a) == rows_of(b)
+    assert a.locator("[data-label=A1] details.thinking").get_attribute("open") is None  # folded
 
 
 def test_reload_mid_stream_restores_the_transcript_and_keeps_streaming(
@@ -214,3 +227,34 @@ def test_no_token_is_401_and_a_foreign_origin_websocket_is_refused(stack: WebSta
         assert outcome == "closed 1006"  # the upgrade was answered 403: never opened
     finally:
         context.close()
+
+
+def test_daemon_restart_shows_offline_then_reconnects(browser: Browser) -> None:
+    """Its own stack: it stops the daemon under the gateway (the page shows why it is
+    offline), starts it again, and the page re-attaches and goes on."""
+    home = Path(tempfile.mkdtemp(prefix="hdr", dir="/tmp"))
+    stacks = start_stack(home)
+    stack = next(stacks)
+    page: Page | None = None
+    try:
+        topic = stack.create_topic("restart", "echo")
+        page = open_topic(browser, stack, topic)
+        type_and_send(page, "before the restart")
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+        hostd = [sys.executable, "-m", "hostd", "--home", str(home)]
+        subprocess.run([*hostd, "stop"], check=True, capture_output=True, timeout=60)
+        page.wait_for_selector("[data-conn=offline]")
+        reason = page.get_attribute("[data-testid=conn]", "title") or ""
+        assert "the daemon closed the connection" in reason or "hostd is not running" in reason
+        screenshot(page, "restart-1-offline")
+        subprocess.run([*hostd, "serve", "--detach"], check=True, capture_output=True, timeout=60)
+        page.wait_for_selector("[data-conn=online]")
+        type_and_send(page, "after the restart")
+        wait_rows(page, "rows.length === 4 && rows[3].status === 'success'")
+        assert [r["text"] for r in rows_of(page)] == [row_text(r) for r in stack.history(topic)]
+        assert [r["text"] for r in rows_of(page)][2:] == ["after the restart", "after the restart"]
+    finally:
+        if page is not None:
+            page.context.close()
+        stacks.close()
+        shutil.rmtree(home, ignore_errors=True)
