@@ -221,6 +221,7 @@ export class Client {
             `hostd speaks protocol ${msg.protocol_version.join(".")}, this client ` +
               `${PROTOCOL_VERSION.join(".")}; upgrade the older side`,
           );
+          waiter.reject(error);
           this.fail(error);
           this.transport.close();
           return;

@@ -26,11 +26,11 @@ export class Daemon {
   }
 
   /** Start a daemon and resolve once it says it serves. */
-  static async start(...extra: string[]): Promise<Daemon> {
+  static async start(home?: string): Promise<Daemon> {
     // Short: AF_UNIX paths are limited to ~104 bytes.
-    const home = mkdtempSync("/tmp/hts");
+    home ??= mkdtempSync("/tmp/hts");
     const log = openSync(join(home, "daemon.log"), "a");
-    const proc = spawn(hostdBin(), ["--home", home, "serve", "--ready-fd", "3", ...extra], {
+    const proc = spawn(hostdBin(), ["--home", home, "serve", "--ready-fd", "3"], {
       stdio: ["ignore", log, log, "pipe"],
     });
     closeSync(log);
@@ -51,13 +51,24 @@ export class Daemon {
     return connect({ home: this.home, clientName });
   }
 
-  /** SIGTERM, wait for the exit, remove the home. */
-  async stop(): Promise<void> {
+  /** SIGTERM and wait for the exit (the home is kept). */
+  async terminate(): Promise<void> {
     if (this.proc.exitCode === null && this.proc.signalCode === null) {
       const exited = new Promise((resolve) => this.proc.once("exit", resolve));
       this.proc.kill("SIGTERM");
       await exited;
     }
+  }
+
+  /** Stop it and start a new daemon on the same home (its replay buffers start empty). */
+  async restart(): Promise<Daemon> {
+    await this.terminate();
+    return Daemon.start(this.home);
+  }
+
+  /** Stop it and remove its home. */
+  async stop(): Promise<void> {
+    await this.terminate();
     rmSync(this.home, { recursive: true, force: true });
   }
 }

@@ -1,7 +1,27 @@
+/**
+ * Against the REAL daemon with the scripted driver: create, send, stream, steer with a roll,
+ * two clients whose reducers equal the stored history, reconnect with `since` then
+ * `replay-end`, `resync` after a forced gap (daemon restart), approvals answered by the second
+ * client with `already_answered` for the first, typed errors from the daemon.
+ */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
+import {
+  AlreadyAnswered,
+  connectUnix,
+  errorFromCode,
+  HandshakeError,
+  InvalidMessage,
+  NothingToStop,
+  NotFound,
+  TopicBusy,
+  UnknownTopic,
+  VersionMismatch,
+  type Transcript,
+} from "../src/node/index.js";
 import { Daemon } from "./daemon.js";
+import { comparable, textOf, turnEnded, until } from "./helpers.js";
 
 let daemon: Daemon;
 before(async () => {
@@ -17,29 +37,163 @@ test("create, send, stream: the reducer equals the stored history", async () => 
     assert.deepEqual(client.welcome.protocol_version, [1, 0]);
     const topic = await client.createTopic({ title: "t", driver: "scripted" });
     const sub = await client.attach(topic.id);
-    const sent = await client.send(topic.id, "/text hello there world\n/think hmm");
+    const sent = await client.send(topic.id, "/text hello there world\n/think hmm,\n/think more");
     assert.equal(sent.disposition, "started");
-    const types: string[] = [];
-    for await (const item of sub) {
-      types.push(item.type);
-      if (item.type === "turn-ended") break;
-    }
-    assert.equal(types[0], "snapshot");
-    assert.ok(types.includes("row-appended"));
+    const items = await until(sub, turnEnded);
+    assert.equal(items[0]?.type, "snapshot");
+    assert.ok(items.some((i) => i.type === "row-appended"));
     const rows = sub.transcript!.rows();
-    const stored = await client.allRows(topic.id);
-    assert.deepEqual(rows.map(strip), stored.map(strip));
+    assert.deepEqual(comparable(rows), comparable(await client.allRows(topic.id)));
+    // Consecutive thinking chunks merge into one part, like text.
     assert.deepEqual(rows[1]?.parts, [
       { type: "text", text: "hello there world" },
-      { type: "thinking", text: "hmm" },
+      { type: "thinking", text: "hmm,more" },
     ]);
   } finally {
     client.close();
   }
 });
 
-/** Rows without `updated_at` (events do not carry it) and with default fields filled. */
-function strip(row: object): object {
-  const { updated_at: _ignored, ...rest } = row as { updated_at?: number };
-  return { parts: [], ...rest };
+test("steer with a roll, two clients: both reducers equal the stored history", async () => {
+  const a = await daemon.connect("window-a");
+  const b = await daemon.connect("window-b");
+  try {
+    const topic = await a.createTopic({ driver: "scripted" });
+    const subA = await a.attach(topic.id);
+    const subB = await b.attach(topic.id);
+    await a.send(topic.id, "/text first part\n/tool Read wait-steer=30\n/text done", { intent: "start" });
+    // Steer from the other window once the tool runs (the scripted driver waits for it).
+    await until(subB, (i) => i.type === "row-appended" && i.chunk.type === "tool-call");
+    await assert.rejects(b.send(topic.id, "no", { intent: "start" }), TopicBusy);
+    const steered = await b.send(topic.id, "also check the tests", { intent: "steer" });
+    assert.equal(steered.disposition, "steered");
+    const itemsA = await until(subA, turnEnded);
+    await until(subB, turnEnded);
+    const rolled = itemsA.find((i) => i.type === "rolled");
+    assert.ok(rolled && rolled.type === "rolled");
+    assert.deepEqual(rolled.steer_row_ids, [steered.row_id]);
+    const stored = await a.allRows(topic.id);
+    assert.deepEqual(comparable(subA.transcript!.rows()), comparable(stored));
+    assert.deepEqual(comparable(subB.transcript!.rows()), comparable(stored));
+    // History reads U1, A1a, U2, A2.
+    assert.deepEqual(
+      stored.map((r) => [r.role, r.id === steered.row_id ? "U2" : r.id === rolled.closed_row_id ? "A1a" : r.id === rolled.new_row_id ? "A2" : "U1"]),
+      [["user", "U1"], ["assistant", "A1a"], ["user", "U2"], ["assistant", "A2"]],
+    );
+    assert.match(textOf(stored[3]), /You said: also check the tests/);
+    assert.ok(stored.every((r) => r.status === "success"));
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test("reconnect with since: the missed events, then replay-end, then live", async () => {
+  const a = await daemon.connect("window-a");
+  const other = await daemon.connect("other");
+  try {
+    const topic = await a.createTopic({ driver: "scripted" });
+    const sub = await a.attach(topic.id);
+    await a.send(topic.id, "/text one");
+    await until(sub, turnEnded);
+    const transcript: Transcript = sub.transcript!;
+    const seqBefore = transcript.seq;
+    a.close(); // the window goes away...
+    const watch = await other.attach(topic.id);
+    await other.send(topic.id, "/text two three");
+    await until(watch, turnEnded);
+    // ...and comes back with its transcript: replay from its seq.
+    const again = await daemon.connect("window-a");
+    try {
+      const resumed = await again.attach(topic.id, { transcript });
+      assert.equal(resumed.transcript, transcript);
+      const items = await until(resumed, (i) => i.type === "replay-end");
+      assert.ok(items.length > 1);
+      assert.equal(items[0]?.seq, seqBefore + 1);
+      assert.equal(items.at(-1)?.seq, transcript.seq);
+      assert.equal(resumed.resyncs, 0);
+      assert.deepEqual(comparable(transcript.rows()), comparable(await again.allRows(topic.id)));
+      // Live events follow.
+      await other.send(topic.id, "/text four");
+      await until(resumed, turnEnded);
+      assert.deepEqual(comparable(transcript.rows()), comparable(await again.allRows(topic.id)));
+    } finally {
+      again.close();
+    }
+  } finally {
+    other.close();
+  }
+});
+
+test("approvals: the second window answers, the first gets already_answered", async () => {
+  const a = await daemon.connect("window-a");
+  const b = await daemon.connect("window-b");
+  try {
+    const topic = await a.createTopic({ driver: "scripted" });
+    const subA = await a.attach(topic.id);
+    const subB = await b.attach(topic.id);
+    await a.send(topic.id, "/approve Bash");
+    const asked = await until(subA, (i) => i.type === "approval-requested");
+    const request = asked.at(-1);
+    assert.ok(request?.type === "approval-requested");
+    await until(subB, (i) => i.type === "approval-requested");
+    assert.deepEqual(subB.transcript!.approvals().map((x) => x.id), [request.approval.id]);
+    await b.answerApproval(topic.id, request.approval.id, true);
+    await assert.rejects(a.answerApproval(topic.id, request.approval.id, false), AlreadyAnswered);
+    const itemsA = await until(subA, turnEnded);
+    const resolved = itemsA.find((i) => i.type === "approval-resolved");
+    assert.ok(resolved?.type === "approval-resolved");
+    assert.equal(resolved.status, "allowed");
+    assert.deepEqual(subA.transcript!.approvals(), []);
+    await until(subB, turnEnded);
+    const stored = await a.allRows(topic.id);
+    assert.match(textOf(stored.at(-1)), /approved: ran Bash/);
+    assert.deepEqual(comparable(subB.transcript!.rows()), comparable(stored));
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test("typed errors from the daemon", async () => {
+  const client = await daemon.connect();
+  try {
+    await assert.rejects(client.getTopic("no-such-topic"), UnknownTopic);
+    const topic = await client.createTopic({ driver: "scripted" });
+    await assert.rejects(client.stop(topic.id), NothingToStop);
+    await assert.rejects(client.discardQueued(topic.id, "no-such-row"), NotFound);
+    // A bad intent does not decode as a `send`: invalid_message, naming the request id.
+    await assert.rejects(
+      client.request({ type: "send", topic_id: topic.id, text: "x", intent: "sideways" } as never),
+      InvalidMessage,
+    );
+    // The connection is still good after a per-request error.
+    assert.equal((await client.ping()).type, "pong");
+  } finally {
+    client.close();
+  }
+});
+
+/** Send raw bodies on a fresh connection; the frames the daemon answers until it closes. */
+async function exchange(bodies: object[]): Promise<Array<Record<string, unknown>>> {
+  const transport = await connectUnix(daemon.socketPath);
+  const frames: Array<Record<string, unknown>> = [];
+  const closed = new Promise<void>((resolve) =>
+    transport.start({
+      frame: (body) => frames.push(JSON.parse(body) as Record<string, unknown>),
+      closed: () => resolve(),
+    }),
+  );
+  for (const body of bodies) transport.send(JSON.stringify(body));
+  await closed;
+  return frames;
 }
+
+test("handshake errors are typed and close the connection", async () => {
+  const [mismatch] = await exchange([{ type: "hello", protocol_version: [99, 0] }]);
+  assert.equal(mismatch?.["code"], "version_mismatch");
+  assert.ok(errorFromCode("version_mismatch", "") instanceof VersionMismatch);
+  const [early] = await exchange([{ type: "ping", id: 1 }]);
+  assert.equal(early?.["code"], "handshake_error");
+  assert.ok(errorFromCode("handshake_error", "") instanceof HandshakeError);
+});

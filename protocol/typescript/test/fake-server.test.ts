@@ -1,0 +1,272 @@
+/** The client against a fake server: every error code, garbage frames, gaps, aborts. */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  AccessDenied,
+  Client,
+  connect,
+  ConnectionBroken,
+  ConnectionClosed,
+  DaemonNotRunning,
+  ERROR_CLASSES,
+  FrameTooLarge,
+  HostdError,
+  InvalidMessage,
+  MalformedFrame,
+  VersionMismatch,
+} from "../src/node/index.js";
+import { FakeServer, type FakeConnection, type Message, WELCOME } from "./fake-server.js";
+
+async function withServer(
+  onMessage: (msg: Message, conn: FakeConnection) => void,
+  body: (server: FakeServer) => Promise<void>,
+): Promise<void> {
+  const server = await new FakeServer((msg, conn) => {
+    if (msg.type === "hello") conn.send(WELCOME);
+    else onMessage(msg, conn);
+  }).listen();
+  try {
+    await body(server);
+  } finally {
+    await server.close();
+  }
+}
+
+test("every error code is raised as its class, unknown codes as HostdError with that code", async () => {
+  const codes = [...ERROR_CLASSES.keys(), "some_future_code"];
+  await withServer(
+    (msg, conn) => {
+      const code = codes[(msg["id"] as number) - 1];
+      conn.send({ type: "error", id: msg["id"], code, message: `failed: ${code}`, details: { why: code } });
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      for (const code of codes) {
+        const error = await client.ping().then(
+          () => assert.fail("no error"),
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof HostdError);
+        assert.equal(error.code, code);
+        assert.equal(error.message, `failed: ${code}`);
+        assert.deepEqual(error.details, { why: code });
+        const cls = ERROR_CLASSES.get(code) ?? HostdError;
+        assert.equal(error.constructor, cls, code);
+        assert.equal(error.name, cls.name);
+      }
+      client.close();
+    },
+  );
+});
+
+test("a malformed frame from the server fails the waiting call with MalformedFrame and closes", async () => {
+  await withServer(
+    (_msg, conn) => conn.raw(new Uint8Array([0, 0, 0, 5, ...new TextEncoder().encode("nope!")])),
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      await assert.rejects(client.ping(), {
+        name: "MalformedFrame",
+        message: /^frame body is not valid JSON: /,
+      });
+      assert.ok(client.closedReason instanceof MalformedFrame);
+      await assert.rejects(client.ping(), MalformedFrame);
+    },
+  );
+});
+
+test("invalid UTF-8, an oversized header, a shapeless message: typed errors", async () => {
+  const cases: Array<[Uint8Array, typeof HostdError]> = [
+    [new Uint8Array([0, 0, 0, 2, 0xc3, 0x28]), MalformedFrame],
+    [new Uint8Array([0xff, 0xff, 0xff, 0xff]), FrameTooLarge],
+    [new Uint8Array([0, 0, 0, 2, 0x5b, 0x5d]), InvalidMessage], // "[]"
+  ];
+  for (const [bytes, cls] of cases) {
+    await withServer(
+      (_msg, conn) => conn.raw(bytes),
+      async (server) => {
+        const client = await connect({ socketPath: server.path });
+        await assert.rejects(client.ping(), cls);
+        assert.ok((await client.closed()) instanceof cls);
+      },
+    );
+  }
+});
+
+test("a connection-level error (no id) is fatal and typed", async () => {
+  await withServer(
+    (_msg, conn) => conn.send({ type: "error", code: "access_denied", message: "bad token" }),
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      await assert.rejects(client.ping(), AccessDenied);
+    },
+  );
+});
+
+test("a daemon of another major version: VersionMismatch", async () => {
+  const server = await new FakeServer((_msg, conn) =>
+    conn.send({ type: "welcome", protocol_version: [2, 0] }),
+  ).listen();
+  try {
+    await assert.rejects(connect({ socketPath: server.path }), VersionMismatch);
+  } finally {
+    await server.close();
+  }
+});
+
+test("a server that closes before welcome: a handshake error, not a hang", async () => {
+  const server = await new FakeServer((_msg, conn) => conn.socket.end()).listen();
+  try {
+    await assert.rejects(connect({ socketPath: server.path }), { name: "HandshakeError" });
+  } finally {
+    await server.close();
+  }
+});
+
+test("nothing listening: DaemonNotRunning naming the socket", async () => {
+  await assert.rejects(connect({ socketPath: "/tmp/no-such-dir/hostd.sock" }), (e: unknown) => {
+    assert.ok(e instanceof DaemonNotRunning);
+    assert.ok(e instanceof ConnectionBroken);
+    assert.equal(e.details["socket"], "/tmp/no-such-dir/hostd.sock");
+    return true;
+  });
+});
+
+test("aborting a call rejects it with the signal's reason; the late reply is ignored", async () => {
+  // The server holds each ping until the test releases it.
+  const held: Array<() => void> = [];
+  let arrived: () => void = () => undefined;
+  await withServer(
+    (msg, conn) => {
+      held.push(() => conn.send({ type: "reply", id: msg["id"], result: { type: "pong", time: msg["id"] } }));
+      arrived();
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      const waitArrival = () => new Promise<void>((resolve) => (arrived = resolve));
+      const controller = new AbortController();
+      let got = waitArrival();
+      const call = client.ping({ signal: controller.signal });
+      await got;
+      controller.abort(new Error("window closed"));
+      await assert.rejects(call, { message: "window closed" });
+      got = waitArrival();
+      const second = client.ping();
+      await got;
+      held.shift()!(); // the aborted call's reply: nobody waits for it any more
+      held.shift()!();
+      assert.equal((await second).time, 2);
+      await assert.rejects(client.ping({ signal: AbortSignal.abort() }), { name: "AbortError" });
+      client.close();
+      await assert.rejects(client.ping(), ConnectionClosed);
+    },
+  );
+});
+
+const row = (id: string, position: number) => ({
+  id,
+  topic_id: "t1",
+  role: "user",
+  status: "success",
+  position,
+  parts: [{ type: "text", text: id }],
+});
+const snapshot = (seq: number, rows: object[]) => ({
+  topic: { id: "t1", seq },
+  seq,
+  rows,
+});
+
+test("a seq gap re-attaches with since; replayed overlap is skipped", async () => {
+  await withServer(
+    (msg, conn) => {
+      const reply = (result: object) => conn.send({ type: "reply", id: msg["id"], result });
+      if (msg.type === "attach" && msg["since"] === undefined) {
+        reply({ type: "attached", topic_id: "t1", mode: "snapshot", snapshot: snapshot(0, []) });
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 1, row: row("a", 1) });
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 3, row: row("c", 3) }); // gap
+      } else if (msg.type === "attach") {
+        assert.equal(msg["since"], 1);
+        reply({ type: "attached", topic_id: "t1", mode: "replay" });
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 1, row: row("a", 1) }); // overlap
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 2, row: row("b", 2) });
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 3, row: row("c", 3) });
+        conn.send({ type: "replay-end", topic_id: "t1", seq: 3 });
+      } else if (msg.type === "detach") {
+        reply({ type: "empty" });
+      }
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      const sub = await client.attach("t1");
+      const items: string[] = [];
+      for await (const item of sub) {
+        items.push(`${item.type}@${item.seq}`);
+        if (item.type === "replay-end") break;
+      }
+      assert.deepEqual(items, [
+        "snapshot@0",
+        "row-opened@1",
+        "row-opened@2",
+        "row-opened@3",
+        "replay-end@3",
+      ]);
+      assert.equal(sub.gaps, 1);
+      assert.deepEqual(sub.transcript!.rows().map((r) => r.id), ["a", "b", "c"]);
+      await sub.detach();
+      assert.equal((await sub.next()).done, true);
+      client.close();
+    },
+  );
+});
+
+test("resync during a replay takes a fresh snapshot; an unknown event type only moves the seq", async () => {
+  await withServer(
+    (msg, conn) => {
+      const reply = (result: object) => conn.send({ type: "reply", id: msg["id"], result });
+      if (msg.type === "attach" && msg["since"] === 5) {
+        reply({ type: "attached", topic_id: "t1", mode: "replay" });
+        conn.send({ type: "resync", topic_id: "t1", seq: 9, reason: "too old" });
+      } else if (msg.type === "attach") {
+        reply({ type: "attached", topic_id: "t1", mode: "snapshot", snapshot: snapshot(9, [row("z", 1)]) });
+        conn.send({ type: "some-future-event", topic_id: "t1", seq: 10, whatever: true });
+        conn.send({ type: "row-opened", topic_id: "t1", seq: 11, row: row("y", 2) });
+      }
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      const sub = await client.attach("t1", { since: 5 });
+      assert.equal(sub.transcript, null);
+      const first = await sub.next();
+      assert.equal(first.value?.type, "snapshot");
+      assert.equal(sub.resyncs, 1);
+      assert.equal((await sub.next()).value?.type, "some-future-event");
+      assert.equal((await sub.next()).value?.type, "row-opened");
+      assert.equal(sub.transcript!.seq, 11);
+      assert.deepEqual(sub.transcript!.rows().map((r) => r.id), ["z", "y"]);
+      client.close();
+      assert.equal((await sub.next()).done, true); // closed by us: the iteration just ends
+    },
+  );
+});
+
+test("the connection breaking ends a subscription with the reason", async () => {
+  await withServer(
+    (msg, conn) => {
+      conn.send({
+        type: "reply",
+        id: msg["id"],
+        result: { type: "attached", topic_id: "t1", mode: "snapshot", snapshot: snapshot(0, []) },
+      });
+      conn.socket.end();
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      const sub = await client.attach("t1");
+      assert.equal((await sub.next()).value?.type, "snapshot");
+      await assert.rejects(sub.next(), ConnectionBroken);
+    },
+  );
+});
+
+void Client;
