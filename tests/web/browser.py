@@ -100,14 +100,16 @@ def row_text(row: MessageRow) -> str:
 
 
 def open_topic(browser: Browser, stack: WebStack, topic_id: str) -> Page:
-    """A new window (own context: own cookie jar, like another browser window) on the topic."""
+    """A new window (own context: own cookie jar, like another browser window) on the topic
+    (on none when `topic_id` is "")."""
     context = browser.new_context(viewport={"width": 1200, "height": 860})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.goto(stack.url)  # the gateway moves the token into a cookie and redirects to /
     page.wait_for_selector("[data-conn=online]")
-    page.evaluate("id => { location.hash = 'topic=' + id }", topic_id)
-    page.wait_for_selector("[data-testid=composer]")
+    if topic_id:
+        page.evaluate("id => { location.hash = 'topic=' + id }", topic_id)
+        page.wait_for_selector("[data-testid=composer]")
     return page
 
 

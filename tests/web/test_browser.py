@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
+from hostd.client.sync_wire import request
+from hostd_protocol.client_messages import ListTopics
 from tests.web.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -204,6 +206,48 @@ def test_stop_keeps_partial_queue_turns_into_drafts_and_send_now(
     assert [(r.status, row_text(r)) for r in stack.history(topic)] == [
         (r["status"], r["text"]) for r in rows_of(a)
     ]
+
+
+def test_topics_are_created_renamed_and_deleted_from_the_page(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    a = pages("")
+    a.on("dialog", lambda dialog: dialog.accept())  # the delete confirmation
+    a.locator("[data-testid=new-topic]").click()
+    form = a.locator("[data-testid=new-topic-form]")
+    form.locator("input[name=title]").fill("made in the page")
+    form.locator("select[name=driver]").select_option("scripted")
+    form.locator("input[name=model]").fill("model-x")
+    form.locator("input[name=working_dir]").fill("/tmp")
+    form.locator("button[type=submit]").click()
+    a.wait_for_selector("[data-testid=composer]")
+    assert a.locator(".topic-head h1").inner_text() == "made in the page"
+    assert a.locator(".topic-head .meta").inner_text() == "scripted · model-x"
+    topic_id = a.evaluate("() => location.hash.split('=')[1]")
+    item = a.locator("[data-testid=topic-item]", has_text="made in the page")
+    item.hover()
+    item.locator("button[title=rename]").click()
+    a.locator(".topic-item.editing input").fill("renamed")
+    a.locator(".topic-item.editing input").press("Enter")
+    a.wait_for_selector(".topic-head h1:text-is('renamed')")
+    renamed = a.locator("[data-testid=topic-item]", has_text="renamed")
+    renamed.hover()
+    renamed.locator("button[title=delete]").click()
+    a.wait_for_selector("[data-testid=topic-item]:has-text('renamed')", state="detached")
+    a.wait_for_selector(".empty-topic")
+    assert topic_id not in [t.id for t in request(stack.paths, ListTopics(id=1)).topics]
+
+
+def test_compaction_status_marker_and_usage(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("compact", "/text Before.\n/compact anchor duration=2\n/usage 1200 340\n/text After.")
+    a = pages(topic)
+    type_and_send(a, "compact please")
+    a.wait_for_selector("[data-testid=compacting]")
+    assert a.get_attribute("[data-testid=topic-state]", "data-state") == "compacting"
+    screenshot(a, "compact-1-compacting")
+    a.wait_for_selector("[data-testid=marker]")
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'success'")
+    a.wait_for_selector("[data-testid=compacting]", state="detached")
+    assert a.inner_text("[data-testid=marker]") == "Context compacted (120000 → 8000 tokens)"
+    assert a.inner_text("[data-testid=usage]") == "in 1200 · out 340"
 
 
 def test_no_token_is_401_and_a_foreign_origin_websocket_is_refused(stack: WebStack, browser: Browser) -> None:
