@@ -29,6 +29,9 @@ REGISTRY = DriverRegistry.discover()
 DRIVERS = sorted(e.spec.name for e in REGISTRY.entries() if e.spec is not None)
 
 #: Names a Python driver imports at start-up, or that Python imports by itself at start-up.
+#: What a driver needs to complete its handshake beyond the defaults (a model to talk to).
+NEEDS_MODEL = {"openai": "test-model"}
+
 PLANTED = ("trio", "msgspec", "sitecustomize", "usercustomize", "hostd_protocol", "anyio",
            "typing_extensions", "uuid", "struct", "subprocess")
 
@@ -90,7 +93,8 @@ async def test_planted_modules_in_the_working_dir_do_not_run(
     }
     with trio.fail_after(40):
         async with serving(tmp_path, base_env) as sup:
-            session = await sup.open("t1", SessionOptions(driver=driver, working_dir=str(repo)))
+            session = await sup.open("t1", SessionOptions(
+                driver=driver, model=NEEDS_MODEL.get(driver, ""), working_dir=str(repo)))
             assert session.alive
             assert session.driver_version  # it answered Ready: it still imports its own code
             await sup.close("t1")
