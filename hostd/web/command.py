@@ -59,4 +59,14 @@ def cmd_web(args: argparse.Namespace) -> int:
         ))
     except OSError as exc:
         return fail(f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}")
+    except BaseExceptionGroup as group:
+        # A bind error surfaces through the server's nurseries, wrapped once per nursery.
+        oserrors, _ = group.split(OSError)
+        if oserrors is None:
+            raise
+        leaf: BaseException = oserrors
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        assert isinstance(leaf, OSError)
+        return fail(f"cannot serve on 127.0.0.1:{args.port}: {leaf.strerror or leaf}")
     return 0

@@ -143,6 +143,7 @@ async def test_websocket_bridges_json_frames(gateway: tuple[Gateway, object]) ->
             assert reply["type"] == "reply" and reply["id"] == 1
             assert reply["result"]["topic"]["title"] == "t"
             # Binary would switch the daemon to msgpack: refused, the socket closed with a reason.
+            # (A text message that is not a JSON object is refused the same way: see below.)
             await ws.send(b"\x81\xa4type")
             with pytest.raises(Closed) as closed:
                 await ws.receive()
@@ -182,3 +183,15 @@ def test_guard_checks_are_exact() -> None:
     assert guard.check("websocket", {**ok_headers, "origin": "null"}, "").status == 403
     assert guard.check("websocket", {**ok_headers, "origin": "http://127.0.0.1:8124"}, "").status == 403
     assert guard.check("http", {"host": "127.0.0.1:8123", "cookie": "bad\x00cookie"}, "").status == 401
+
+
+async def test_a_text_message_that_is_not_a_json_object_is_refused(gateway: tuple[Gateway, object]) -> None:
+    gw, _ = gateway
+    with trio.fail_after(20):
+        async with connect(gw.port, ws_target(gw)) as ws:
+            await ws.send("\x93not json")  # would make the daemon pick msgpack for the connection
+            with pytest.raises(Closed) as closed:
+                await ws.receive()
+            assert (closed.value.code, closed.value.reason) == (
+                CLOSE_UNSUPPORTED, "each message must be one JSON object"
+            )
