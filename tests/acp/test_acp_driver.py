@@ -144,7 +144,7 @@ async def test_a_late_update_after_a_cancel_never_reaches_the_next_turn(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with serving(prof, tmp_path) as sup:
-            session = await sup.open("t", prof.options(after_cancel="resume"))
+            session = await sup.open("t", prof.options())
             stopped = await turn(session, "t1", "count-late", stop_on=ChunkEvent)
             after = await turn(session, "t2", "hello")
     assert stopped.end is not None and stopped.end.status == "stopped"

@@ -36,7 +36,7 @@ import shutil
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -181,9 +181,6 @@ class AcpOptions(msgspec.Struct, frozen=True, kw_only=True):
     fs_max_bytes: int = 1024 * 1024
     #: Largest single message from the agent, in bytes; longer lines are dropped and logged.
     max_message_bytes: int = 8 * 1024 * 1024
-    #: After a cancelled prompt: "restart" the agent (and resume the session) or
-    #: "resume" it in the same agent process (session/close + session/resume, when offered).
-    after_cancel: Literal["restart", "resume"] = "restart"
     #: Lines of the agent's stderr kept for error messages.
     stderr_tail_lines: int = 40
 

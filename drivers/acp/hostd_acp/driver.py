@@ -23,8 +23,8 @@ approval bookkeeping; this module speaks ACP as the client:
   host queues steers as next turns. Nothing fakes injection by cancelling.
 
 Peer defects absorbed (claude-agent-acp 0.23.1; see README.md): a cancelled session stays one
-prompt late for good, so after a cancel the agent is restarted (or, with
-`after_cancel="resume"`, the session closed and resumed) before the next prompt; updates
+prompt late for good, so after a cancel the agent is restarted and the session resumed
+before the next prompt; updates
 that arrive when no prompt of ours is running, or for another session id, are dropped and
 counted, never attributed to the next turn.
 """
@@ -121,6 +121,10 @@ class _Prompt:
         self.turn = turn
         self.translator = UpdateTranslator()
         self.answered = trio.Event()
+        #: What the host was told so far: usage events are cumulative for the turn.
+        self.usage = Usage()
+        #: The agent's running session cost at this prompt's last usage update.
+        self.cost_total: float | None = None
 
 
 def choose_option(options: list[PermissionOption], allow: bool) -> str | None:
@@ -164,6 +168,8 @@ class AcpDriver(DriverBase):
         self._session_lock = trio.Lock()
         self._deferred: list[Notice | Log | ResumeToken] = []
         self._drops: dict[str, int] = {}
+        #: The agent process's running cost at the end of the last turn (None: fresh agent).
+        self._cost_base: float | None = None
         self._malformed_in_a_row = 0
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -295,6 +301,7 @@ class AcpDriver(DriverBase):
             )
         self._agent = agent
         self._info = info
+        self._cost_base = None
         self._session_live = False
         self._malformed_in_a_row = 0
         who = info.agent_info
@@ -324,12 +331,11 @@ class AcpDriver(DriverBase):
         """The live session id; (re)starts the agent and opens the session as needed."""
         async with self._session_lock:
             agent = self._agent
-            in_place = self._opts.after_cancel == "resume" and self._can_close_and_resume()
-            if agent is None or not agent.alive or self._broken or (self._tainted and not in_place):
+            # A cancelled session is never reused as it is (claude-agent-acp 0.23.1 answers
+            # one prompt late after a cancel; session/close + session/resume in the same
+            # process did not recover it either): the agent is restarted, the session resumed.
+            if agent is None or not agent.alive or self._broken or self._tainted:
                 await self._restart_agent()
-            elif self._tainted and self._session_id is not None and self._session_live:
-                await self._session_call("session/close", SessionIdParams(self._session_id))
-                self._session_live = False
             self._tainted = False
             self._broken = False
             if self._session_live and self._session_id is not None:
@@ -339,7 +345,7 @@ class AcpDriver(DriverBase):
             if self._session_id is None:
                 result = await self._session_call(
                     "session/new",
-                    NewSessionParams(cwd=self._cwd, _meta=self._session_meta()),
+                    NewSessionParams(cwd=self._cwd, mcp_servers=[], _meta=self._session_meta()),
                 )
                 try:
                     created = msgspec.json.decode(result, type=NewSessionResult)
@@ -354,11 +360,6 @@ class AcpDriver(DriverBase):
             self._session_live = True
             return self._session_id
 
-    def _can_close_and_resume(self) -> bool:
-        info = self._info
-        caps = info.agent_capabilities.session_capabilities if info is not None else {}
-        return "close" in caps and "resume" in caps
-
     def _session_meta(self) -> dict[str, Any] | None:
         init = self._init
         if init is None or not init.system_prompt:
@@ -370,7 +371,7 @@ class AcpDriver(DriverBase):
         info = self._info
         assert info is not None
         caps = info.agent_capabilities
-        params = LoadSessionParams(session_id=session_id, cwd=self._cwd)
+        params = LoadSessionParams(session_id=session_id, cwd=self._cwd, mcp_servers=[])
         try:
             if "resume" in caps.session_capabilities:
                 await self._session_call("session/resume", params)
@@ -480,19 +481,18 @@ class AcpDriver(DriverBase):
         finally:
             detach()
             prompt.answered.set()
+            if prompt.cost_total is not None:
+                self._cost_base = prompt.cost_total
         if result.usage is not None:
             u = result.usage
-            await turn.emit(
-                UsageEvent(
-                    turn_id=turn.turn_id,
-                    usage=Usage(
-                        input_tokens=u.input_tokens,
-                        output_tokens=u.output_tokens,
-                        cache_read_tokens=u.cached_read_tokens or 0,
-                        cache_write_tokens=u.cached_write_tokens or 0,
-                    ),
-                )
+            prompt.usage = msgspec.structs.replace(
+                prompt.usage,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_read_tokens=u.cached_read_tokens or 0,
+                cache_write_tokens=u.cached_write_tokens or 0,
             )
+            await turn.emit(UsageEvent(turn_id=turn.turn_id, usage=prompt.usage))
         return await self._stop_status(turn, result.stop_reason)
 
     async def _stop_status(self, turn: TurnContext, reason: str) -> TurnStatus | None:
@@ -545,11 +545,20 @@ class AcpDriver(DriverBase):
             for e in out
         ]
 
-    async def _deliver(self, turn: TurnContext, out: Output) -> None:
+    async def _deliver(self, turn: TurnContext, out: Output, prompt: _Prompt | None = None) -> None:
         if isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult)):
             await turn.chunk(out)
         elif isinstance(out, UsageEvent):
-            await turn.emit(UsageEvent(turn_id=turn.turn_id, usage=out.usage))
+            if prompt is None:
+                return
+            # ACP agents report the session's running cost; the turn's is the difference.
+            total = out.usage.cost_usd
+            if self._cost_base is None or total < self._cost_base:
+                self._cost_base = 0.0
+            cost = max(total - self._cost_base, 0.0)
+            prompt.cost_total = total
+            prompt.usage = msgspec.structs.replace(prompt.usage, cost_usd=cost)
+            await turn.emit(UsageEvent(turn_id=turn.turn_id, usage=prompt.usage))
         elif isinstance(out, Notice):
             await turn.emit(Notice(code=out.code, message=out.message, turn_id=turn.turn_id))
         else:
@@ -599,7 +608,7 @@ class AcpDriver(DriverBase):
             await self._dropped("late update", "no prompt of this session is running")
             return
         for out in prompt.translator.feed(note.update):
-            await self._deliver(prompt.turn, out)
+            await self._deliver(prompt.turn, out, prompt)
 
     async def _on_request(self, method: str, params: msgspec.Raw) -> Any:
         self._malformed_in_a_row = 0

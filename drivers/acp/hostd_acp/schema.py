@@ -76,7 +76,8 @@ class InitializeResult(_In):
 
 class NewSessionParams(_Out):
     cwd: str
-    mcp_servers: list[Any] = msgspec.field(default_factory=list)
+    #: Required on the wire (agents refuse a request without it), so no default.
+    mcp_servers: list[Any]
     #: Agent-specific extras (claude-agent-acp reads `systemPrompt` here).
     _meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
@@ -84,7 +85,7 @@ class NewSessionParams(_Out):
 class LoadSessionParams(_Out):
     session_id: str
     cwd: str
-    mcp_servers: list[Any] = msgspec.field(default_factory=list)
+    mcp_servers: list[Any]
 
 
 class NewSessionResult(_In):
