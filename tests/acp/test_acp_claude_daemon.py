@@ -18,10 +18,10 @@ import pytest
 import trio
 
 from hostd.client import Client, Subscription, open_client
-from hostd.daemon import DaemonConfig, serve_daemon
-from hostd.driver_registry import DriverRegistry
-from hostd.paths import Paths
-from hostd.supervisor import Supervisor
+from hostd.shell.daemon import DaemonConfig, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.supervisor import Supervisor
+from hostd.shell.paths import Paths
 from hostd_acp.spec import make_spec
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
 from hostd_protocol.common import TextDelta, ToolCall, ToolResult
