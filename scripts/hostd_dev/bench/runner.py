@@ -28,11 +28,13 @@ SCENARIOS: dict[str, str] = {
     "memory": "memory",
     "store": "store_lag",
     "claude-ttft": "claude_ttft",
+    "acp-ttft": "acp_ttft",
 }
-#: What runs when no scenario is named (claude-ttft is optional: it needs its driver).
-DEFAULT = ["throughput", "latency", "ttft", "cli", "memory", "store", "claude-ttft"]
+#: What runs when no scenario is named (claude-ttft / acp-ttft are optional: they need their
+#: drivers and vendor packages).
+DEFAULT = ["throughput", "latency", "ttft", "cli", "memory", "store", "claude-ttft", "acp-ttft"]
 #: Slow and outside hostd's own data path: skipped by a bare `--quick` (the smoke test).
-OPTIONAL = {"claude-ttft"}
+OPTIONAL = {"claude-ttft", "acp-ttft"}
 
 
 def machine() -> dict[str, Any]:
