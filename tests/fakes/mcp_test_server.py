@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 
 def build(state: Path) -> MCPServer:
-    server = MCPServer("hostd-test-tools")
+    server = MCPServer("hostd-test-tools", log_level="WARNING")
 
     @server.tool()
     def echo(text: str) -> str:

@@ -29,12 +29,23 @@ SCENARIOS: dict[str, str] = {
     "store": "store_lag",
     "claude-ttft": "claude_ttft",
     "acp-ttft": "acp_ttft",
+    "openai-loop": "openai_loop",
 }
-#: What runs when no scenario is named (claude-ttft / acp-ttft are optional: they need their
-#: drivers and vendor packages).
-DEFAULT = ["throughput", "latency", "ttft", "cli", "memory", "store", "claude-ttft", "acp-ttft"]
+#: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
+#: need their drivers and vendor packages).
+DEFAULT = [
+    "throughput",
+    "latency",
+    "ttft",
+    "cli",
+    "memory",
+    "store",
+    "claude-ttft",
+    "acp-ttft",
+    "openai-loop",
+]
 #: Slow and outside hostd's own data path: skipped by a bare `--quick` (the smoke test).
-OPTIONAL = {"claude-ttft", "acp-ttft"}
+OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop"}
 
 
 def machine() -> dict[str, Any]:

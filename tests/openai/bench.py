@@ -1,0 +1,314 @@
+"""Benchmark of the OpenAI driver against a bare `openai` SDK loop, side by side in one run.
+
+Same fake OpenAI-compatible server (tests/fakes/openai_api.py, Nagle off), same stdio MCP
+server (tests/fakes/mcp_test_server.py), rounds interleaved. Per loop:
+
+- cold: process start -> first text chunk (Python start, imports, MCP server connect, request);
+- prewarmed: a set-up process (driver: `Prewarm` -> `Warmed`; bare: its `ready`), a new
+  conversation -> first text chunk;
+- in-session: the next turn of the same conversation -> first text chunk;
+- tool step: on the fake server's clock, the end of the response that asked for a tool ->
+  the arrival of the request carrying its result (MCP call + loop overhead), on the second
+  tool turn (the first call of a fresh MCP server pays its lazy set-up);
+- RSS of the loop process after those turns (MCP server not included).
+
+    .venv/bin/python -m tests.openai.bench [--runs N] [--json]
+
+`measure()` is what `scripts/bench openai-loop` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import trio
+
+from hostd_protocol.common import PROTOCOL_VERSION, HistoryMessage
+from hostd_protocol.driver_messages import ChunkEvent, Init, Prewarm, Send, TurnEnd, Warmed
+from tests.claude.driver_peer import DriverProcess, Peer
+from tests.fakes.openai_api import (
+    FakeOpenAI,
+    Recorded,
+    Rule,
+    Text,
+    ToolCalls,
+    after_tools,
+    user_says,
+)
+from tests.openai.peer import REPO, tools_server
+
+HELLO = "bench hello"
+TOOL = "bench tool"
+ANSWER = "Hello from the fake server."
+METRICS = ("cold", "prewarmed", "in_session", "tool_step", "rss")
+
+
+def rules() -> list[Rule]:
+    return [
+        Rule(user_says(HELLO), Text(ANSWER)),
+        Rule(user_says(TOOL), ToolCalls([("t__echo", {"text": "x"})])),
+        Rule(after_tools(TOOL), Text("Tool done.")),
+    ]
+
+
+@dataclass
+class LoopFigures:
+    """Seconds (rss in MiB), one value per round."""
+
+    cold: list[float] = field(default_factory=list)
+    prewarmed: list[float] = field(default_factory=list)
+    in_session: list[float] = field(default_factory=list)
+    tool_step: list[float] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+
+    def median(self, metric: str) -> float:
+        values: list[float] = getattr(self, metric)
+        return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class OpenAIBench:
+    runs: int
+    driver: LoopFigures
+    bare: LoopFigures
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "driver": asdict(self.driver), "bare": asdict(self.bare)}
+
+    def summary(self) -> str:
+        d, b = self.driver, self.bare
+
+        def ms(x: float) -> str:
+            return f"{x * 1000:.1f} ms"
+
+        return (
+            f"median of {self.runs} rounds, hostd-openai vs bare openai SDK loop: "
+            f"cold {ms(d.median('cold'))} vs {ms(b.median('cold'))}; "
+            f"prewarmed {ms(d.median('prewarmed'))} vs {ms(b.median('prewarmed'))}; "
+            f"in-session {ms(d.median('in_session'))} vs {ms(b.median('in_session'))}; "
+            f"tool step {ms(d.median('tool_step'))} vs {ms(b.median('tool_step'))}; "
+            f"RSS {d.median('rss'):.0f} MiB vs {b.median('rss'):.0f} MiB"
+        )
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tool_step(requests: list[Recorded]) -> float:
+    """Response end of the tool-call answer -> arrival of the request with the tool result."""
+    for i, req in enumerate(requests[:-1]):
+        nxt = requests[i + 1]
+        if req.last_role == "user" and nxt.last_role == "tool" and req.ended_at is not None:
+            return nxt.received_at - req.ended_at
+    raise AssertionError("no tool step among the requests")
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+
+def _driver_env() -> dict[str, str]:
+    import os
+
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": tempfile.gettempdir(),
+    }
+
+
+def _init(api: FakeOpenAI, state: Path) -> Init:
+    return Init(
+        protocol_version=PROTOCOL_VERSION,
+        model="fake-model",
+        working_dir=str(state),
+        options={
+            "base_url": api.base_url,
+            "api_key_env": "",
+            "mcp_servers": {"t": tools_server(state)},
+            "allowed_tools": ["*"],
+        },
+    )
+
+
+async def _first_chunk(peer: Peer, send: Send) -> float:
+    t0 = time.perf_counter()
+    await peer.send(send)
+    first = 0.0
+    while True:
+        event = await peer.recv()
+        if not first and isinstance(event, ChunkEvent):
+            first = time.perf_counter() - t0
+        if isinstance(event, TurnEnd):
+            assert event.status == "success", event
+            return first
+
+
+async def _driver_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
+    t0 = time.perf_counter()
+    cold = DriverProcess(_driver_env(), module="hostd_openai", cwd=str(REPO))
+    try:
+        async with cold.attach() as peer:
+            await peer.send(_init(api, root / "cold"))
+            await peer.recv()  # Ready
+            await peer.send(Send(turn_id="c", text=HELLO))
+            while True:
+                event = await peer.recv()
+                if isinstance(event, ChunkEvent):
+                    out.cold.append(time.perf_counter() - t0)
+                    break
+            await peer.until(TurnEnd)
+    finally:
+        cold.close()
+        cold.cleanup()
+    warm = DriverProcess(_driver_env(), module="hostd_openai", cwd=str(REPO))
+    try:
+        async with warm.attach() as peer:
+            await peer.send(_init(api, root / "warm"))
+            await peer.recv()  # Ready
+            await peer.send(Prewarm())
+            assert isinstance(await peer.recv(), Warmed)
+            out.prewarmed.append(await _first_chunk(peer, Send(turn_id="w1", text=HELLO)))
+            history = [
+                HistoryMessage(role="user", text=HELLO),
+                HistoryMessage(role="assistant", text=ANSWER),
+            ]
+            out.in_session.append(
+                await _first_chunk(peer, Send(turn_id="w2", text=HELLO, history=history))
+            )
+            # The first call of a fresh MCP server pays its lazy set-up (tens of ms, both
+            # loops alike): time the second tool turn.
+            await _first_chunk(peer, Send(turn_id="w3", text=TOOL, history=history))
+            n0 = len(api.requests)
+            await _first_chunk(peer, Send(turn_id="w4", text=TOOL, history=history))
+            out.tool_step.append(tool_step(api.requests[n0:]))
+            out.rss.append(_rss_mib(warm.pid))
+    finally:
+        warm.close()
+        warm.cleanup()
+
+
+# --- the bare loop ------------------------------------------------------------------------------
+
+
+class _Bare:
+    def __init__(self, api: FakeOpenAI, state: Path) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.openai.bare_openai_loop",
+                api.base_url,
+                "fake-model",
+                str(state),
+            ],
+            cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[str] = self.proc.stdin
+        self.stdout: IO[str] = self.proc.stdout
+
+    def command(self, line: str) -> None:
+        self.stdin.write(line + "\n")
+        self.stdin.flush()
+
+    def expect(self, word: str) -> str:
+        line = self.stdout.readline()
+        if not line.startswith(word):
+            raise AssertionError(f"bare loop said {line!r}, expected {word!r}")
+        return line
+
+    def turn(self, cmd: str) -> float:
+        t0 = time.perf_counter()
+        self.command(cmd)
+        self.expect("first")
+        first = time.perf_counter() - t0
+        self.expect("done")
+        return first
+
+    def close(self) -> None:
+        self.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stdout.close()
+
+
+def _bare_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
+    t0 = time.perf_counter()
+    cold = _Bare(api, root / "bare-cold")
+    try:
+        cold.command(f"new {HELLO}")
+        cold.expect("ready")
+        cold.expect("first")
+        out.cold.append(time.perf_counter() - t0)
+        cold.expect("done")
+    finally:
+        cold.close()
+    warm = _Bare(api, root / "bare-warm")
+    try:
+        warm.expect("ready")
+        out.prewarmed.append(warm.turn(f"new {HELLO}"))
+        out.in_session.append(warm.turn(f"next {HELLO}"))
+        warm.turn(f"next {TOOL}")  # see _driver_round: the second tool turn is timed
+        n0 = len(api.requests)
+        warm.turn(f"next {TOOL}")
+        out.tool_step.append(tool_step(api.requests[n0:]))
+        warm.command("rss")
+        out.rss.append(float(warm.expect("rss").split()[1]))
+    finally:
+        warm.close()
+
+
+# --- entry points -------------------------------------------------------------------------------
+
+
+async def measure_async(runs: int = 3) -> OpenAIBench:
+    driver, bare = LoopFigures(), LoopFigures()
+    with FakeOpenAI(rules()) as api, tempfile.TemporaryDirectory(prefix="hostd-oai-bench-") as d:
+        for i in range(runs + 1):  # round 0 warms the OS caches and is not counted
+            root = Path(d) / f"r{i}"
+            target_d, target_b = (driver, bare) if i else (LoopFigures(), LoopFigures())
+            await _driver_round(api, root, target_d)
+            await trio.to_thread.run_sync(_bare_round, api, root, target_b)
+    return OpenAIBench(runs=runs, driver=driver, bare=bare)
+
+
+def measure(runs: int = 3) -> OpenAIBench:
+    result: OpenAIBench = trio.run(measure_async, runs)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    bench = measure(args.runs)
+    print(json.dumps(bench.as_dict(), indent=2) if args.json else bench.summary())
+
+
+if __name__ == "__main__":
+    main()
