@@ -98,8 +98,8 @@ from hostd_protocol.driver_messages import (
     Warmed,
 )
 from hostd_protocol.errors import (
-    DriverError,
     DriverTurnError,
+    HostdError,
     InvalidArgument,
     NotFound,
     NothingToStop,
@@ -443,8 +443,8 @@ class TopicRuntime:
         handler(self, event, turn, now)
         return self._done()
 
-    def driver_lost(self, error: DriverError, now: float) -> list[Effect]:
-        """The driver crashed or could not be opened.
+    def driver_lost(self, error: HostdError, now: float) -> list[Effect]:
+        """The driver crashed or could not be opened, or the shell failed to set the turn up.
 
         A running turn ends as `error` with `str(error)` (which includes the stderr tail), or as
         `stopped` if a stop was already asked for; the partial answer is kept either way.

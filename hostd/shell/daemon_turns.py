@@ -526,12 +526,13 @@ def _delegate_session_options(
     from hostd.shell.config import load_roles
     from hostd.shell.drivers.supervisor import SessionOptions
     from hostd.shell.turn_pipeline import merge_options, plan_workdir
+    from hostd.shell.turn_workdir import ensure_workdir
 
     connector = resolve_connector(assistant, load_roles(bridge.config_dir))
     path, ephemeral = plan_workdir(assistant, topic, bridge.workspaces)
     if ephemeral or path is None:
         path = bridge.workspaces / "ephemeral" / f"{topic.id}-{assistant.name}"
-    path.mkdir(parents=True, exist_ok=True)
+    ensure_workdir(path, topic, assistant)
     return SessionOptions(
         driver=connector.driver,
         model=connector.model,

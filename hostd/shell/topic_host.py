@@ -63,7 +63,13 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import Capabilities, SendIntent, TextDelta, ThinkingDelta
 from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, Send, TurnEnd
-from hostd_protocol.errors import DriverCrashed, DriverError, HostdError, TopicClosed
+from hostd_protocol.errors import (
+    DriverCrashed,
+    DriverError,
+    HostdError,
+    InternalError,
+    TopicClosed,
+)
 
 if TYPE_CHECKING:
     from hostd.core.topic_runtime import TopicRuntime
@@ -85,6 +91,20 @@ class TurnSteps(Protocol):
     def hold_end(self, host: TopicHost, end: TurnEnd) -> bool:
         """A driver's TurnEnd of the running turn: True when held (fed to the runtime later)."""
         ...
+
+
+def turn_failure(exc: Exception, topic_id: str) -> HostdError:
+    """The turn boundary's exception map: what ends a turn when setting it up or driving it
+    raised. A hostd error is the turn's error as it is; anything else is a bug or an
+    environment failure (an unreadable file, a vanished directory): logged with its traceback,
+    and the turn ends `internal_error` naming it, so the topic stays usable."""
+    if isinstance(exc, HostdError):
+        return exc
+    log.error("topic %s: a turn failed on %s", topic_id, type(exc).__name__, exc_info=exc)
+    return InternalError(
+        f"the turn failed: {type(exc).__name__}: {exc} (details in the daemon log)",
+        details={"exception": type(exc).__name__},
+    )
 
 
 def new_id(prefix: str) -> str:
@@ -399,7 +419,7 @@ class TopicHost:
 
     # --- driver side ----------------------------------------------------------------------
 
-    def _lost(self, error: DriverError) -> None:
+    def _lost(self, error: HostdError) -> None:
         if self.closed:
             return  # deleted or shutting down: its session was closed on purpose
         log.warning("topic %s: driver lost: %s", self.topic_id, error)
@@ -407,49 +427,55 @@ class TopicHost:
 
     async def _driver_loop(self) -> None:
         async for op in self._ops_recv:
-            if isinstance(op, StartTurn):
-                send = op.send
-                if self._turns is not None:
-                    prepared = await self._turns.start_turn(self, send)
-                    if prepared is None:
-                        continue  # delegated, failed in its create hook, or stopped
-                    send = prepared
-                session = await self._ensure_session()
-                if session is None:
-                    continue
-                self._supervisor.mark_busy(self.topic_id)
-                if self._prepare_send is not None:
-                    try:
-                        row = self.runtime.row(send.message_id)
-                        send = self._prepare_send(self.info, send, row, session.capabilities)
-                    except Exception:  # a pipeline bug must not take the topic down
-                        log.exception("topic %s: preparing the send failed", self.topic_id)
-                try:
-                    await session.send(send)
-                except DriverError as exc:
-                    self._lost(exc)
-                continue
-            cmd = op.command
-            if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
-                continue  # its turn already ended (e.g. stopped while a hook ran)
-            session = self.delegate_session or self._session
-            if session is None:
-                self._lost(
-                    DriverCrashed(
-                        f"no driver session is open for {type(cmd).__name__}",
-                        driver=self.info.driver,
-                    )
-                )
-                continue
-            if isinstance(cmd, Interrupt):
-                # interrupt() waits for the turn end (or kills): do not hold up later commands.
-                assert self._nursery is not None
-                self._nursery.start_soon(self._interrupt, session, cmd.turn_id)
-                continue
             try:
-                await session.send(cmd)
+                await self._run_op(op)
+            except Exception as exc:  # the turn boundary's map: see turn_failure
+                self._lost(turn_failure(exc, self.topic_id))
+
+    async def _run_op(self, op: StartTurn | ToDriver) -> None:
+        if isinstance(op, StartTurn):
+            send = op.send
+            if self._turns is not None:
+                prepared = await self._turns.start_turn(self, send)
+                if prepared is None:
+                    return  # delegated, failed in its create hook, or stopped
+                send = prepared
+            session = await self._ensure_session()
+            if session is None:
+                return
+            self._supervisor.mark_busy(self.topic_id)
+            if self._prepare_send is not None:
+                try:
+                    row = self.runtime.row(send.message_id)
+                    send = self._prepare_send(self.info, send, row, session.capabilities)
+                except Exception:  # a pipeline bug must not take the topic down
+                    log.exception("topic %s: preparing the send failed", self.topic_id)
+            try:
+                await session.send(send)
             except DriverError as exc:
                 self._lost(exc)
+            return
+        cmd = op.command
+        if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
+            return  # its turn already ended (e.g. stopped while a hook ran)
+        session = self.delegate_session or self._session
+        if session is None:
+            self._lost(
+                DriverCrashed(
+                    f"no driver session is open for {type(cmd).__name__}",
+                    driver=self.info.driver,
+                )
+            )
+            return
+        if isinstance(cmd, Interrupt):
+            # interrupt() waits for the turn end (or kills): do not hold up later commands.
+            assert self._nursery is not None
+            self._nursery.start_soon(self._interrupt, session, cmd.turn_id)
+            return
+        try:
+            await session.send(cmd)
+        except DriverError as exc:
+            self._lost(exc)
 
     async def _interrupt(self, session: DriverSession, turn_id: str) -> None:
         try:
@@ -476,11 +502,8 @@ class TopicHost:
             session = await self._supervisor.open(
                 self.topic_id, self._options(), self._resume_token
             )
-        except DriverError as exc:
+        except HostdError as exc:  # a config error is the turn's error, with its own code
             self._lost(exc)
-            return None
-        except HostdError as exc:
-            self._lost(DriverError(exc.message, driver=self.info.driver))
             return None
         self._session = session
         self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
@@ -545,4 +568,4 @@ class TopicHost:
             self.apply(self.runtime.tick(now))
 
 
-__all__ = ["SessionEnded", "TopicHost", "coalesce_deltas", "new_id"]
+__all__ = ["SessionEnded", "TopicHost", "coalesce_deltas", "new_id", "turn_failure"]

@@ -123,6 +123,7 @@ class TurnBridge:
         from hostd.shell.config import load_roles
         from hostd.shell.drivers.supervisor import SessionOptions
         from hostd.shell.turn_pipeline import merge_options, plan_workdir
+        from hostd.shell.turn_workdir import ensure_workdir
 
         assistant = self.assistant(topic.assistant)
         connector = resolve_connector(
@@ -136,7 +137,7 @@ class TurnBridge:
         if ephemeral:
             path = self.workspaces / "ephemeral" / topic.id
         assert path is not None
-        path.mkdir(parents=True, exist_ok=True)
+        ensure_workdir(path, topic, assistant)
         return SessionOptions(
             driver=connector.driver,
             model=connector.model,

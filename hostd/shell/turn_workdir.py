@@ -40,12 +40,20 @@ def turn_workdir(assistant: AssistantConfig, topic: TopicInfo, workspaces: Path)
             shutil.rmtree(temp, ignore_errors=True)
         return
     assert path is not None
+    yield ensure_workdir(path, topic, assistant)
+
+
+def ensure_workdir(path: Path, topic: TopicInfo, assistant: AssistantConfig) -> Path:
+    """`path`, created if missing; `ConfigError` saying what to change when it cannot be used
+    (a file is in the way, no permission, ...)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        fixed = assistant.workdir.policy == "fixed"
+        where = f"assistant {assistant.name!r} ({assistant.source})" if fixed else f"topic {topic.id}"
         raise ConfigError(
-            f"cannot create working directory {path} for topic {topic.id} "
-            f"(assistant {assistant.name!r}, {assistant.source or 'built-in'}): {exc}",
-            details={"path": str(path)},
+            f"working directory {str(path)!r} cannot be used: {exc.strerror or exc}; "
+            f"set another working directory for {where}",
+            details={"path": str(path), "topic_id": topic.id},
         ) from exc
-    yield path
+    return path

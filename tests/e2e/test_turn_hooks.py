@@ -231,3 +231,32 @@ async def test_a_hook_that_raises_ends_the_turn_as_error(
             else f"next hook '{HERE}:explode' raised RuntimeError: the hook exploded"
         )
         assert await steps_of(daemon, end.turn_id) == steps
+
+
+async def test_a_working_dir_that_is_a_file_fails_the_turn_not_the_topic(
+    daemon: Daemon, home: Path
+) -> None:
+    """An OSError while a turn is set up (here: the working directory is a file) ends that
+    turn as `error` with a message naming the directory, and the topic stays usable."""
+    not_a_dir = home / "not-a-dir"
+    not_a_dir.write_text("a file")
+    with trio.fail_after(30):
+        async with open_client(daemon.paths) as c:
+            topic = await c.create_topic(title="t", working_dir=str(not_a_dir))
+            async with c.attach(topic.id) as sub:
+                ends: list[TurnEnded] = []
+                for _ in range(2):  # the second send proves the topic is still usable
+                    sent = await c.send(topic.id, "hello")
+                    async for item in sub:
+                        if isinstance(item, TurnEnded) and item.turn_id == sent.turn_id:
+                            ends.append(item)
+                            break
+            for end in ends:
+                assert end.status == "error"
+                assert end.error_code == "config_error"
+                assert end.error.startswith(f"working directory {str(not_a_dir)!r} ")
+            await c.rename_topic(topic.id, "still usable")
+            rows = sub.transcript.rows()
+        assert [r.status for r in rows if r.role == "assistant"] == ["error", "error"]
+        host = daemon.hosts[topic.id]
+        assert host.runtime.active_turn_id is None
