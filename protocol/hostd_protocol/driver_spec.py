@@ -12,11 +12,16 @@ daemon loads every spec at start-up to list drivers.
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 ENTRY_POINT_GROUP = "hostd.drivers"
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,6 +37,20 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     env: tuple[str, ...] = ()
     #: Extra argv after `-m module`.
     args: tuple[str, ...] = ()
+    #: Driver options whose value *names* one more variable to pass on (e.g. `api_key_env`:
+    #: an assistant says which variable holds its key). Only that variable, only to this
+    #: driver; a value that is not a plain variable name is ignored.
+    env_options: tuple[str, ...] = ()
+
+    def env_names(self, options: Mapping[str, Any]) -> list[str]:
+        """The variables this driver gets for these options: `env` plus those `env_options`
+        name."""
+        names = list(self.env)
+        for option in self.env_options:
+            value = options.get(option)
+            if isinstance(value, str) and _ENV_NAME.match(value) and value not in names:
+                names.append(value)
+        return names
 
     def argv(self, python: str | None = None) -> list[str]:
         """The command line that starts this driver.

@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
+from hostd.testing.conformance import CHECKS, Check, ConformanceProfile, collect_turn, serving
 from hostd_openai.spec import SPEC
-from tests.fakes.openai_api import FakeOpenAI, Hang, Rule, Text, user_says
+from hostd_protocol.driver_messages import Send
+from tests.fakes.openai_api import FakeOpenAI, Hang, Rule, Text, anything, user_says
 
 RULES = [
     Rule(user_says("Say hello."), Text("Hello!")),
@@ -47,3 +49,34 @@ async def test_openai_conformance(
     check: Check, profile: ConformanceProfile, tmp_path: Path
 ) -> None:
     await check(profile, tmp_path)
+
+
+async def test_the_key_variable_named_by_the_assistant_reaches_this_driver_only(
+    tmp_path: Path,
+) -> None:
+    """`api_key_env` names the variable; the daemon passes it (and redacts it), no other."""
+    base_env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "LANG": "C.UTF-8",
+        "MY_LOCAL_LLM_KEY": "right-key-0123456789",
+        "UNRELATED_SECRET_TOKEN": "never-passed-0123456789",
+    }
+    with FakeOpenAI([Rule(anything, Text("ok"))], api_key="right-key-0123456789") as api:
+        profile = ConformanceProfile(
+            driver="openai",
+            registry=DriverRegistry.from_specs(SPEC),
+            base_env=base_env,
+            model="fake-model",
+            init_options={"base_url": api.base_url, "api_key_env": "MY_LOCAL_LLM_KEY"},
+        )
+        with trio.fail_after(30):
+            async with serving(profile, tmp_path) as sup:
+                session = await sup.open("key", profile.options())
+                await session.send(Send(turn_id="t1", text="hi"))
+                result = await collect_turn(session, "t1")
+                environ = await trio.Path(f"/proc/{session.pid}/environ").read_bytes()
+    env = environ.split(b"\0")
+    assert result.end is not None and result.end.status == "success", result.end
+    assert b"MY_LOCAL_LLM_KEY=right-key-0123456789" in env
+    assert not [v for v in env if v.startswith(b"UNRELATED_SECRET_TOKEN=")]
+    assert SPEC.env_names({"api_key_env": "$(evil)"}) == list(SPEC.env)

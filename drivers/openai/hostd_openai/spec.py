@@ -7,7 +7,8 @@ from hostd_protocol.driver_spec import DriverSpec
 
 #: Variables passed on from the daemon's environment. The API key is read only from the
 #: variable the assistant names in `api_key_env` (default `OPENAI_API_KEY`); the daemon passes
-#: that one variable to this driver and to no other (see `env_options`).
+#: that variable to this driver only (`DriverSpec.env_options`), and redacts its value from
+#: everything the driver says.
 ENV: tuple[str, ...] = ("OPENAI_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "LANG")
 
 SPEC = DriverSpec(
@@ -17,4 +18,5 @@ SPEC = DriverSpec(
     "with tools from MCP servers",
     version=__version__,
     env=ENV,
+    env_options=("api_key_env",),
 )

@@ -444,7 +444,7 @@ class Supervisor:
             driver=opts.driver,
             argv=spec.argv(self._python),
             init=init,
-            env=driver_env(spec.env, self._base_env, opts.secrets),
+            env=driver_env(spec.env_names(opts.options), self._base_env, opts.secrets),
             cwd=opts.working_dir or None,
             topic_id=topic_id,
             handshake_timeout=self._handshake_timeout,
@@ -454,7 +454,10 @@ class Supervisor:
             event_buffer=self._event_buffer,
             # Every text this driver sends back is redacted of these (`hostd.redaction`):
             # the session's secrets and the credential-like variables its spec names.
-            redact=[*opts.secrets.values(), *credential_values(spec.env, self._base_env)],
+            redact=[
+                *opts.secrets.values(),
+                *credential_values(spec.env_names(opts.options), self._base_env),
+            ],
         )
         session.on_turn_start = self._on_turn_start
         session.on_turn_end = self._on_turn_end
