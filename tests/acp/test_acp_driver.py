@@ -13,6 +13,7 @@ import trio
 
 from hostd.shell.drivers.supervisor import DriverSession
 from hostd.testing.conformance import ConformanceProfile, TurnResult, serving
+from hostd_acp.spec import make_spec
 from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
@@ -300,3 +301,21 @@ async def test_closing_ends_an_agent_that_ignores_stdin_close_and_its_children(
             assert len(set(processes_in(work)) - {session.pid}) == 2
             await sup.close("t")
     assert processes_in(work) == []
+
+
+async def test_hostd_drivers_lists_agents_with_the_version_they_reported(
+    prof: ConformanceProfile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOSTD_HOME", str(home))
+    before = make_spec().description
+    assert "test (" in before and "missing (hostd-no-such-agent-command: not found)" in before
+    assert "last seen" not in before
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            await turn(session, "t1", "hello")
+    after = make_spec().description
+    assert ": found, last seen as acp-test-agent 1.2.3)" in after
+    seen = home / "data" / "acp-agents-seen.json"
+    assert seen.stat().st_mode & 0o777 == 0o600

@@ -119,6 +119,50 @@ def config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("hostd"))
 
 
+def data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """hostd's data dir, derived the way the daemon derives it (hostd/shell/paths.py)."""
+    env = os.environ if environ is None else environ
+    home = env.get(HOME_ENV, "")
+    if home:
+        return Path(home).expanduser().absolute() / "data"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("hostd"))
+
+
+#: Where the driver remembers what each agent said in `initialize` (for `hostd drivers`).
+SEEN_FILE = "acp-agents-seen.json"
+
+
+def read_seen(path: Path) -> dict[str, str]:
+    """Agent name -> "name version" last seen in `initialize`; empty when unreadable."""
+    try:
+        data = msgspec.json.decode(path.read_bytes(), type=dict[str, str])
+    except (OSError, msgspec.DecodeError):
+        return {}
+    return data
+
+
+def remember_seen(path: Path, agent: str, label: str) -> None:
+    """Record `label` for `agent` (atomic replace, private file); errors are ignored."""
+    seen = read_seen(path)
+    if seen.get(agent) == label:
+        return
+    seen[agent] = label
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(msgspec.json.encode(seen))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def load_agents(path: Path) -> AgentsFile:
     """The agents file merged over the built-ins; a missing file is just the built-ins."""
     try:

@@ -45,12 +45,15 @@ from hostd_acp.agent_process import AgentGone, AgentProcess, AgentRpcError, Requ
 from hostd_acp.client_methods import ClientMethodError, FileAccess
 from hostd_acp.config import (
     CONFIG_FILE,
+    SEEN_FILE,
     AcpOptions,
     AgentConfig,
     agent_env,
     config_dir,
+    data_dir,
     load_agents,
     parse_options,
+    remember_seen,
     resolve_command,
     select_agent,
 )
@@ -311,6 +314,8 @@ class AcpDriver(DriverBase):
                 level="info", message=f"ACP agent {name!r} is {label} (ACP v{ACP_PROTOCOL_VERSION})"
             )
         )
+        # For `hostd drivers`: the version each agent reported, without starting it there.
+        await trio.to_thread.run_sync(remember_seen, data_dir() / SEEN_FILE, name, label)
 
     async def _restart_agent(self) -> None:
         agent, self._agent = self._agent, None

@@ -10,7 +10,15 @@ from __future__ import annotations
 import os
 
 from hostd_acp import __version__
-from hostd_acp.config import CONFIG_FILE, config_dir, load_agents, resolve_command
+from hostd_acp.config import (
+    CONFIG_FILE,
+    SEEN_FILE,
+    config_dir,
+    data_dir,
+    load_agents,
+    read_seen,
+    resolve_command,
+)
 from hostd_protocol.driver_spec import DriverSpec
 
 #: Environment the driver may pass on to agents (each agent entry picks from these), plus
@@ -41,16 +49,21 @@ ENV: tuple[str, ...] = (
 
 
 def describe_agents() -> str:
-    """One line: each configured agent and whether its command is found."""
+    """One line: each configured agent, whether its command is found, and the version it
+    reported in its last `initialize` (remembered by the driver)."""
     path = config_dir() / CONFIG_FILE
     try:
         agents = load_agents(path)
     except Exception as exc:  # the listing must not break on a bad file; the driver says why
         return f"ACP agents: {path} is invalid: {exc}"
+    seen = read_seen(data_dir() / SEEN_FILE)
     parts = []
     for name, agent in sorted(agents.agents.items()):
         found = resolve_command(agent.command, os.environ.get("PATH"))
-        parts.append(f"{name} ({agent.command}: {'found' if found else 'not found'})")
+        state = "found" if found else "not found"
+        if found and name in seen:
+            state += f", last seen as {seen[name]}"
+        parts.append(f"{name} ({agent.command}: {state})")
     return "Agent Client Protocol agents: " + ", ".join(parts)
 
 
