@@ -30,11 +30,18 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from hostd import __version__
+from hostd.core.schedules import ScheduleBook
 from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
 from hostd.shell.daemon_turns import DaemonTurns
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
 from hostd.shell.paths import Paths
+from hostd.shell.schedule_service import (
+    DaemonScheduleTarget,
+    WriterScheduleStore,
+    schedule_handlers,
+)
+from hostd.shell.scheduler import Scheduler
 from hostd.shell.server import (
     DaemonLock,
     PeerUidLookup,
@@ -69,12 +76,15 @@ from hostd_protocol.client_messages import (
     PrewarmTopic,
     RenameTopic,
     Result,
+    ScheduleInfo,
     SendMessage,
     SendNow,
     Shutdown,
     Status,
     StatusResult,
     Stop,
+    TopicDeleted,
+    TopicEvent,
     TopicInfo,
     TopicListResult,
     TopicResult,
@@ -148,6 +158,7 @@ class Daemon:
         supervisor: Supervisor,
         runtime_factory: RuntimeFactory,
         records: list[st.TopicRecord],
+        schedules: list[ScheduleInfo] | None = None,
     ) -> None:
         self.paths = paths
         self.config = config
@@ -170,6 +181,12 @@ class Daemon:
         self.bridge = TurnBridge(paths.config_dir, paths.data_dir / "workspaces")
         # Create/next hooks, delegation, steps and plugin observers (hostd/shell/daemon_turns.py).
         self.turns = DaemonTurns(self.bridge, supervisor, writer)
+        # Scheduled prompts (hostd/shell/schedule_service.py); due times before now were missed.
+        self.scheduler = Scheduler(
+            ScheduleBook(schedules or [], booted_at=time.time()),
+            DaemonScheduleTarget(self),
+            WriterScheduleStore(writer),
+        )
         self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
             CreateTopic: self._create_topic,
             ListTopics: self._list_topics,
@@ -192,6 +209,7 @@ class Daemon:
             Ping: self._ping,
             Shutdown: self._shutdown,
             GetUsage: self._usage,
+            **schedule_handlers(self, self.scheduler),
         }
 
     # --- lifetime -------------------------------------------------------------------------
@@ -353,13 +371,17 @@ class Daemon:
             replay_size=self.config.replay_size,
             session_options=self.bridge.session_options,
             prepare_send=self.bridge.prepare_send,
-            observe=self.turns.observe,
+            observe=self._observe,
             turns=self.turns,
         )
         assert self._hosts_nursery is not None
         await self._hosts_nursery.start(self._run_host, host)
         self.hosts[info.id] = host
         return host
+
+    def _observe(self, topic_id: str, event: TopicEvent) -> None:
+        self.turns.observe(topic_id, event)
+        self.scheduler.observe(topic_id, event)
 
     async def _run_host(
         self, host: TopicHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -425,6 +447,7 @@ class Daemon:
         self._records.pop(msg.topic_id, None)
         self.hosts.pop(msg.topic_id, None)
         await host.delete()
+        self.scheduler.observe(msg.topic_id, TopicDeleted(topic_id=msg.topic_id, seq=0))
         return Empty()
 
     async def _attach(self, conn: Connection, msg: Attach) -> Result | None:
@@ -537,7 +560,11 @@ class Daemon:
             drivers_running, warm = stats.sessions, stats.warm
         except (NotImplementedError, AttributeError):  # pragma: no cover - early supervisor
             pass
+        enabled, nxt = self.scheduler.statistics()
         return StatusResult(
+            schedules=enabled,
+            next_schedule_id=nxt.id if nxt is not None else "",
+            next_schedule_due=nxt.next_due if nxt is not None else None,
             pid=os.getpid(),
             version=__version__,
             uptime_s=time.monotonic() - self._started_at,
@@ -593,6 +620,7 @@ async def serve_daemon(
             # connection exists, so its start-up pragmas do not invalidate our statements).
             store.reconcile()
             records = store.load_topics()
+            schedules = store.load_schedules()
             reader = st.AsyncStore(paths.db_path)
             try:
                 writer = st.StoreWriter(store, flush_interval=config.flush_interval)
@@ -614,6 +642,7 @@ async def serve_daemon(
                     supervisor=supervisor,
                     runtime_factory=runtime_factory,
                     records=records,
+                    schedules=schedules,
                 )
                 writer.on_health = daemon.store_health_changed
                 async with trio.open_nursery() as nursery:
@@ -622,6 +651,9 @@ async def serve_daemon(
                     await nursery.start(daemon.turns.serve)
                     await nursery.start(daemon.run_hosts)
                     await daemon.resume_queues()
+                    # Runs start only now: every queue a previous daemon left is running again.
+                    schedule_scope = trio.CancelScope()
+                    await nursery.start(_serve_scheduled, daemon.scheduler, schedule_scope)
                     listener = await bind_unix_listener(paths.socket_path)
                     socket_bound = True
                     async with trio.open_nursery() as conn_nursery:
@@ -639,6 +671,7 @@ async def serve_daemon(
                         await daemon.wait_shutdown_requested()
                         log.info("shutting down")
                         accept_scope.cancel()
+                        schedule_scope.cancel()  # no new runs while turns are stopped
                         _unlink(paths.socket_path)
                         socket_bound = False
                         await daemon.stop_turns(config.shutdown_grace)
@@ -677,6 +710,16 @@ async def _accept(
             peer_uid=peer_uid,
             task_status=task_status,
         )
+
+
+async def _serve_scheduled(
+    scheduler: Scheduler,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with scope:
+        await scheduler.serve(task_status=task_status)
 
 
 def _unlink(path: Any) -> None:

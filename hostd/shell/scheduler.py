@@ -119,17 +119,20 @@ class Scheduler:
     def _wake(self) -> None:
         self._changed.set()
 
-    async def _execute(self, effects: list[ScheduleEffect]) -> None:
+    async def _execute(self, effects: list[ScheduleEffect]) -> HostdError | None:
+        """Carry out effects in order; the error of a refused run, if one was."""
         gen = 0
+        refused: HostdError | None = None
         for eff in effects:
             if isinstance(eff, StartRun):
                 await self._store.wait_committed(gen or None)  # skips recorded before the run
                 gen = 0
-                await self._start(eff)
+                refused = await self._start(eff) or refused
             else:
                 gen = self._apply(eff) or gen
         if gen:
             await self._store.wait_committed(gen)
+        return refused
 
     def _apply(self, eff: ScheduleEffect) -> int:
         """A non-run effect; the store generation to wait for (0: none)."""
@@ -141,11 +144,13 @@ class Scheduler:
             self._target.notify(eff)
         return 0
 
-    async def _start(self, run: StartRun) -> None:
+    async def _start(self, run: StartRun) -> HostdError | None:
+        refused: HostdError | None = None
         try:
             result = await self._target.send_scheduled(run)
         except HostdError as exc:
             log.info("schedule %s: run refused: %s", run.schedule_id, exc.message)
+            refused = exc
             effects = self.book.run_refused(run.schedule_id, exc.code, exc.message, self._wall())
         except Exception as exc:
             # A bug while sending fails this run, never the scheduler.
@@ -155,8 +160,12 @@ class Scheduler:
             )
         else:
             effects = self.book.run_sent(run.schedule_id, result, self._wall())
+        gen = 0
         for eff in effects:
-            self._apply(eff)
+            gen = self._apply(eff) or gen
+        if gen:
+            await self._store.wait_committed(gen)
+        return refused
 
     # --- requests (from the daemon's handlers) --------------------------------------------
 
@@ -178,11 +187,20 @@ class Scheduler:
         return info
 
     async def run_now(self, schedule_id: str) -> ScheduleInfo:
-        """Run outside the due times; returns the schedule once the message is stored."""
+        """Run outside the due times; returns the schedule once the message is stored.
+
+        Raises:
+            NotFound: unknown schedule.
+            TopicBusy: its previous run is still going, or (busy `skip`) the topic answers.
+            HostdError: whatever refused the send (recorded in the schedule too).
+        """
         async with self._lock:
             info = self.book.get(schedule_id)
             running = bool(info.last_row_id) and self._target.run_active(info)
-            await self._execute(self.book.run_now(schedule_id, self._wall(), running=running))
+            effects = self.book.run_now(schedule_id, self._wall(), running=running)
+            refused = await self._execute(effects)
+        if refused is not None:
+            raise refused
         return self.book.get(schedule_id)
 
     def observe(self, topic_id: str, event: TopicEvent) -> None:

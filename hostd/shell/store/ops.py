@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
 
 # --- operations (what the writer batches) --------------------------------------------------------
 
@@ -96,6 +96,18 @@ class PutSteps:
     steps: tuple[StepRow, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class PutSchedule:
+    """Insert or replace a schedule (its definition and its last run)."""
+
+    schedule: ScheduleInfo
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSchedule:
+    schedule_id: str
+
+
 Op = (
     PutTopic
     | DeleteTopic
@@ -107,6 +119,8 @@ Op = (
     | PutResumeToken
     | PutTurn
     | PutSteps
+    | PutSchedule
+    | DeleteSchedule
 )
 
 
@@ -128,6 +142,10 @@ def op_key(op: Op) -> tuple[str, str]:
         return ("token", op.topic_id)
     if isinstance(op, PutSteps):
         return ("steps", op.turn_id)
+    if isinstance(op, PutSchedule):
+        return ("schedule", op.schedule.id)
+    if isinstance(op, DeleteSchedule):
+        return ("schedule", op.schedule_id)
     return ("turn", op.turn_id)
 
 
@@ -140,6 +158,8 @@ def op_topic(op: Op) -> str | None:
         return op.approval.topic_id
     if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutSteps, TouchRow)):
         return op.topic_id
+    if isinstance(op, PutSchedule):
+        return op.schedule.topic_id
     return None
 
 

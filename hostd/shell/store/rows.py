@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
 from hostd_protocol.common import Chunk, CompactionAnchor
 
 _parts_encoder = msgspec.msgpack.Encoder()
@@ -112,4 +112,63 @@ def approval_from(values: Sequence[Any]) -> ApprovalInfo:
         answered_by=by,
         reason=reason,
         created_at=created_at,
+    )
+
+
+SCHEDULE_COLUMNS = (
+    "id, topic_id, text, cron, every_s, tz, busy, missed, enabled, created_at, active_since, "
+    "last_due, last_run_at, last_status, last_error, last_row_id, runs, failures, skipped"
+)
+
+
+def schedule_values(s: ScheduleInfo) -> tuple[Any, ...]:
+    """A schedule's columns (`next_due` is not stored: it is computed from the others)."""
+    return (
+        s.id,
+        s.topic_id,
+        s.text,
+        s.cron,
+        s.every_s,
+        s.tz,
+        s.busy,
+        s.missed,
+        int(s.enabled),
+        s.created_at,
+        s.active_since,
+        s.last_due,
+        s.last_run_at,
+        s.last_status,
+        s.last_error,
+        s.last_row_id,
+        s.runs,
+        s.failures,
+        s.skipped,
+    )
+
+
+def schedule_from(values: Sequence[Any]) -> ScheduleInfo:
+    (
+        sid, topic_id, text, cron, every_s, tz, busy, missed, enabled, created_at, active_since,
+        last_due, last_run_at, last_status, last_error, last_row_id, runs, failures, skipped,
+    ) = values
+    return ScheduleInfo(
+        id=sid,
+        topic_id=topic_id,
+        text=text,
+        cron=cron,
+        every_s=every_s,
+        tz=tz,
+        busy=busy,
+        missed=missed,
+        enabled=bool(enabled),
+        created_at=created_at,
+        active_since=active_since,
+        last_due=last_due,
+        last_run_at=last_run_at,
+        last_status=last_status,
+        last_error=last_error,
+        last_row_id=last_row_id,
+        runs=runs,
+        failures=failures,
+        skipped=skipped,
     )

@@ -40,6 +40,9 @@ from hostd.shell.store.ops import (
     DeleteRow as DeleteRow,
 )
 from hostd.shell.store.ops import (
+    DeleteSchedule as DeleteSchedule,
+)
+from hostd.shell.store.ops import (
     DeleteTopic as DeleteTopic,
 )
 from hostd.shell.store.ops import (
@@ -53,6 +56,9 @@ from hostd.shell.store.ops import (
 )
 from hostd.shell.store.ops import (
     PutRow as PutRow,
+)
+from hostd.shell.store.ops import (
+    PutSchedule as PutSchedule,
 )
 from hostd.shell.store.ops import (
     PutSeq as PutSeq,
@@ -89,15 +95,18 @@ from hostd.shell.store.ops import (
 )
 from hostd.shell.store.rows import (
     ROW_COLUMNS,
+    SCHEDULE_COLUMNS,
     TOPIC_COLUMNS,
     approval_from,
     dict_decoder,
     json_encoder,
     row_from,
     row_values,
+    schedule_from,
+    schedule_values,
     topic_from,
 )
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo
 from hostd_protocol.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -194,6 +203,32 @@ MIGRATIONS: tuple[str, ...] = (
         started_at REAL NOT NULL,
         ended_at REAL
     );
+    """,
+    # 2: scheduled prompts (hostd.core.schedules). `last_due` is the latest due time handled:
+    # a restart never runs it again.
+    """
+    CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        topic_id TEXT NOT NULL REFERENCES topics(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        cron TEXT NOT NULL DEFAULT '',
+        every_s REAL NOT NULL DEFAULT 0,
+        tz TEXT NOT NULL DEFAULT 'UTC',
+        busy TEXT NOT NULL DEFAULT 'queue',
+        missed TEXT NOT NULL DEFAULT 'run-once',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        active_since REAL NOT NULL,
+        last_due REAL,
+        last_run_at REAL NOT NULL DEFAULT 0,
+        last_status TEXT NOT NULL DEFAULT '',
+        last_error TEXT NOT NULL DEFAULT '',
+        last_row_id TEXT NOT NULL DEFAULT '',
+        runs INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        skipped INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX schedules_by_topic ON schedules(topic_id);
     """,
 )
 
@@ -304,6 +339,12 @@ class Store:
         rows = rows[:limit]
         rows.reverse()
         return rows, has_more
+
+    def load_schedules(self) -> list[ScheduleInfo]:
+        cur = self._db.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY created_at, id"
+        )
+        return [schedule_from(v) for v in cur]
 
     def topics_with_rows_in(self, statuses: Iterable[str]) -> list[str]:
         marks = ",".join("?" for _ in statuses)
@@ -470,6 +511,16 @@ class Store:
                         "updated_at = excluded.updated_at",
                         [(op.topic_id, op.token, op.at) for op in tks],
                     )
+                if scs := groups.get(PutSchedule):
+                    marks = ", ".join("?" for _ in range(19))
+                    db.executemany(
+                        f"INSERT OR REPLACE INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({marks})",
+                        [schedule_values(op.schedule) for op in scs],
+                    )
+                if dss := groups.get(DeleteSchedule):
+                    db.executemany(
+                        "DELETE FROM schedules WHERE id = ?", [(op.schedule_id,) for op in dss]
+                    )
                 if drs := groups.get(DeleteRow):
                     db.executemany("DELETE FROM rows WHERE id = ?", [(op.row_id,) for op in drs])
                 if dts := groups.get(DeleteTopic):
@@ -536,6 +587,8 @@ _APPLY_ORDER: tuple[type, ...] = (
     PutTurn,
     PutSteps,
     PutResumeToken,
+    PutSchedule,
+    DeleteSchedule,
     DeleteRow,
     DeleteTopic,
 )
