@@ -30,15 +30,43 @@ def _cmd_protocol_schema(args: argparse.Namespace) -> int:
 
 def _cmd_drivers(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from hostd.shell.drivers.registry import DriverRegistry
+    from hostd_protocol.errors import DriverUnavailable
 
+    registry = DriverRegistry.discover()
+    if args.name:
+        try:
+            spec = registry.get(args.name)
+        except DriverUnavailable as exc:
+            print(f"hostd: {exc.message}", file=sys.stderr)
+            return 1
+        console = Console()
+        console.print(
+            f"[bold]{escape(spec.name)}[/bold] {spec.version}: {escape(spec.description)}"
+        )
+        console.print(f"runs: python -m {spec.module}")
+        if spec.env or spec.env_options:
+            passed = ", ".join(spec.env)
+            named = ", ".join(f"the variable named by `{o}`" for o in spec.env_options)
+            console.print(f"environment passed on: {', '.join(x for x in (passed, named) if x)}")
+        if not spec.options_help:
+            console.print("options: (this driver documents none)")
+            return 0
+        table = Table(title=f"{escape(spec.name)} options (an assistant's \\[options])")
+        table.add_column("option")
+        table.add_column("meaning")
+        for option, text in spec.options_help:
+            table.add_row(escape(option), escape(text))
+        console.print(table)
+        return 0
     table = Table(title="hostd drivers")
     table.add_column("driver")
     table.add_column("available")
     table.add_column("description / reason")
-    for info in DriverRegistry.discover().infos():
+    for info in registry.infos():
         table.add_row(
             info.name,
             "yes" if info.available else "[red]no[/red]",
@@ -53,7 +81,8 @@ def _add_own(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
     p.add_argument("output", nargs="?", default="-", help="file to write (default: stdout)")
     handlers["protocol-schema"] = _cmd_protocol_schema
 
-    sub.add_parser("drivers", help="list installed drivers and why any is unavailable")
+    p = sub.add_parser("drivers", help="list installed drivers and why any is unavailable")
+    p.add_argument("name", nargs="?", default="", help="show this driver's options")
     handlers["drivers"] = _cmd_drivers
 
 
@@ -101,7 +130,13 @@ def _add_web(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
 
 
 _GROUPS = (
-    _add_own, _add_assistants, _add_chat, _add_turn, _add_daemon, _add_topic, _add_schedule,
+    _add_own,
+    _add_assistants,
+    _add_chat,
+    _add_turn,
+    _add_daemon,
+    _add_topic,
+    _add_schedule,
     _add_web,
 )
 

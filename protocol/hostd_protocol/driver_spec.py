@@ -41,6 +41,8 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: an assistant says which variable holds its key). Only that variable, only to this
     #: driver; a value that is not a plain variable name is ignored.
     env_options: tuple[str, ...] = ()
+    #: (option, one-line help) pairs for `Init.options`, shown by `hostd drivers NAME`.
+    options_help: tuple[tuple[str, str], ...] = ()
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

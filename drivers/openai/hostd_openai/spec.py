@@ -11,6 +11,42 @@ from hostd_protocol.driver_spec import DriverSpec
 #: everything the driver says.
 ENV: tuple[str, ...] = ("OPENAI_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "LANG")
 
+#: Shown by `hostd drivers openai`; a test checks it names every field of `OpenAIOptions`.
+OPTIONS_HELP: tuple[tuple[str, str], ...] = (
+    (
+        "base_url",
+        "the server's API root (default https://api.openai.com/v1; Ollama: "
+        "http://127.0.0.1:11434/v1)",
+    ),
+    ("api_key_env", 'name of the variable holding the key (default OPENAI_API_KEY; "": none)'),
+    (
+        "mcp_servers",
+        "name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP); "
+        "also connect_timeout, tool_timeout",
+    ),
+    ("allowed_tools", "tool names / patterns (time__*, *) that run without an approval"),
+    ("max_steps", "model calls per turn (default 25)"),
+    ("tool_retries", "retries of a retryable tool failure (default 3)"),
+    ("tool_timeout", "seconds per tool call (default 120)"),
+    ("tool_retry_delay", "first backoff between tool attempts (default 0.2 s)"),
+    ("max_tool_result_chars", "longer tool results are cut (default 100000)"),
+    ("model_retries", "retries of 429 / 5xx / transport failures (default 4)"),
+    ("retry_base_delay", "first model retry backoff (default 0.5 s)"),
+    ("retry_max_delay", "longest model retry backoff (default 20 s)"),
+    ("read_timeout", "seconds between two bytes of a response (default 300)"),
+    ("connect_timeout", "seconds to connect to the server (default 10)"),
+    ("temperature", "sampling temperature (server default)"),
+    ("max_tokens", "output limit per model call (server default)"),
+    ("extra_body", "fields merged into every request body"),
+    ("headers", "headers added to every model request"),
+    ("stream_usage", "ask for usage in the stream (default true)"),
+    ("compact_on_overflow", "summarise older messages once on context overflow (default true)"),
+    ("compact_keep_last", "messages kept verbatim by a compaction (default 4)"),
+    ("prices", "{input, output, cached_input} USD per million tokens, for cost"),
+    ("catalog_refresh", "seconds between MCP tool-list refreshes (default 300)"),
+    ("mcp_startup_wait", "a cold process's first turn waits this long for MCP servers (10 s)"),
+)
+
 SPEC = DriverSpec(
     name="openai",
     module="hostd_openai",
@@ -19,4 +55,5 @@ SPEC = DriverSpec(
     version=__version__,
     env=ENV,
     env_options=("api_key_env",),
+    options_help=OPTIONS_HELP,
 )
