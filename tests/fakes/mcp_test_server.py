@@ -1,6 +1,7 @@
 """A real MCP server (stdio, the official `mcp` package) with tools that misbehave on purpose.
 
-Run as `python -m tests.fakes.mcp_test_server --state DIR`. Tools:
+Run as `python -m tests.fakes.mcp_test_server --state DIR` (stdio), or with `--http PORT` as a
+streamable HTTP server on 127.0.0.1:PORT/mcp. Tools:
 
 - `echo(text)`: returns the text.
 - `flaky(key, failures)`: the server process dies (exit 1, mid-call) the first `failures`
@@ -66,10 +67,14 @@ def build(state: Path) -> MCPServer:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", required=True)
+    parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
     args = parser.parse_args()
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
-    build(state).run("stdio")
+    if args.http:
+        build(state).run("streamable-http", host="127.0.0.1", port=args.http)
+    else:
+        build(state).run("stdio")
 
 
 if __name__ == "__main__":

@@ -207,3 +207,13 @@ async def test_step_limit_ends_the_turn_with_a_reason() -> None:
     assert len(api.chat_requests) == 3
     # Unknown tools are final failures handed to the model, never retried.
     assert all(r.is_error and "unknown tool" in r.output for r in tool_results(events))
+
+
+async def test_a_stream_cut_before_any_output_is_retried() -> None:
+    rules = [Rule(anything, [Cut(""), Text("whole answer")])]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, **FAST_RETRY) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    assert end_of(events).status == "success"
+    assert text_of(events) == "whole answer"
+    assert [e.attempt for e in events if isinstance(e, ApiRetry)] == [1]

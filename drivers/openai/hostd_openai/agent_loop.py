@@ -241,7 +241,12 @@ class AgentLoop:
                 attempt += 1
                 await self._backoff(attempt, exc.status, exc.retry_after, exc.message)
             except StreamCut as exc:
-                raise TurnFailed(str(exc), driver=DRIVER_NAME) from None
+                # Cut after output: the user saw a partial answer; the host keeps it and the
+                # turn ends in error. Cut before any: nothing is lost by asking again.
+                if response.emitted or attempt >= self.opts.model_retries:
+                    raise TurnFailed(str(exc), driver=DRIVER_NAME) from None
+                attempt += 1
+                await self._backoff(attempt, None, None, str(exc))
             except ModelError as exc:  # transport
                 if response.emitted:
                     raise TurnFailed(
