@@ -42,6 +42,7 @@ from hostd_openai.chat_stream import (
 from hostd_openai.config import OpenAIOptions
 from hostd_openai.mcp_tools import CatalogSnapshot
 from hostd_openai.tool_runner import ToolRunner
+from hostd_openai.tool_search import plan
 from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, Usage
 from hostd_protocol.driver_harness import TurnContext, TurnFailed
 from hostd_protocol.driver_messages import (
@@ -160,7 +161,7 @@ class AgentLoop:
         self.snapshot = snapshot
         self.messages = initial_messages(system_prompt, turn)
         self.usage = TurnUsage()
-        self.tools = [t.openai_schema() for t in snapshot.tools.values()]
+        self.plan = plan(snapshot.tools, opts.allowed_tools, opts.tool_search_over_tokens)
         self._compacted = False
 
     async def run(self) -> None:
@@ -171,7 +172,9 @@ class AgentLoop:
             response = await self._model_step()
             self.messages.append(response.assistant_message())
             if response.tool_calls:
-                runs = await ToolRunner(turn, self.opts, self.snapshot).run_all(response.tool_calls)
+                runs = await ToolRunner(turn, self.opts, self.snapshot, self.plan).run_all(
+                    response.tool_calls
+                )
                 for run in runs:
                     self.messages.append(
                         {"role": "tool", "tool_call_id": run.call.call_id, "content": run.output}
@@ -198,8 +201,9 @@ class AgentLoop:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if self.opts.stream_usage:
             body["stream_options"] = {"include_usage": True}
-        if tools and self.tools:
-            body["tools"] = self.tools
+        schemas = self.plan.schemas() if tools else []
+        if schemas:
+            body["tools"] = schemas
         if self.opts.temperature is not None:
             body["temperature"] = self.opts.temperature
         if self.opts.max_tokens is not None:

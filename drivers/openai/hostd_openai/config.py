@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -95,6 +95,9 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
     compact_on_overflow: bool = True
     #: Messages kept verbatim after a compaction (the rest is summarised).
     compact_keep_last: int = 4
+    #: A catalog whose schemas cost more tokens than this defers the tools that run unasked
+    #: behind one `tool_search` tool (only when that saves tokens); 0: never.
+    tool_search_over_tokens: int = 8000
     prices: Prices | None = None
     #: Headers added to every model request (never logged).
     headers: dict[str, str] = {}
@@ -115,7 +118,13 @@ def parse_options(raw: dict[str, Any]) -> tuple[OpenAIOptions, list[str]]:
             f"invalid openai option: base_url must start with http:// or https://, "
             f"got {opts.base_url!r}"
         )
-    for name in ("max_steps", "model_retries", "tool_retries", "max_tool_result_chars"):
+    for name in (
+        "max_steps",
+        "model_retries",
+        "tool_retries",
+        "max_tool_result_chars",
+        "tool_search_over_tokens",
+    ):
         if getattr(opts, name) < (1 if name in ("max_steps", "max_tool_result_chars") else 0):
             raise InvalidArgument(f"invalid openai option: {name} is out of range")
     for name in ("read_timeout", "connect_timeout", "tool_timeout", "catalog_refresh"):
@@ -144,6 +153,3 @@ def namespaced(server: str, tool: str) -> str | None:
 def is_allowed(name: str, patterns: list[str]) -> bool:
     """Whether the namespaced tool `name` runs without an approval."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
-ToolFailureKind = Literal["retryable", "final"]

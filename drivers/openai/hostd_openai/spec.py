@@ -42,6 +42,11 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("stream_usage", "ask for usage in the stream (default true)"),
     ("compact_on_overflow", "summarise older messages once on context overflow (default true)"),
     ("compact_keep_last", "messages kept verbatim by a compaction (default 4)"),
+    (
+        "tool_search_over_tokens",
+        "a catalog costing more tokens defers unasked tools behind "
+        "tool_search, when that saves tokens (default 8000; 0: never)",
+    ),
     ("prices", "{input, output, cached_input} USD per million tokens, for cost"),
     ("catalog_refresh", "seconds between MCP tool-list refreshes (default 300)"),
     ("mcp_startup_wait", "a cold process's first turn waits this long for MCP servers (10 s)"),

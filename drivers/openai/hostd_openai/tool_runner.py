@@ -27,6 +27,7 @@ import trio
 from hostd_openai.chat_stream import AssembledToolCall
 from hostd_openai.config import OpenAIOptions, is_allowed
 from hostd_openai.mcp_tools import CatalogSnapshot, McpServer, ToolFailure, ToolOutput
+from hostd_openai.tool_search import SEARCH_TOOL, ToolPlan, search
 from hostd_protocol.common import ToolCall, ToolResult
 from hostd_protocol.driver_harness import TurnContext
 
@@ -65,10 +66,17 @@ def clip(text: str, limit: int) -> str:
 class ToolRunner:
     """Runs the tool calls of one response for one turn."""
 
-    def __init__(self, turn: TurnContext, opts: OpenAIOptions, snapshot: CatalogSnapshot) -> None:
+    def __init__(
+        self,
+        turn: TurnContext,
+        opts: OpenAIOptions,
+        snapshot: CatalogSnapshot,
+        plan: ToolPlan | None = None,
+    ) -> None:
         self._turn = turn
         self._opts = opts
         self._snapshot = snapshot
+        self._plan = plan
 
     async def run_all(self, calls: list[AssembledToolCall]) -> list[ToolRun]:
         runs = []
@@ -85,6 +93,12 @@ class ToolRunner:
 
     async def _run(self, run: ToolRun) -> None:
         call = run.call
+        if call.name == SEARCH_TOOL and self._plan is not None and run.arguments is not None:
+            # Runs nothing: it only makes deferred tools callable, so it needs no approval.
+            text, found = search(str(run.arguments.get("query", "")), self._plan.deferred)
+            self._plan.activate(found)
+            await self._finish(run, call.call_id, text, False)
+            return
         tool = self._snapshot.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._snapshot.tools)) or "none"
