@@ -74,11 +74,13 @@ from hostd_protocol.client_messages import (
     Ping,
     Pong,
     PrewarmTopic,
+    ReadRow,
     RemoveSchedule,
     RenameTopic,
     ReplayEnd,
     Reply,
     Resync,
+    RowContent,
     RunScheduleNow,
     ScheduleBusy,
     ScheduleInfo,
@@ -101,7 +103,15 @@ from hostd_protocol.client_messages import (
     UsageTotals,
     Welcome,
 )
-from hostd_protocol.common import PROTOCOL_VERSION, HistoryMessage, SendIntent
+from hostd_protocol.common import (
+    PROTOCOL_VERSION,
+    Chunk,
+    HistoryMessage,
+    SendIntent,
+    TextDelta,
+    ThinkingDelta,
+    ToolResult,
+)
 from hostd_protocol.errors import (
     ConnectionBroken,
     ConnectionClosed,
@@ -349,9 +359,37 @@ class Client:
         return r.topic
 
     async def list_topics(self) -> list[TopicInfo]:
-        r = await self._request(ListTopics(id=0))
-        assert isinstance(r, TopicListResult)
-        return r.topics
+        """Every topic (the daemon answers in bounded pages; this follows them)."""
+        topics: list[TopicInfo] = []
+        after = ""
+        while True:
+            r = await self._request(ListTopics(id=0, after=after))
+            assert isinstance(r, TopicListResult)
+            topics.extend(r.topics)
+            if not r.has_more or not r.topics:
+                return topics
+            after = r.topics[-1].id
+
+    async def read_row(self, topic_id: str, row_id: str) -> list[Chunk]:
+        """A stored row's whole content, read in bounded pieces (for a row a snapshot or
+        history page delivered cut, `meta["truncated"]`). Pieces of one part are joined."""
+        parts: list[Chunk] = []
+        part, offset = 0, 0
+        while True:
+            r = await self._request(
+                ReadRow(id=0, topic_id=topic_id, row_id=row_id, part=part, offset=offset)
+            )
+            assert isinstance(r, RowContent)
+            for i, piece in enumerate(r.parts):
+                if i == 0 and offset and parts:
+                    parts[-1] = _join_pieces(parts[-1], piece)
+                else:
+                    parts.append(piece)
+            if r.done:
+                return parts
+            if (r.next_part, r.next_offset) <= (part, offset):
+                raise ProtocolError(f"read-row of {row_id} made no progress at {part}:{offset}")
+            part, offset = r.next_part, r.next_offset
 
     async def get_topic(self, topic_id: str) -> TopicInfo:
         r = await self._request(GetTopic(id=0, topic_id=topic_id))
@@ -723,3 +761,15 @@ __all__ = [
     "open_client",
     "start_daemon",
 ]
+
+
+def _join_pieces(head: Chunk, tail: Chunk) -> Chunk:
+    """One part delivered in two `read-row` pieces, whole again."""
+    if isinstance(head, TextDelta) and isinstance(tail, TextDelta):
+        return TextDelta(text=head.text + tail.text)
+    if isinstance(head, ThinkingDelta) and isinstance(tail, ThinkingDelta):
+        return ThinkingDelta(text=head.text + tail.text)
+    if isinstance(head, ToolResult) and isinstance(tail, ToolResult):
+        return ToolResult(call_id=head.call_id, output=head.output + tail.output,
+                          is_error=head.is_error)
+    raise ProtocolError("read-row continued a part with a part of another kind")

@@ -45,10 +45,12 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import (
+    FrameTooLarge,
     HandshakeError,
     HostdError,
     InternalError,
     InvalidMessage,
+    PayloadTooLarge,
     ProtocolError,
     UnknownRequest,
     VersionMismatch,
@@ -196,21 +198,48 @@ class Connection:
 
     # --- outbound -------------------------------------------------------------------------
 
-    def send_message(self, msg: Any) -> None:
-        """Queue a reply or control message (never dropped)."""
+    def send_message(self, msg: Any) -> bool:
+        """Queue a reply or control message (never dropped). False when it was not queued:
+        the connection is going, or `msg` does not fit in a frame (then, for a reply, the
+        client gets `payload_too_large` for its request instead, and everything else of the
+        connection, its subscriptions included, goes on)."""
         if self._closing and self._writer_done.is_set():
-            return
+            return False
         if self._queued_bytes > self._hard_limit:
             # Checked before adding, so one big reply (a snapshot) on a drained queue is fine;
             # a client that keeps asking and never reads is not.
             log.warning("%r: %d bytes of replies unread; disconnecting", self, self._queued_bytes)
             self.abort()
-            return
-        frame = SERVER_CODECS[self._encoding].encode_frame(msg)
+            return False
+        try:
+            frame = SERVER_CODECS[self._encoding].encode_frame(msg)
+        except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
+            request_id = getattr(msg, "id", None)
+            log.error("%r: cannot send %s (request %s): %s", self, type(msg).__name__,
+                      request_id, exc)
+            size = exc.details.get("size") if isinstance(exc, FrameTooLarge) else None
+            err = PayloadTooLarge(
+                f"the reply does not fit in one frame of {self.max_frame_size} bytes: {exc}",
+                details={"size": size, "max": self.max_frame_size},
+            )
+            frame = SERVER_CODECS[self._encoding].encode_frame(
+                error_reply(err, request_id if isinstance(request_id, int) else None)
+            )
+            self._enqueue(frame, is_event=False)
+            return False
         self._enqueue(frame, is_event=False)
+        return True
 
-    def reply(self, request_id: int, result: Result) -> None:
-        self.send_message(Reply(id=request_id, result=result))
+    def reply(self, request_id: int, result: Result) -> bool:
+        """Queue the reply; False if it did not go out (see `send_message`)."""
+        return self.send_message(Reply(id=request_id, result=result))
+
+    def resync(self, stream: TopicStream, reason: str) -> None:
+        """Unsubscribe from one topic and tell the window to take a fresh snapshot."""
+        stream.unsubscribe(self)
+        self.attached.pop(stream.topic_id, None)
+        self._resyncs += 1
+        self.send_message(Resync(topic_id=stream.topic_id, seq=stream.last_seq, reason=reason))
 
     def push_event(self, stream: TopicStream, frame: bytes) -> None:
         """A topic event frame, already encoded in this connection's encoding."""
@@ -228,7 +257,10 @@ class Connection:
         snapshot is then the cheaper way to catch up.
         """
         codec = SERVER_CODECS[self._encoding]
-        frames = [codec.encode_frame(ev) for ev in events]
+        try:
+            frames = [codec.encode_frame(ev) for ev in events]
+        except FrameTooLarge:
+            return False
         if self._event_bytes + sum(len(f) for f in frames) > self.max_queue_bytes:
             return False
         for frame in frames:

@@ -20,6 +20,7 @@ runtime, the replay buffer and the subscriptions. Loading is single-flight per t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -30,11 +31,19 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from hostd import __version__
+from hostd.core.payload_bounds import (
+    bound_topic,
+    check_send,
+    check_text,
+    fit_rows,
+    fit_topics,
+    row_piece,
+)
 from hostd.core.schedules import ScheduleBook
 from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
 from hostd.shell.daemon_turns import DaemonTurns
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
+from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, encoded_size
 from hostd.shell.paths import Paths
 from hostd.shell.schedule_service import (
     DaemonScheduleTarget,
@@ -74,6 +83,7 @@ from hostd_protocol.client_messages import (
     Ping,
     Pong,
     PrewarmTopic,
+    ReadRow,
     RenameTopic,
     Result,
     ScheduleInfo,
@@ -94,11 +104,13 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.errors import (
     HostdError,
     InvalidArgument,
+    NotFound,
     TopicClosed,
     UnknownRequest,
     UnknownTopic,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from hostd_protocol.limits import MAX_REPLY_BYTES, MAX_SEND_BYTES
 
 if TYPE_CHECKING:
     from hostd.core.topic_runtime import TopicRuntime
@@ -203,6 +215,7 @@ class Daemon:
             SendNow: self._send_now,
             ContinueTurn: self._continue,
             History: self._history,
+            ReadRow: self._read_row,
             PrewarmTopic: self._prewarm,
             Status: self._status,
             ListDrivers: self._list_drivers,
@@ -432,7 +445,19 @@ class Daemon:
         return TopicResult(topic=host.topic_info())
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
-        return TopicListResult(topics=[self._topic_info(tid) for tid in list(self._records)])
+        ids = list(self._records)
+        if msg.after:
+            try:
+                ids = ids[ids.index(msg.after) + 1 :]
+            except ValueError:
+                raise UnknownTopic(
+                    f"no topic with id {msg.after!r} to list after",
+                    details={"topic_id": msg.after},
+                ) from None
+        topics, has_more = fit_topics(
+            [self._topic_info(tid) for tid in ids], MAX_REPLY_BYTES, encoded_size(conn.encoding)
+        )
+        return TopicListResult(topics=topics, has_more=has_more)
 
     async def _get_topic(self, conn: Connection, msg: GetTopic) -> Result:
         return TopicResult(topic=self._topic_info(msg.topic_id))
@@ -465,6 +490,7 @@ class Daemon:
         return Empty()
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
+        check_send(msg.text, msg.history)  # refused: nothing is stored
         host = await self.host(msg.topic_id)
         self.bridge.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id
@@ -494,6 +520,7 @@ class Daemon:
         return Empty()
 
     async def _edit_queued(self, conn: Connection, msg: EditQueued) -> Result:
+        check_text("the message", msg.text, MAX_SEND_BYTES)
         host = await self.host(msg.topic_id)
         await host.call("edit_queued", msg.row_id, msg.text)
         return Empty()
@@ -519,14 +546,33 @@ class Daemon:
     async def _history(self, conn: Connection, msg: History) -> Result:
         if msg.limit <= 0 or msg.limit > 10_000:
             raise InvalidArgument("limit must be between 1 and 10000")
+        if msg.before_position is not None and not 0 <= msg.before_position <= 2**62:
+            raise InvalidArgument("before_position must be between 0 and 2**62")
         self._topic_info(msg.topic_id)
         # Streamed content waits in the writer for up to one flush interval: flush first so
         # the page is as fresh as the live stream.
         await self.writer.wait_committed()
         rows, has_more = await self.reader.run(
-            self.reader.sync.history_page, msg.topic_id, msg.before_position, msg.limit
+            self.reader.sync.history_page,
+            msg.topic_id,
+            msg.before_position,
+            msg.limit,
+            MAX_REPLY_BYTES,
         )
-        return HistoryResult(rows=rows, has_more=has_more)
+        fitted, dropped = fit_rows(rows, MAX_REPLY_BYTES, encoded_size(conn.encoding))
+        return HistoryResult(rows=fitted, has_more=has_more or dropped)
+
+    async def _read_row(self, conn: Connection, msg: ReadRow) -> Result:
+        self._topic_info(msg.topic_id)
+        if msg.part < 0 or msg.offset < 0:
+            raise InvalidArgument("part and offset must be >= 0")
+        await self.writer.wait_committed()
+        row = await self.reader.run(self.reader.sync.load_row, msg.topic_id, msg.row_id)
+        if row is None:
+            raise NotFound(
+                f"no row {msg.row_id!r} in topic {msg.topic_id}", details={"row_id": msg.row_id}
+            )
+        return row_piece(row, msg.part, msg.offset, MAX_REPLY_BYTES, encoded_size(conn.encoding))
 
     async def _prewarm(self, conn: Connection, msg: PrewarmTopic) -> Result:
         host = await self.host(msg.topic_id)
@@ -619,7 +665,11 @@ async def serve_daemon(
             # Reconcile before anything else touches the database (and before the reader
             # connection exists, so its start-up pragmas do not invalidate our statements).
             store.reconcile()
-            records = store.load_topics()
+            # A topic stored before the size limits existed is shown cut, never breaking a
+            # listing or an attach (`payload_bounds.bound_topic`).
+            records = [
+                dataclasses.replace(r, info=bound_topic(r.info)) for r in store.load_topics()
+            ]
             schedules = store.load_schedules()
             reader = st.AsyncStore(paths.db_path)
             try:

@@ -16,12 +16,18 @@ Rules this module guards:
 
 from __future__ import annotations
 
+import logging
 from collections import deque
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import msgspec
 
 from hostd_protocol.client_messages import ServerMessage, TopicEvent
+from hostd_protocol.errors import FrameTooLarge
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, Encoding
+
+log = logging.getLogger(__name__)
 
 #: Default number of events each topic keeps for `Attach(since=...)`.
 DEFAULT_REPLAY_SIZE = 10_000
@@ -34,6 +40,16 @@ SERVER_CODECS: dict[Encoding, Codec[ServerMessage]] = {
 }
 
 
+_MSGPACK = msgspec.msgpack.Encoder()
+_JSON = msgspec.json.Encoder()
+
+
+def encoded_size(encoding: Encoding) -> Callable[[Any], int]:
+    """How many bytes a value takes in `encoding` (to fit rows into a reply's budget)."""
+    encode = _JSON.encode if encoding == "json" else _MSGPACK.encode
+    return lambda value: len(encode(value))
+
+
 class Subscriber(Protocol):
     """A window's side of a subscription (a `Connection`)."""
 
@@ -42,6 +58,9 @@ class Subscriber(Protocol):
 
     def push_event(self, stream: TopicStream, frame: bytes) -> None:
         """Queue one encoded event frame; never blocks. May unsubscribe itself."""
+
+    def resync(self, stream: TopicStream, reason: str) -> None:
+        """Unsubscribe from `stream` and tell the window to attach again."""
 
 
 class ReplayBuffer:
@@ -117,13 +136,27 @@ class TopicStream:
         self.events_published += 1
         if not self._subscribers:
             return
-        frames: dict[Encoding, bytes] = {}
+        frames: dict[Encoding, bytes | None] = {}
         for sub in list(self._subscribers):
             enc = sub.encoding
-            frame = frames.get(enc)
+            if enc in frames:
+                frame = frames[enc]
+            else:
+                frame = frames[enc] = self._encode(event, enc)
             if frame is None:
-                frame = frames[enc] = SERVER_CODECS[enc].encode_frame(event)
-            sub.push_event(self, frame)
+                # Cannot happen within the limits (`payload_bounds`); if it does, the window
+                # misses this event knowingly and takes a (bounded) snapshot instead.
+                sub.resync(self, f"event seq {event.seq} does not fit in a frame; attach again")
+            else:
+                sub.push_event(self, frame)
+
+    def _encode(self, event: TopicEvent, encoding: Encoding) -> bytes | None:
+        try:
+            return SERVER_CODECS[encoding].encode_frame(event)
+        except FrameTooLarge as exc:
+            log.error("topic %s: event %s seq %d: %s", self.topic_id,
+                      type(event).__name__, event.seq, exc)
+            return None
 
     def replay_since(self, seq: int) -> list[TopicEvent] | None:
         return self.buffer.since(seq)

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
 import trio
 
 from hostd.core.effects import (
@@ -47,8 +48,9 @@ from hostd.core.effects import (
     ToDriver,
     TouchRow,
 )
+from hostd.core.payload_bounds import fit_rows
 from hostd.shell.connection import Connection
-from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream
+from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
 from hostd.shell.store import store as st
 from hostd_protocol.client_messages import (
     AttachResult,
@@ -70,6 +72,7 @@ from hostd_protocol.errors import (
     InternalError,
     TopicClosed,
 )
+from hostd_protocol.limits import MAX_CHUNK_CHARS, MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
     from hostd.core.topic_runtime import TopicRuntime
@@ -117,13 +120,15 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
 
     The text is exactly the concatenation, so a row reads the same; what changes is that
     the runtime, the encoder, every window's queue and the store see one event per pipe read
-    instead of one per chunk (the lever that keeps the daemon off the critical path).
+    instead of one per chunk (the lever that keeps the daemon off the critical path). A merged
+    delta stays within `MAX_CHUNK_CHARS` (the limit `payload_bounds` split the driver's at).
     """
     if len(events) < 2:
         return events
     out: list[DriverEvent] = []
     head: ChunkEvent | None = None
     texts: list[str] = []
+    size = 0
 
     def close() -> None:
         if head is None:
@@ -144,11 +149,13 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
                 head is not None
                 and ev.turn_id == head.turn_id
                 and type(ev.chunk) is type(head.chunk)
+                and size + len(ev.chunk.text) <= MAX_CHUNK_CHARS
             ):
                 texts.append(ev.chunk.text)
+                size += len(ev.chunk.text)
                 continue
             close()
-            head, texts = ev, [ev.chunk.text]
+            head, texts, size = ev, [ev.chunk.text], len(ev.chunk.text)
             continue
         close()
         head = None
@@ -361,7 +368,14 @@ class TopicHost:
         conn.attached.pop(self.topic_id, None)
         if since is None:
             snap: Snapshot = self.runtime.snapshot(max_rows)
-            conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="snapshot", snapshot=snap))
+            # Bounded in bytes (the newest rows that fit, the newest always, cut if needed),
+            # so every topic can be attached however big its rows grew.
+            rows, dropped = fit_rows(snap.rows, MAX_REPLY_BYTES, encoded_size(conn.encoding))
+            if dropped or rows != snap.rows:
+                snap = msgspec.structs.replace(snap, rows=rows, truncated=snap.truncated or dropped)
+            result = AttachResult(topic_id=self.topic_id, mode="snapshot", snapshot=snap)
+            if not conn.reply(request_id, result):
+                return  # not subscribed: the window got an error reply instead
         else:
             conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="replay"))
             missed = self.stream.replay_since(since)

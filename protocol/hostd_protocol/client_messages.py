@@ -144,7 +144,11 @@ class CreateTopic(_Frozen, frozen=True, tag="create-topic"):
 
 
 class ListTopics(_Frozen, frozen=True, tag="list-topics"):
+    """Topics in creation order, as many as fit in one reply (`limits.MAX_REPLY_BYTES`).
+    `has_more` in the answer: ask again with `after` = the id of the last topic received."""
+
     id: int
+    after: str = ""
 
 
 class GetTopic(_Frozen, frozen=True, tag="get-topic"):
@@ -241,6 +245,18 @@ class History(_Frozen, frozen=True, tag="history"):
     topic_id: str
     before_position: int | None = None
     limit: int = 100
+
+
+class ReadRow(_Frozen, frozen=True, tag="read-row"):
+    """One piece of a stored row's content, from part `part`, character `offset` of it (for a
+    row too big for a snapshot or history page). Answered by `RowContent`; continue from its
+    `next_part` / `next_offset` until `done`."""
+
+    id: int
+    topic_id: str
+    row_id: str
+    part: int = 0
+    offset: int = 0
 
 
 class PrewarmTopic(_Frozen, frozen=True, tag="prewarm"):
@@ -378,6 +394,7 @@ ClientMessage = (
     | SendNow
     | ContinueTurn
     | History
+    | ReadRow
     | PrewarmTopic
     | Status
     | ListDrivers
@@ -404,6 +421,8 @@ class TopicResult(_Frozen, frozen=True, tag="topic"):
 
 class TopicListResult(_Frozen, frozen=True, tag="topic-list"):
     topics: list[TopicInfo]
+    #: More topics follow: `ListTopics(after=<id of the last one here>)`.
+    has_more: bool = False
 
 
 class AttachResult(_Frozen, frozen=True, tag="attached"):
@@ -431,8 +450,24 @@ class SendResult(_Frozen, frozen=True, tag="sent"):
 
 
 class HistoryResult(_Frozen, frozen=True, tag="history-page"):
+    """At most `limit` rows and `limits.MAX_REPLY_BYTES`, never zero rows when any exist
+    before `before_position`: paging with `before_position = rows[0].position` always moves."""
+
     rows: list[MessageRow]
     has_more: bool = False
+
+
+class RowContent(_Frozen, frozen=True, tag="row-content"):
+    """A piece of a row's parts (answer to `ReadRow`): `parts` starts at (`part`, `offset`);
+    a part cut by the piece's size continues at (`next_part`, `next_offset`)."""
+
+    row_id: str
+    parts: list[Chunk]
+    part: int = 0
+    offset: int = 0
+    next_part: int = 0
+    next_offset: int = 0
+    done: bool = True
 
 
 class StatusResult(_Frozen, frozen=True, tag="daemon-status"):
@@ -487,6 +522,7 @@ Result = (
     | AttachResult
     | SendResult
     | HistoryResult
+    | RowContent
     | StatusResult
     | DriverListResult
     | Pong

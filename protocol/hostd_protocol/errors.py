@@ -133,6 +133,13 @@ class InvalidArgument(RequestError):
     code = "invalid_argument"
 
 
+class PayloadTooLarge(RequestError):
+    """A request carries more than its limit (`hostd_protocol.limits`), or its reply would
+    not fit in one frame. Nothing was stored; `details` has `size` and `max` when known."""
+
+    code = "payload_too_large"
+
+
 class AlreadyAnswered(RequestError):
     """An approval was already answered (by this or another window) or timed out."""
 

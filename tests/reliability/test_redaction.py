@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from hostd.client import Client, open_client
-from hostd.redaction import MIN_PIECE, Redactor
+from hostd.core.redaction import MIN_PIECE, Redactor
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_dev.stress.process import DaemonProcess
 from hostd_protocol.client_messages import TurnEnded

@@ -23,6 +23,9 @@ class Counting:
     def push_event(self, stream: TopicStream, frame: bytes) -> None:
         self.frames.append(frame)
 
+    def resync(self, stream: TopicStream, reason: str) -> None:
+        stream.unsubscribe(self)
+
 
 def test_fanout_encodes_once_per_encoding(monkeypatch: Any) -> None:
     calls: list[str] = []

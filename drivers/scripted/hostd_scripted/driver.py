@@ -419,6 +419,29 @@ class _Player:
             await trio.sleep_forever()
         raise TurnFailed(f"vendor said: {said}", driver=self.driver.name)
 
+    async def do_huge(self, step: Step) -> None:
+        """One event of KIND carrying SIZE characters, as one frame (size tests): `text`,
+        `thinking`, `tool` (a tool result), `input` (a tool call input), `notice`, `error`
+        (the turn fails with it)."""
+        kind = step.arg(0, "text")
+        size = int(step.num("size", 1000, pos=1))
+        body = words_text(size)
+        if kind == "text":
+            await self.turn.chunk(TextDelta(text=body))
+        elif kind == "thinking":
+            await self.turn.chunk(ThinkingDelta(text=body))
+        elif kind in ("tool", "input"):
+            call_id = f"call-{next(self.driver._ids)}"
+            tool_input = {"content": body} if kind == "input" else {}
+            await self.turn.chunk(ToolCall(call_id=call_id, name="Write", input=tool_input))
+            await self.turn.chunk(ToolResult(call_id=call_id, output=body if kind == "tool" else "ok"))
+        elif kind == "notice":
+            await self.turn.emit(Notice(code="huge", message=body, turn_id=self.turn.turn_id))
+        elif kind == "error":
+            raise TurnFailed(body, driver=self.driver.name)
+        else:
+            raise TurnFailed(f"/huge: unknown kind {kind!r}", driver=self.driver.name)
+
     async def do_envkeys(self, step: Step) -> None:
         await self.turn.chunk(TextDelta(text=" ".join(sorted(os.environ))))
 

@@ -74,6 +74,7 @@ KNOWN: dict[str, int | None] = {
     "whoami": 0,
     "env": 1,
     "leak": 1,
+    "huge": 2,
     "envkeys": 0,
     "usage": 2,
     "notice": None,

@@ -16,7 +16,7 @@ Rules this module guards:
 - A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
   stderr tail. A schema error (unknown event from a newer driver) skips that one event.
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
-- Secrets given for the session are redacted (`hostd.redaction`) from everything the driver
+- Secrets given for the session are redacted (`hostd.core.redaction`) from everything the driver
   says, here and only here: every decoded event, the stderr tail, the errors this session
   ends with, and every log line about it. Nothing a driver said leaves this module unredacted.
 """
@@ -34,7 +34,8 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd.redaction import Redactor
+from hostd.core.payload_bounds import bound_driver_events
+from hostd.core.redaction import Redactor
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
 from hostd_protocol.driver_messages import (
@@ -508,14 +509,15 @@ class DriverSession:
                 )
 
     def _decode(self, data: bytes | bytearray) -> list[DriverEvent | InvalidMessage]:
-        """Frames to events, each redacted: the driver boundary every event crosses."""
-        items = self._reader.feed(data)
-        if not self._redactor:
-            return items
-        return [
-            item if isinstance(item, InvalidMessage) else self._redactor.value(item)
-            for item in items
-        ]
+        """Frames to events, each redacted and within its size limits (`payload_bounds`): the
+        driver boundary every event crosses."""
+        out: list[DriverEvent | InvalidMessage] = []
+        for item in self._reader.feed(data):
+            if isinstance(item, InvalidMessage):
+                out.append(item)
+            else:
+                out.extend(bound_driver_events([self._redactor.value(item)]))
+        return out
 
     async def _dispatch(self, items: list[DriverEvent | InvalidMessage]) -> None:
         batch: EventBatch = []

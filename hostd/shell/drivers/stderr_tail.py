@@ -4,7 +4,7 @@ Rules this module guards:
 
 - At most `max_lines` lines and about `max_bytes` characters are kept (the newest); a "line"
   that never ends is cut to its last `max_bytes` characters rather than buffered forever.
-- Secret values (and their long pieces, `hostd.redaction`) are replaced by `***` before a
+- Secret values (and their long pieces, `hostd.core.redaction`) are replaced by `***` before a
   line is cut, kept or returned, so neither the error shown to the user nor the debug log
   can carry an API key the driver printed. A never-ending line keeps its last
   `Redactor.carry` bytes back for the next read, so a secret split by a read is still seen
@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 
-from hostd.redaction import Redactor
+from hostd.core.redaction import Redactor
 
 __all__ = ["StderrTail"]
 

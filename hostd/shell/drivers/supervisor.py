@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd.redaction import credential_values
+from hostd.core.redaction import credential_values
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
@@ -452,7 +452,7 @@ class Supervisor:
             terminate_timeout=self._terminate_timeout,
             max_frame_size=self._max_frame_size,
             event_buffer=self._event_buffer,
-            # Every text this driver sends back is redacted of these (`hostd.redaction`):
+            # Every text this driver sends back is redacted of these (`hostd.core.redaction`):
             # the session's secrets and the credential-like variables its spec names.
             redact=[
                 *opts.secrets.values(),

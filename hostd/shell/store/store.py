@@ -325,18 +325,29 @@ class Store:
         ]
 
     def history_page(
-        self, topic_id: str, before_position: int | None, limit: int
+        self, topic_id: str, before_position: int | None, limit: int, max_bytes: int = 1 << 62
     ) -> tuple[list[MessageRow], bool]:
-        """Up to `limit` rows before `before_position`, oldest first, and whether more exist."""
+        """Up to `limit` rows before `before_position`, oldest first, and whether more exist.
+
+        Stops early once the rows read hold about `max_bytes` of content (at least one row is
+        always read), so a page of huge rows never loads them all; the caller fits the page
+        to its reply exactly (`payload_bounds.fit_rows`).
+        """
         bound = before_position if before_position is not None else 2**62
         cur = self._db.execute(
             f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
             "ORDER BY position DESC LIMIT ?",
             (topic_id, bound, limit + 1),
         )
-        rows = [row_from(v) for v in cur]
-        has_more = len(rows) > limit
-        rows = rows[:limit]
+        rows: list[MessageRow] = []
+        size = 0
+        has_more = False
+        for values in cur:
+            if len(rows) >= limit or (rows and size >= max_bytes):
+                has_more = True
+                break
+            size += sum(len(v) for v in values if isinstance(v, str | bytes))
+            rows.append(row_from(values))
         rows.reverse()
         return rows, has_more
 
@@ -345,6 +356,14 @@ class Store:
             f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY created_at, id"
         )
         return [schedule_from(v) for v in cur]
+
+    def load_row(self, topic_id: str, row_id: str) -> MessageRow | None:
+        cur = self._db.execute(
+            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND id = ?", (topic_id, row_id)
+        )
+        for values in cur:
+            return row_from(values)
+        return None
 
     def topics_with_rows_in(self, statuses: Iterable[str]) -> list[str]:
         marks = ",".join("?" for _ in statuses)

@@ -1,0 +1,340 @@
+"""Sizes made explicit, sans-IO: bounding what drivers say, and fitting rows into replies.
+
+The limits themselves are protocol constants (`hostd_protocol.limits`, docs/protocol.md).
+This module applies them:
+
+- `bound_driver_events`: at the driver boundary (`DriverSession`), every event is brought
+  within its limit: text and thinking deltas are split into several chunk events, tool output,
+  tool input and messages are cut with a visible mark. Nothing a driver sends can make one
+  event (or one window frame) too big, however the host later batches or forwards it.
+- `fit_rows`: a snapshot or history page takes rows from the newest back until its byte
+  budget; the newest row is always included, cut to its newest content when it alone is too
+  big (marked in `meta["truncated"]`), so a topic can always be attached and paging always
+  moves.
+- `row_piece`: one bounded piece of a row's parts for `read-row`, always at least one
+  character or part, so reading a row piece by piece always ends.
+
+Sizes are measured with a `size` function the caller passes (the encoded size in the
+window's encoding: JSON can be larger than msgpack for the same text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgspec
+
+from hostd_protocol.client_messages import MessageRow, RowContent, TopicInfo
+from hostd_protocol.common import (
+    Chunk,
+    CompactionAnchor,
+    HistoryMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+)
+from hostd_protocol.driver_messages import (
+    ApprovalRequest,
+    ChunkEvent,
+    CompactionComplete,
+    CompactionError,
+    DriverEvent,
+    DriverFatal,
+    Log,
+    Notice,
+    TurnEnd,
+)
+from hostd_protocol.errors import PayloadTooLarge
+from hostd_protocol.limits import (
+    MAX_CHUNK_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_SEND_BYTES,
+    MAX_SEND_HISTORY_BYTES,
+    MAX_TOOL_INPUT_BYTES,
+    MAX_TOOL_OUTPUT_CHARS,
+    TRUNCATED_MARK,
+    TRUNCATED_META,
+)
+
+__all__ = [
+    "Size",
+    "bound_driver_events",
+    "bound_topic",
+    "check_send",
+    "check_text",
+    "cut",
+    "fit_rows",
+    "fit_topics",
+    "row_piece",
+]
+
+Size = Callable[[Any], int]
+
+_json = msgspec.json.Encoder()
+_msgpack = msgspec.msgpack.Encoder()
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the cut marked (the same object when it fits)."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(TRUNCATED_MARK))] + TRUNCATED_MARK
+
+
+def _bound_input(value: dict[str, Any]) -> dict[str, Any]:
+    if not value:
+        return value
+    try:
+        size = len(_msgpack.encode(value))
+    except (TypeError, msgspec.EncodeError):
+        size = MAX_TOOL_INPUT_BYTES + 1
+    if size <= MAX_TOOL_INPUT_BYTES:
+        return value
+    try:
+        as_json = _json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        as_json = repr(value)
+    return {"truncated": cut(as_json, MAX_TOOL_INPUT_BYTES // 4)}
+
+
+def _bound_chunk(chunk: Chunk) -> list[Chunk]:
+    if isinstance(chunk, TextDelta | ThinkingDelta):
+        text = chunk.text
+        if len(text) <= MAX_CHUNK_CHARS:
+            return [chunk]
+        cls = type(chunk)
+        return [cls(text=text[i : i + MAX_CHUNK_CHARS]) for i in range(0, len(text), MAX_CHUNK_CHARS)]
+    if isinstance(chunk, ToolResult):
+        output = cut(chunk.output, MAX_TOOL_OUTPUT_CHARS)
+        return [chunk if output is chunk.output else msgspec.structs.replace(chunk, output=output)]
+    if isinstance(chunk, ToolCall):
+        inp = _bound_input(chunk.input)
+        name = cut(chunk.name, MAX_MESSAGE_CHARS)
+        if inp is chunk.input and name is chunk.name:
+            return [chunk]
+        return [msgspec.structs.replace(chunk, input=inp, name=name)]
+    return [chunk]
+
+
+def _bound_anchor(anchor: CompactionAnchor | None) -> CompactionAnchor | None:
+    if anchor is None or len(anchor.summary) <= MAX_TOOL_OUTPUT_CHARS:
+        return anchor
+    return msgspec.structs.replace(anchor, summary=cut(anchor.summary, MAX_TOOL_OUTPUT_CHARS))
+
+
+def _bound_event(ev: DriverEvent) -> list[DriverEvent]:
+    if isinstance(ev, ChunkEvent):
+        pieces = _bound_chunk(ev.chunk)
+        if len(pieces) == 1 and pieces[0] is ev.chunk:
+            return [ev]
+        return [ChunkEvent(turn_id=ev.turn_id, chunk=p) for p in pieces]
+    if isinstance(ev, TurnEnd):
+        error = cut(ev.error, MAX_MESSAGE_CHARS)
+        return [ev if error is ev.error else msgspec.structs.replace(ev, error=error)]
+    if isinstance(ev, Notice | Log | CompactionError | DriverFatal):
+        message = cut(ev.message, MAX_MESSAGE_CHARS)
+        return [ev if message is ev.message else msgspec.structs.replace(ev, message=message)]
+    if isinstance(ev, ApprovalRequest):
+        inp = _bound_input(ev.input)
+        desc = cut(ev.description, MAX_MESSAGE_CHARS)
+        tool = cut(ev.tool, MAX_MESSAGE_CHARS)
+        if inp is ev.input and desc is ev.description and tool is ev.tool:
+            return [ev]
+        return [msgspec.structs.replace(ev, input=inp, description=desc, tool=tool)]
+    if isinstance(ev, CompactionComplete):
+        anchor = _bound_anchor(ev.anchor)
+        return [ev if anchor is ev.anchor else msgspec.structs.replace(ev, anchor=anchor)]
+    return [ev]
+
+
+def bound_driver_events(events: Iterable[DriverEvent]) -> list[DriverEvent]:
+    """Every event within its limit (`hostd_protocol.limits`), order kept; a text or thinking
+    delta over `MAX_CHUNK_CHARS` becomes several chunk events."""
+    out: list[DriverEvent] = []
+    for ev in events:
+        out.extend(_bound_event(ev))
+    return out
+
+
+# --- rows in replies ------------------------------------------------------------------------
+
+
+def _text_of(part: Chunk) -> str | None:
+    if isinstance(part, TextDelta | ThinkingDelta):
+        return part.text
+    if isinstance(part, ToolResult):
+        return part.output
+    return None
+
+
+def _with_text(part: Chunk, text: str) -> Chunk:
+    if isinstance(part, ToolResult):
+        return msgspec.structs.replace(part, output=text)
+    return msgspec.structs.replace(part, text=text)
+
+
+def _fit_chars(part: Chunk, text: str, avail: int, size: Size, *, tail: bool) -> int:
+    """How many characters of `text` (from its start, or its end when `tail`) fit in `avail`
+    bytes as `part`; at least 1, so callers always make progress."""
+    def fits(n: int) -> bool:
+        piece = text[len(text) - n :] if tail else text[:n]
+        return size(_with_text(part, piece)) <= avail
+
+    n = min(len(text), max(1, avail))  # one byte per character: plain ASCII
+    if fits(n):
+        return n
+    n = max(1, min(len(text), avail // 6))  # the worst case of JSON escapes
+    while n > 1 and not fits(n):
+        n //= 2
+    return n
+
+
+def _truncate_row(row: MessageRow, budget: int, size: Size) -> MessageRow:
+    """`row` with its oldest content left out so it fits `budget` (newest content kept)."""
+    base = size(msgspec.structs.replace(row, parts=[], meta={**row.meta, TRUNCATED_META: {
+        "omitted_parts": len(row.parts), "omitted_chars": 1 << 40}}))
+    avail = budget - base
+    kept: list[Chunk] = []
+    first = len(row.parts)
+    omitted_chars = 0
+    for i in range(len(row.parts) - 1, -1, -1):
+        part = row.parts[i]
+        part_size = size(part)
+        if part_size <= avail or (not kept and _text_of(part) is None):
+            kept.append(part)
+            avail -= part_size
+            first = i
+            continue
+        text = _text_of(part)
+        if text is not None and avail > 0:
+            n = _fit_chars(part, text, avail, size, tail=True)
+            kept.append(_with_text(part, text[len(text) - n :]))
+            first = i
+            omitted_chars = len(text) - n
+        break
+    kept.reverse()
+    meta = {**row.meta, TRUNCATED_META: {"omitted_parts": first, "omitted_chars": omitted_chars}}
+    return msgspec.structs.replace(row, parts=kept, meta=meta)
+
+
+def fit_rows(
+    rows: list[MessageRow], budget: int, size: Size
+) -> tuple[list[MessageRow], bool]:
+    """The newest of `rows` (oldest first) that fit in `budget` bytes, and whether any were
+    left out. The newest row is always there, cut (`meta["truncated"]`) if it alone is too
+    big."""
+    kept: list[MessageRow] = []
+    used = 0
+    for row in reversed(rows):
+        row_size = size(row)
+        if used + row_size > budget:
+            if not kept:
+                kept.append(_truncate_row(row, budget, size))
+            break
+        kept.append(row)
+        used += row_size
+    kept.reverse()
+    return kept, len(kept) < len(rows)
+
+
+def row_piece(row: MessageRow, part: int, offset: int, budget: int, size: Size) -> RowContent:
+    """The parts of `row` from (`part`, `offset`) on that fit in `budget` bytes; never empty
+    while content remains."""
+    out: list[Chunk] = []
+    avail = budget
+    i, off = max(0, part), max(0, offset)
+    while i < len(row.parts):
+        p = row.parts[i]
+        text = _text_of(p)
+        if text is not None and off:
+            p = _with_text(p, text[off:])
+            text = text[off:]
+        p_size = size(p)
+        if p_size <= avail or (not out and text is None):
+            out.append(p)
+            avail -= p_size
+            i, off = i + 1, 0
+            continue
+        if text is not None and (avail > 64 or not out):
+            n = _fit_chars(p, text, avail, size, tail=False)
+            out.append(_with_text(p, text[:n]))
+            off += n
+        break
+    return RowContent(
+        row_id=row.id,
+        parts=out,
+        part=part,
+        offset=offset,
+        next_part=i,
+        next_offset=off,
+        done=i >= len(row.parts),
+    )
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def check_text(what: str, text: str, limit: int) -> None:
+    """Refuse `text` over `limit` UTF-8 bytes with `PayloadTooLarge`, naming `what`."""
+    # len(text) is a lower bound of its UTF-8 size; encode only when it could be over.
+    if len(text) * 4 <= limit:
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PayloadTooLarge(
+            f"{what} is {size} bytes; the limit is {limit} bytes", details={"size": size, "max": limit}
+        )
+
+
+def check_send(text: str, history: Iterable[HistoryMessage]) -> None:
+    """The limits of a `send`, checked before anything is stored."""
+    check_text("the message", text, MAX_SEND_BYTES)
+    total = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in history)
+    if total > MAX_SEND_HISTORY_BYTES:
+        raise PayloadTooLarge(
+            f"the history sent along is {total} bytes; the limit is {MAX_SEND_HISTORY_BYTES} "
+            "bytes", details={"size": total, "max": MAX_SEND_HISTORY_BYTES},
+        )
+
+
+#: A topic's info in a listing, snapshot or reply: at most this (encoded); bigger ones were
+#: stored before the limits existed and are shown cut (`bound_topic`).
+MAX_TOPIC_BYTES = 128 * 1024
+
+
+def bound_topic(info: TopicInfo) -> TopicInfo:
+    """`info` within `MAX_TOPIC_BYTES`: a topic stored before the limits existed is shown
+    with its texts cut and its options replaced by `{"truncated": true}` (the same object
+    when it fits). One stored row never breaks a listing, a snapshot or a reply."""
+    size = len(_json.encode(info))
+    if size <= MAX_TOPIC_BYTES:
+        return info
+    options_size = len(_json.encode(info.options))
+    return msgspec.structs.replace(
+        info,
+        title=cut(info.title, MAX_MESSAGE_CHARS),
+        assistant=cut(info.assistant, MAX_MESSAGE_CHARS),
+        driver=cut(info.driver, MAX_MESSAGE_CHARS),
+        model=cut(info.model, MAX_MESSAGE_CHARS),
+        working_dir=cut(info.working_dir, MAX_MESSAGE_CHARS),
+        options={"truncated": True} if options_size > MAX_TOPIC_BYTES // 2 else info.options,
+    )
+
+
+def fit_topics(
+    topics: list[TopicInfo], budget: int, size: Size
+) -> tuple[list[TopicInfo], bool]:
+    """The first of `topics` that fit in `budget` bytes (at least one), and whether any were
+    left out."""
+    out: list[TopicInfo] = []
+    used = 0
+    for info in topics:
+        info = bound_topic(info)
+        info_size = size(info)
+        if out and used + info_size > budget:
+            return out, True
+        out.append(info)
+        used += info_size
+    return out, False
