@@ -453,10 +453,13 @@ class Supervisor:
             max_frame_size=self._max_frame_size,
             event_buffer=self._event_buffer,
             # Every text this driver sends back is redacted of these (`hostd.core.redaction`):
-            # the session's secrets and the credential-like variables its spec names.
+            # the session's secrets, the credential-like variables its spec names, and the
+            # variable an option names (`env_options`: an API key by construction).
             redact=[
                 *opts.secrets.values(),
-                *credential_values(spec.env_names(opts.options), self._base_env),
+                *credential_values(spec.env, self._base_env),
+                *(self._base_env.get(name, "") for name in spec.env_names(opts.options)
+                  if name not in spec.env),
             ],
         )
         session.on_turn_start = self._on_turn_start
