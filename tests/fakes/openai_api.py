@@ -121,7 +121,18 @@ class Hang:
     limit: float = 30.0
 
 
-Reply = Text | ToolCalls | Error | Cut | Hang
+@dataclass(frozen=True)
+class Gate:
+    """Stream `before`, wait until the test sets `gate`, then stream `after` and finish."""
+
+    before: str
+    after: str
+    gate: threading.Event
+    limit: float = 30.0
+    usage: tuple[int, int] = (12, 7)
+
+
+Reply = Text | ToolCalls | Error | Cut | Hang | Gate
 
 
 @dataclass
@@ -324,6 +335,13 @@ class _Handler(BaseHTTPRequestHandler):
                     {"tool_calls": [{"index": index, "function": {"arguments": text[half:]}}]}
                 )
             self._finish("tool_calls", reply.usage if usage_wanted else None)
+        elif isinstance(reply, Gate):
+            for piece in _pieces(reply.before):
+                self._event({"content": piece})
+            reply.gate.wait(reply.limit)
+            for piece in _pieces(reply.after):
+                self._event({"content": piece})
+            self._finish("stop", reply.usage if usage_wanted else None)
         elif isinstance(reply, Cut):
             for piece in _pieces(reply.text):
                 self._event({"content": piece})

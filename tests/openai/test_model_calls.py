@@ -3,6 +3,7 @@ cut and slow streams, stop, context overflow, steering, the step limit."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -11,17 +12,23 @@ import trio
 from hostd_protocol.common import HistoryMessage
 from hostd_protocol.driver_messages import (
     ApiRetry,
+    ApprovalResponse,
     ChunkEvent,
     CompactionComplete,
     CompactionStart,
     Interrupt,
+    Log,
     Notice,
+    Redirect,
+    SteerBoundary,
+    SteerInjected,
     UsageEvent,
 )
 from tests.fakes.openai_api import (
     Cut,
     Error,
     FakeOpenAI,
+    Gate,
     Hang,
     Rule,
     Text,
@@ -217,3 +224,41 @@ async def test_a_stream_cut_before_any_output_is_retried() -> None:
     assert end_of(events).status == "success"
     assert text_of(events) == "whole answer"
     assert [e.attempt for e in events if isinstance(e, ApiRetry)] == [1]
+
+
+async def test_a_steer_while_the_answer_streams_gets_one_more_call() -> None:
+    gate = threading.Event()
+    rules = [
+        Rule(user_says("talk"), Gate("Talking ", "and done.", gate)),
+        Rule(user_says("also say banana"), Text("Banana.")),
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url) as (peer, _):
+            steered = False
+
+            async def on_event(event: Any) -> None:
+                nonlocal steered
+                if isinstance(event, ChunkEvent) and not steered:
+                    steered = True
+                    await peer.send(Redirect(turn_id="t1", steer_id="s1", text="also say banana"))
+                    # The harness handles commands in order: its answer to this unknown
+                    # approval proves the steer is pending before the stream may finish.
+                    await peer.send(ApprovalResponse(approval_id="none", allow=False))
+                elif isinstance(event, Log) and "no open approval" in event.message:
+                    gate.set()
+
+            events = await peer.turn("t1", "talk", on_event=on_event)
+    assert end_of(events).status == "success"
+    boundary = next(i for i, e in enumerate(events) if isinstance(e, SteerBoundary))
+    assert text_of(events[:boundary]) == "Talking and done."
+    assert text_of(events[boundary:]) == "Banana."
+    assert [type(e) for e in events if isinstance(e, SteerInjected | SteerBoundary)] == [
+        SteerInjected,
+        SteerBoundary,
+    ]
+    second = api.chat_requests[1]
+    assert [(m["role"], m["content"]) for m in second.messages] == [
+        ("user", "talk"),
+        ("assistant", "Talking and done."),
+        ("user", "also say banana"),
+    ]
