@@ -302,3 +302,17 @@ def test_daemon_restart_shows_offline_then_reconnects(browser: Browser) -> None:
             page.context.close()
         stacks.close()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_fast_long_answer_reaches_both_pages_whole(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    """4000 chunks as fast as the driver writes them, through the gateway to two pages."""
+    topic = stack.create_topic("burst", "/chunks 4000 size=16 rate=0")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "go")
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+    stored = [row_text(r) for r in stack.history(topic)]
+    assert len(stored[1]) == 4000 * 16
+    assert [r["text"] for r in rows_of(a)] == stored
+    assert [r["text"] for r in rows_of(b)] == stored
