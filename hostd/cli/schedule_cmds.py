@@ -58,9 +58,17 @@ def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
     p = sub.add_parser("schedule", help="prompts the daemon sends on a schedule")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    a = verbs.add_parser("add", parents=[common], help="send TEXT to TOPIC on a schedule")
-    a.add_argument("topic", help="topic id")
-    a.add_argument("text", help="the message to send at each due time")
+    a = verbs.add_parser(
+        "add",
+        parents=[common],
+        usage="hostd schedule add (TOPIC | --assistant NAME) TEXT (--cron EXPR | --every INTERVAL) ...",
+        help="send TEXT to TOPIC (or to a new topic of an assistant) on a schedule",
+    )
+    a.add_argument("target", nargs="+", metavar="TOPIC TEXT",
+                   help="topic id and the message to send at each due time (TEXT alone "
+                        "with --assistant)")
+    a.add_argument("--assistant", default="",
+                   help="create a topic of this assistant for every run instead of one topic")
     when = a.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help="5-field cron expression, e.g. '0 9 * * 1-5'")
     when.add_argument("--every", type=parse_duration, metavar="INTERVAL",
@@ -109,10 +117,17 @@ def run_schedule(args: argparse.Namespace, console: Output | None = None) -> int
     console = console or out()
     msg: Any
     if args.verb == "add":
+        want = 1 if args.assistant else 2
+        if len(args.target) != want:
+            from hostd.cli.common import fail
+
+            usage = "TEXT (with --assistant)" if args.assistant else "TOPIC TEXT"
+            return fail(f"schedule add takes {usage}; got {len(args.target)} arguments")
         msg = AddSchedule(
             id=0,
-            topic_id=args.topic,
-            text=args.text,
+            topic_id="" if args.assistant else args.target[0],
+            assistant=args.assistant,
+            text=args.target[-1],
             cron=args.cron or "",
             every_s=args.every or 0.0,
             tz=args.tz or local_zone(),
@@ -181,11 +196,17 @@ def _seconds(s: float) -> str:
     return f"{s:.0f}s" if s >= 1 or s == 0 else f"{s:.1f}s"
 
 
+def target_text(info: ScheduleInfo) -> str:
+    """Where runs go: the topic, or a new topic of the assistant per run."""
+    return info.topic_id if info.topic_id else f"new {info.assistant} topic"
+
+
 def render_one(verb: str, info: ScheduleInfo, console: Output, *, now: float) -> None:
     done = {"add": "added", "pause": "paused", "resume": "resumed", "run-now": "ran"}[verb]
     state = "" if info.enabled else ", paused"
+    where = f"topic {info.topic_id}" if info.topic_id else f"a new topic of assistant {info.assistant} per run"
     console.print(
-        f"{done} schedule {info.id}: {when_text(info)} on topic {info.topic_id}{state}; "
+        f"{done} schedule {info.id}: {when_text(info)} on {where}{state}; "
         f"next run {due_text(info.next_due, info.tz, now)}",
         markup=False,
     )
@@ -206,7 +227,7 @@ def render_list(schedules: list[ScheduleInfo], console: Output, *, now: float) -
             last += f": {s.last_error}"
         rows.append((
             s.id,
-            s.topic_id,
+            target_text(s),
             when_text(s),
             "on" if s.enabled else "paused",
             due_text(s.next_due if s.enabled else None, s.tz, now),

@@ -501,13 +501,15 @@ class Client:
         busy: ScheduleBusy = "queue",
         missed: MissedPolicy = "run-once",
         enabled: bool = True,
+        assistant: str = "",
     ) -> ScheduleInfo:
         """Send `text` to `topic_id` at every due time of `cron` (in zone `tz`) or every
-        `every_s` seconds; see `ScheduleInfo` for `busy` and `missed`."""
+        `every_s` seconds; see `ScheduleInfo` for `busy` and `missed`. With `assistant` (and
+        `topic_id=""`), every run goes to a new topic of that assistant."""
         r = await self._request(
             AddSchedule(
                 id=0, topic_id=topic_id, text=text, cron=cron, every_s=every_s, tz=tz,
-                busy=busy, missed=missed, enabled=enabled,
+                busy=busy, missed=missed, enabled=enabled, assistant=assistant,
             )
         )
         assert isinstance(r, ScheduleResult)

@@ -76,7 +76,8 @@ KEY_PREFIX = "schedule:"
 
 @dataclass(frozen=True, slots=True)
 class StartRun:
-    """Send `text` to `topic_id` as a user message; `due` is None for `run_now`."""
+    """Send `text` to `topic_id` as a user message; `due` is None for `run_now`. With
+    `assistant` set (and no `topic_id`), create a topic of that assistant for this run."""
 
     schedule_id: str
     topic_id: str
@@ -84,6 +85,7 @@ class StartRun:
     intent: SendIntent
     client_msg_id: str
     due: float | None
+    assistant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +299,10 @@ class ScheduleBook:
         """
         if info.id in self._all:
             raise InvalidArgument(f"schedule {info.id!r} exists already")
+        if bool(info.topic_id) == bool(info.assistant):
+            raise InvalidArgument(
+                "give exactly one of a topic (runs go there) or an assistant (a new topic per run)"
+            )
         if not info.text.strip():
             raise InvalidArgument("the schedule's message is empty; give the text to send")
         if len(info.text) > MAX_TEXT_CHARS:
@@ -324,6 +330,7 @@ class ScheduleBook:
             last_status="",
             last_error="",
             last_row_id="",
+            last_topic_id="",
             runs=0,
             failures=0,
             skipped=0,
@@ -387,8 +394,11 @@ class ScheduleBook:
 
     # --- outcomes -------------------------------------------------------------------------
 
-    def run_sent(self, schedule_id: str, result: SendResult, now: float) -> list[ScheduleEffect]:
-        """The run's message was accepted (`result` is the topic's answer to the send)."""
+    def run_sent(
+        self, schedule_id: str, result: SendResult, now: float, *, topic_id: str = ""
+    ) -> list[ScheduleEffect]:
+        """The run's message was accepted (`result` is the topic's answer to the send;
+        `topic_id` the topic it went to, when the schedule creates one per run)."""
         self._starting.discard(schedule_id)
         info = self._all.get(schedule_id)
         if info is None:  # removed while the send was in flight
@@ -408,6 +418,7 @@ class ScheduleBook:
             info,
             last_run_at=now,
             last_row_id=result.row_id,
+            last_topic_id=topic_id or info.topic_id,
             runs=info.runs + 1,
             last_status=status,
             last_error=error,
@@ -435,7 +446,7 @@ class ScheduleBook:
                 skipped=info.skipped + 1,
             )
             note = Notify(
-                info.topic_id,
+                _notice_topic(info),
                 "schedule_skipped",
                 f"schedule {info.id}: skipped a run because the topic was answering",
             )
@@ -448,7 +459,10 @@ class ScheduleBook:
                 failures=info.failures + 1,
             )
             note = Notify(
-                info.topic_id, "schedule_failed", f"schedule {info.id}: run failed: {message}", "error"
+                _notice_topic(info),
+                "schedule_failed",
+                f"schedule {info.id}: run failed: {message}",
+                "error",
             )
         return [*self._save(info)[1], note]
 
@@ -484,7 +498,7 @@ class ScheduleBook:
             return self._ended(run, event.status, event.error)
         if isinstance(event, TopicDeleted):
             out: list[ScheduleEffect] = []
-            for info in self.schedules(topic_id):
+            for info in [s for s in self.schedules() if topic_id and s.topic_id == topic_id]:
                 out.extend(self.remove(info.id))
             return out
         return []
@@ -515,7 +529,7 @@ class ScheduleBook:
             )
             out.append(
                 Notify(
-                    info.topic_id,
+                    _notice_topic(info),
                     "schedule_skipped",
                     f"schedule {info.id}: skipped the run due {describe_time(latest, info.tz)} "
                     "because its previous run is still queued or answering",
@@ -549,7 +563,7 @@ class ScheduleBook:
         else:
             outcome = "none was run (missed-run policy: skip)"
         text = f"schedule {info.id}: {many} {verb} missed{why} ({span}); {outcome}"
-        return Notify(info.topic_id, "schedule_missed", text, "warning")
+        return Notify(_notice_topic(info), "schedule_missed", text, "warning")
 
     @staticmethod
     def _before(info: ScheduleInfo, t: float) -> float | None:
@@ -565,7 +579,7 @@ class ScheduleBook:
         self._runs.by_key[key] = run
         self._starting.add(info.id)
         intent: SendIntent = "queue" if info.busy == "queue" else "start"
-        return StartRun(info.id, info.topic_id, info.text, intent, key, due)
+        return StartRun(info.id, info.topic_id, info.text, intent, key, due, info.assistant)
 
     def _ended(self, run: _Run, status: str, error: str) -> list[ScheduleEffect]:
         if not run.sent:
@@ -587,6 +601,11 @@ class ScheduleBook:
     def _save(self, info: ScheduleInfo) -> tuple[ScheduleInfo, list[ScheduleEffect]]:
         self._all[info.id] = info
         return info, [SaveSchedule(info)]
+
+
+def _notice_topic(info: ScheduleInfo) -> str:
+    """Where a schedule's notices go: its topic, or the topic of its latest run ("" = none)."""
+    return info.topic_id or info.last_topic_id
 
 
 def _count_outcome(info: ScheduleInfo, status: str) -> ScheduleInfo:

@@ -416,6 +416,10 @@ class Daemon:
     # --- request handlers -----------------------------------------------------------------
 
     async def _create_topic(self, conn: Connection, msg: CreateTopic) -> Result:
+        return TopicResult(topic=await self.create_topic(msg))
+
+    async def create_topic(self, msg: CreateTopic) -> TopicInfo:
+        """Create and load a topic (a window's `create-topic`, or a schedule's run)."""
         if msg.assistant:
             self.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
         # A topic with an assistant gets its driver from it (or its role) unless it names one.
@@ -442,7 +446,7 @@ class Daemon:
         await self.writer.wait_committed(gen)
         self._records[info.id] = st.TopicRecord(info, 0, None)
         host = await self._start_host(info, [], [], 0, None)
-        return TopicResult(topic=host.topic_info())
+        return host.topic_info()
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
         ids = list(self._records)

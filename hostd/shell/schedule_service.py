@@ -22,6 +22,7 @@ from hostd.shell.store import store as st
 from hostd.shell.topic_host import new_id
 from hostd_protocol.client_messages import (
     AddSchedule,
+    CreateTopic,
     Empty,
     ListSchedules,
     RemoveSchedule,
@@ -45,14 +46,20 @@ class DaemonScheduleTarget:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
 
-    async def send_scheduled(self, run: StartRun) -> SendResult:
-        host = await self._daemon.host(run.topic_id)
+    async def send_scheduled(self, run: StartRun) -> tuple[str, SendResult]:
+        topic_id = run.topic_id
+        if not topic_id:
+            title = f"{run.text.strip().splitlines()[0][:60]} (schedule {run.schedule_id})"
+            info = await self._daemon.create_topic(CreateTopic(id=0, title=title, assistant=run.assistant))
+            topic_id = info.id
+        host = await self._daemon.host(topic_id)
         # The same refusal a window's send gets (the daemon's own user sends for it).
         self._daemon.bridge.check(os.getuid(), host.topic_info())
-        return await host.send(run.text, run.intent, client_msg_id=run.client_msg_id)
+        result = await host.send(run.text, run.intent, client_msg_id=run.client_msg_id)
+        return topic_id, result
 
     def run_active(self, info: ScheduleInfo) -> bool:
-        host = self._daemon.hosts.get(info.topic_id)
+        host = self._daemon.hosts.get(info.last_topic_id or info.topic_id)
         if host is None or host.closed:
             return False  # not loaded: nothing of it is queued or running
         row = host.runtime.row(info.last_row_id)
@@ -93,10 +100,14 @@ def schedule_handlers(
     """The handlers of the schedule requests."""
 
     async def add(conn: Connection, msg: AddSchedule) -> Result:
-        daemon._topic_info(msg.topic_id)  # unknown topic -> UnknownTopic
+        if msg.topic_id:
+            daemon._topic_info(msg.topic_id)  # unknown topic -> UnknownTopic
+        if msg.assistant:
+            daemon.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
         info = ScheduleInfo(
             id=new_id("sc"),
             topic_id=msg.topic_id,
+            assistant=msg.assistant,
             text=msg.text,
             cron=msg.cron,
             every_s=msg.every_s,

@@ -43,13 +43,15 @@ DEFAULT_MAX_SLEEP = 30.0
 class ScheduleTarget(Protocol):
     """What the scheduler needs from the daemon."""
 
-    async def send_scheduled(self, run: StartRun) -> SendResult:
-        """Send `run.text` to `run.topic_id` like a window's send (committed before it
-        returns), with the run's key and intent. Raises HostdError when refused."""
+    async def send_scheduled(self, run: StartRun) -> tuple[str, SendResult]:
+        """Send `run.text` to `run.topic_id` (or to a new topic of `run.assistant`) like a
+        window's send (committed before it returns), with the run's key and intent; the
+        topic it went to and the send's result. Raises HostdError when refused."""
         ...
 
     def run_active(self, info: ScheduleInfo) -> bool:
-        """True while the row of the schedule's latest run is queued or being answered."""
+        """True while the row of the schedule's latest run (`last_row_id` in
+        `last_topic_id`) is queued or being answered."""
         ...
 
     def notify(self, notice: Notify) -> None:
@@ -147,7 +149,7 @@ class Scheduler:
     async def _start(self, run: StartRun) -> HostdError | None:
         refused: HostdError | None = None
         try:
-            result = await self._target.send_scheduled(run)
+            topic_id, result = await self._target.send_scheduled(run)
         except HostdError as exc:
             log.info("schedule %s: run refused: %s", run.schedule_id, exc.message)
             refused = exc
@@ -159,7 +161,7 @@ class Scheduler:
                 run.schedule_id, "internal_error", f"internal error: {exc!r}", self._wall()
             )
         else:
-            effects = self.book.run_sent(run.schedule_id, result, self._wall())
+            effects = self.book.run_sent(run.schedule_id, result, self._wall(), topic_id=topic_id)
         gen = 0
         for eff in effects:
             gen = self._apply(eff) or gen

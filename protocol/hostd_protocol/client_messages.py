@@ -301,8 +301,9 @@ MissedPolicy = Literal["run-once", "skip"]
 ScheduleRunStatus = Literal["", "running", "success", "error", "stopped", "skipped"]
 
 
-class ScheduleInfo(_Frozen, frozen=True):
-    """A scheduled prompt: `text` is sent to `topic_id` at every due time.
+class ScheduleInfo(_Frozen, frozen=True, kw_only=True):
+    """A scheduled prompt: `text` is sent to `topic_id` at every due time, or, when
+    `assistant` is set instead, to a fresh topic of that assistant created for each run.
 
     Exactly one of `cron` (a 5-field cron expression evaluated in the IANA time zone `tz`) or
     `every_s` (an interval in seconds from `created_at`) is set. Times are Unix seconds.
@@ -310,7 +311,7 @@ class ScheduleInfo(_Frozen, frozen=True):
     """
 
     id: str
-    topic_id: str
+    topic_id: str = ""
     text: str
     cron: str = ""
     every_s: float = 0.0
@@ -334,13 +335,18 @@ class ScheduleInfo(_Frozen, frozen=True):
     #: Failed runs in a row (reset by a successful one).
     failures: int = 0
     skipped: int = 0
+    #: Create a topic of this assistant for every run (then `topic_id` is empty).
+    assistant: str = ""
+    #: The topic of the latest run (`topic_id`, or the one created for it).
+    last_topic_id: str = ""
 
 
-class AddSchedule(_Frozen, frozen=True, tag="add-schedule"):
-    """Create a schedule on a topic. Answered by `ScheduleResult`."""
+class AddSchedule(_Frozen, frozen=True, kw_only=True, tag="add-schedule"):
+    """Create a schedule on a topic, or (`assistant`) one that creates a topic per run.
+    Answered by `ScheduleResult`."""
 
     id: int
-    topic_id: str
+    topic_id: str = ""
     text: str
     cron: str = ""
     every_s: float = 0.0
@@ -348,6 +354,7 @@ class AddSchedule(_Frozen, frozen=True, tag="add-schedule"):
     busy: ScheduleBusy = "queue"
     missed: MissedPolicy = "run-once"
     enabled: bool = True
+    assistant: str = ""
 
 
 class ListSchedules(_Frozen, frozen=True, tag="list-schedules"):

@@ -38,7 +38,11 @@ def test_parse_duration_refuses_other_units() -> None:
 def test_add_needs_exactly_one_of_cron_or_every(capsys: pytest.CaptureFixture[str]) -> None:
     parser, _ = build_parser("schedule")
     args = parser.parse_args(["schedule", "add", "tp1", "hi", "--every", "5m", "--tz", "UTC"])
-    assert (args.verb, args.every, args.cron, args.busy, args.missed) == ("add", 300.0, None, "queue", "run-once")
+    assert (args.verb, args.target, args.every, args.cron, args.busy, args.missed) == (
+        "add", ["tp1", "hi"], 300.0, None, "queue", "run-once"
+    )
+    args = parser.parse_args(["schedule", "add", "--assistant", "daily", "hi", "--cron", "0 9 * * *"])
+    assert (args.assistant, args.target) == ("daily", ["hi"])
     with pytest.raises(SystemExit):
         parser.parse_args(["schedule", "add", "tp1", "hi", "--every", "5m", "--cron", "* * * * *"])
     with pytest.raises(SystemExit):
@@ -51,17 +55,17 @@ def test_render_one_and_list(capture: Console) -> None:
         id="sc1", topic_id="tp1", text="report", cron="0 9 * * 1-5", tz="Europe/Berlin",
         next_due=NOW + 3600, runs=3, skipped=1, last_status="error", last_error="driver crashed",
     )
-    paused = ScheduleInfo(id="sc2", topic_id="tp2", text="x", every_s=300, enabled=False)
+    paused = ScheduleInfo(id="sc2", assistant="daily", text="x", every_s=300, enabled=False)
     render_one("add", info, capture, now=NOW)
     render_list([info, paused], capture, now=NOW)
     assert capture.export_text() == (
         "added schedule sc1: cron '0 9 * * 1-5' (Europe/Berlin) on topic tp1; next run "
         "2027-01-15T10:00:00+01:00 (in 1h)\n"
-        "schedule  topic  when                                state   next run"
+        "schedule  topic            when                                state   next run"
         "                           runs/skipped  last\n"
-        "sc1       tp1    cron '0 9 * * 1-5' (Europe/Berlin)  on      "
+        "sc1       tp1              cron '0 9 * * 1-5' (Europe/Berlin)  on      "
         "2027-01-15T10:00:00+01:00 (in 1h)  3/1           error: driver crashed\n"
-        "sc2       tp2    every 5m                            paused  -"
+        "sc2       new daily topic  every 5m                            paused  -"
         "                                  0/0           -\n"
     )
 

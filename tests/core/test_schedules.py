@@ -46,8 +46,8 @@ def local(tz: ZoneInfo, *args: int, fold: int = 0) -> float:
 
 
 def cron(expr: str, tz: str = "UTC", **kw: object) -> ScheduleInfo:
-    fields: dict[str, object] = {"text": "report", **kw}
-    return ScheduleInfo(id="sc1", topic_id="tp1", cron=expr, tz=tz, **fields)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"text": "report", "topic_id": "tp1", **kw}
+    return ScheduleInfo(id="sc1", cron=expr, tz=tz, **fields)  # type: ignore[arg-type]
 
 
 def every(seconds: float, **kw: object) -> ScheduleInfo:
@@ -172,6 +172,8 @@ def test_interval_window_agrees_with_stepping(start: float, step: float, a: floa
         (ScheduleInfo(id="sc1", topic_id="t", text="x"), r"^give exactly one of a cron"),
         (ScheduleInfo(id="sc1", topic_id="t", text="x", cron="* * * * *", every_s=5), r"^give exactly one"),
         (cron("* * * * *", text="  "), r"^the schedule's message is empty"),
+        (cron("* * * * *", assistant="daily"), r"^give exactly one of a topic \(runs go there\) or an assistant"),
+        (cron("* * * * *", topic_id=""), r"^give exactly one of a topic"),
     ],
 )
 def test_bad_schedules_are_refused_with_a_clear_error(info: ScheduleInfo, message: str) -> None:
@@ -196,13 +198,17 @@ def added(info: ScheduleInfo, now: float = T0, booted_at: float = T0 - 100) -> S
     return book
 
 
-def sent(book: ScheduleBook, run: StartRun, now: float, row: str = "r1", turn: str = "t1") -> None:
+def sent(
+    book: ScheduleBook, run: StartRun, now: float, row: str = "r1", turn: str = "t1", topic: str = ""
+) -> None:
     row_obj = MessageRow(
-        id=row, topic_id=run.topic_id, role="user", status="success", position=1, turn_id=turn,
+        id=row, topic_id=topic or run.topic_id, role="user", status="success", position=1, turn_id=turn,
         parts=[TextDelta(text=run.text)], meta={"client_msg_id": run.client_msg_id},
     )
     assert book.observe(run.topic_id, RowOpened(topic_id=run.topic_id, seq=1, row=row_obj)) == []
-    book.run_sent(run.schedule_id, SendResult(row_id=row, disposition="started", turn_id=turn), now)
+    book.run_sent(
+        run.schedule_id, SendResult(row_id=row, disposition="started", turn_id=turn), now, topic_id=topic
+    )
 
 
 def test_an_interval_schedule_fires_each_due_time_once() -> None:
@@ -324,6 +330,21 @@ def test_removing_the_topic_removes_its_schedules() -> None:
     book = added(every(5))
     assert book.observe("tp1", TopicDeleted(topic_id="tp1", seq=3)) == [DropSchedule("sc1")]
     assert book.schedules() == []
+
+
+def test_an_assistant_schedule_creates_a_topic_per_run_and_follows_the_latest() -> None:
+    info = ScheduleInfo(id="sc1", assistant="daily", text="summary", every_s=60)
+    book = added(info)
+    [run] = book.collect(T0 + 60)
+    assert isinstance(run, StartRun) and (run.topic_id, run.assistant) == ("", "daily")
+    sent(book, run, T0 + 60, topic="tp-new")
+    stored = book.get("sc1")
+    assert (stored.topic_id, stored.last_topic_id, stored.runs) == ("", "tp-new", 1)
+    # Deleting the run's topic keeps the schedule; its notices go to the latest run's topic.
+    assert book.observe("tp-new", TopicDeleted(topic_id="tp-new", seq=1)) == []
+    [save, notice] = book.collect(T0 + 120, running={"sc1"})
+    assert isinstance(save, SaveSchedule) and save.schedule.last_status == "skipped"
+    assert isinstance(notice, Notify) and notice.topic_id == "tp-new"
 
 
 def test_run_now_sends_outside_the_due_times() -> None:

@@ -24,6 +24,7 @@ from hostd_protocol.client_messages import (
     Snapshot,
     TurnEnded,
 )
+from hostd_protocol.errors import ConfigError
 from tests.e2e import daemon_proc
 
 pytestmark = pytest.mark.e2e
@@ -207,5 +208,43 @@ async def test_cli_schedule_commands(home: Path) -> None:
             assert err == "hostd: no schedule with id 'nope' [not_found]\n"
             assert f"removed schedule {info.id}" in await hostd("schedule", "remove", info.id)
             assert "no schedules" in await hostd("schedule", "list")
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_an_assistant_schedule_makes_a_fresh_topic_per_run(home: Path) -> None:
+    paths = Paths.under(home)
+    (paths.config_dir / "assistants").mkdir(parents=True)
+    (paths.config_dir / "assistants" / "daily.toml").write_text('driver = "scripted"\n')
+    with trio.fail_after(60):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(paths) as c:
+                sched = await c.add_schedule("", "/text daily summary", cron="0 9 * * *", assistant="daily")
+                assert (sched.topic_id, sched.assistant) == ("", "daily")
+                topics = []
+                for _ in range(2):
+                    ran = await c.run_schedule_now(sched.id)
+                    topics.append(ran.last_topic_id)
+                    async with c.attach(ran.last_topic_id) as sub:
+                        async for ev in sub:
+                            if isinstance(ev, Snapshot):
+                                rows = ev.rows
+                                assert rows[0].id == ran.last_row_id and schedule_key(rows[0])
+                                if not ev.active_turn_id and rows[-1].role == "assistant":
+                                    break
+                            elif isinstance(ev, TurnEnded):
+                                break
+                    rows = (await c.history(ran.last_topic_id)).rows
+                    assert [r.role for r in rows] == ["user", "assistant"]
+                    assert rows[-1].status == "success"
+                assert len(set(topics)) == 2
+                infos = {t.id: t for t in await c.list_topics()}
+                assert all(infos[t].assistant == "daily" and sched.id in infos[t].title for t in topics)
+                # Deleting a run's topic leaves the schedule in place.
+                await c.delete_topic(topics[0])
+                assert [s.id for s in await c.list_schedules()] == [sched.id]
+                with pytest.raises(ConfigError, match=r"^no assistant named 'nope' \(known: daily\)"):
+                    await c.add_schedule("", "x", cron="0 9 * * *", assistant="nope")
         finally:
             assert await d.terminate() == 0

@@ -39,7 +39,7 @@ class Daemonish:
     saved: dict[str, ScheduleInfo] = field(default_factory=dict)
     scheduler: Scheduler | None = None
 
-    async def send_scheduled(self, run: StartRun) -> SendResult:
+    async def send_scheduled(self, run: StartRun) -> tuple[str, SendResult]:
         if self.busy and run.intent == "start":
             raise TopicBusy(f"topic {run.topic_id} is answering")
         await trio.sleep(0.01)  # the commit
@@ -51,7 +51,7 @@ class Daemonish:
             turn_id=f"t{row_id}", meta={"client_msg_id": run.client_msg_id},
         )
         self.scheduler.observe(run.topic_id, RowOpened(topic_id=run.topic_id, seq=1, row=row))
-        return SendResult(row_id=row_id, disposition="started", turn_id=f"t{row_id}")
+        return run.topic_id, SendResult(row_id=row_id, disposition="started", turn_id=f"t{row_id}")
 
     def run_active(self, info: ScheduleInfo) -> bool:
         return info.last_row_id in self.active_rows

@@ -117,15 +117,17 @@ def approval_from(values: Sequence[Any]) -> ApprovalInfo:
 
 SCHEDULE_COLUMNS = (
     "id, topic_id, text, cron, every_s, tz, busy, missed, enabled, created_at, active_since, "
-    "last_due, last_run_at, last_status, last_error, last_row_id, runs, failures, skipped"
+    "last_due, last_run_at, last_status, last_error, last_row_id, runs, failures, skipped, "
+    "assistant, last_topic_id"
 )
 
 
 def schedule_values(s: ScheduleInfo) -> tuple[Any, ...]:
-    """A schedule's columns (`next_due` is not stored: it is computed from the others)."""
+    """A schedule's columns (`next_due` is not stored: it is computed from the others). A
+    schedule without a topic (one per run) stores NULL, which its foreign key allows."""
     return (
         s.id,
-        s.topic_id,
+        s.topic_id or None,
         s.text,
         s.cron,
         s.every_s,
@@ -143,6 +145,8 @@ def schedule_values(s: ScheduleInfo) -> tuple[Any, ...]:
         s.runs,
         s.failures,
         s.skipped,
+        s.assistant,
+        s.last_topic_id,
     )
 
 
@@ -150,10 +154,13 @@ def schedule_from(values: Sequence[Any]) -> ScheduleInfo:
     (
         sid, topic_id, text, cron, every_s, tz, busy, missed, enabled, created_at, active_since,
         last_due, last_run_at, last_status, last_error, last_row_id, runs, failures, skipped,
+        assistant, last_topic_id,
     ) = values
     return ScheduleInfo(
         id=sid,
-        topic_id=topic_id,
+        topic_id=topic_id or "",
+        assistant=assistant,
+        last_topic_id=last_topic_id,
         text=text,
         cron=cron,
         every_s=every_s,

@@ -230,6 +230,42 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX schedules_by_topic ON schedules(topic_id);
     """,
+    # 3: a schedule may create a topic per run from an assistant: `topic_id` becomes
+    # nullable (SQLite cannot relax NOT NULL in place: the table is rebuilt).
+    """
+    CREATE TABLE schedules_3 (
+        id TEXT PRIMARY KEY,
+        topic_id TEXT REFERENCES topics(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        cron TEXT NOT NULL DEFAULT '',
+        every_s REAL NOT NULL DEFAULT 0,
+        tz TEXT NOT NULL DEFAULT 'UTC',
+        busy TEXT NOT NULL DEFAULT 'queue',
+        missed TEXT NOT NULL DEFAULT 'run-once',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        active_since REAL NOT NULL,
+        last_due REAL,
+        last_run_at REAL NOT NULL DEFAULT 0,
+        last_status TEXT NOT NULL DEFAULT '',
+        last_error TEXT NOT NULL DEFAULT '',
+        last_row_id TEXT NOT NULL DEFAULT '',
+        runs INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        skipped INTEGER NOT NULL DEFAULT 0,
+        assistant TEXT NOT NULL DEFAULT '',
+        last_topic_id TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO schedules_3 (id, topic_id, text, cron, every_s, tz, busy, missed, enabled,
+        created_at, active_since, last_due, last_run_at, last_status, last_error, last_row_id,
+        runs, failures, skipped, last_topic_id)
+    SELECT id, topic_id, text, cron, every_s, tz, busy, missed, enabled, created_at,
+        active_since, last_due, last_run_at, last_status, last_error, last_row_id, runs,
+        failures, skipped, topic_id FROM schedules;
+    DROP TABLE schedules;
+    ALTER TABLE schedules_3 RENAME TO schedules;
+    CREATE INDEX schedules_by_topic ON schedules(topic_id);
+    """,
 )
 
 
@@ -531,7 +567,7 @@ class Store:
                         [(op.topic_id, op.token, op.at) for op in tks],
                     )
                 if scs := groups.get(PutSchedule):
-                    marks = ", ".join("?" for _ in range(19))
+                    marks = ", ".join("?" for _ in SCHEDULE_COLUMNS.split(","))
                     db.executemany(
                         f"INSERT OR REPLACE INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({marks})",
                         [schedule_values(op.schedule) for op in scs],

@@ -192,9 +192,14 @@ export interface GetUsage {
   readonly topic_id?: string;
 }
 
-/** Create a schedule on a topic. Answered by `ScheduleResult`. */
+/**
+ * Create a schedule on a topic, or (`assistant`) one that creates a topic per run.
+ * Answered by `ScheduleResult`.
+ */
 export interface AddSchedule {
   readonly type: "add-schedule";
+  /** Default: `""` (omitted on the wire). */
+  readonly assistant?: string;
   /** Default: `"queue"` (omitted on the wire). */
   readonly busy?: "queue" | "skip";
   /** Default: `""` (omitted on the wire). */
@@ -207,7 +212,8 @@ export interface AddSchedule {
   /** Default: `"run-once"` (omitted on the wire). */
   readonly missed?: "run-once" | "skip";
   readonly text: string;
-  readonly topic_id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly topic_id?: string;
   /** Default: `"UTC"` (omitted on the wire). */
   readonly tz?: string;
 }
@@ -513,7 +519,8 @@ export interface UsageTotals {
 }
 
 /**
- * A scheduled prompt: `text` is sent to `topic_id` at every due time.
+ * A scheduled prompt: `text` is sent to `topic_id` at every due time, or, when
+ * `assistant` is set instead, to a fresh topic of that assistant created for each run.
  *
  * Exactly one of `cron` (a 5-field cron expression evaluated in the IANA time zone `tz`) or
  * `every_s` (an interval in seconds from `created_at`) is set. Times are Unix seconds.
@@ -522,6 +529,8 @@ export interface UsageTotals {
 export interface ScheduleInfo {
   /** Default: `0` (omitted on the wire). */
   readonly active_since?: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly assistant?: string;
   /** Default: `"queue"` (omitted on the wire). */
   readonly busy?: "queue" | "skip";
   /** Default: `0` (omitted on the wire). */
@@ -545,6 +554,8 @@ export interface ScheduleInfo {
   readonly last_run_at?: number;
   /** Default: `""` (omitted on the wire). */
   readonly last_status?: "" | "error" | "running" | "skipped" | "stopped" | "success";
+  /** Default: `""` (omitted on the wire). */
+  readonly last_topic_id?: string;
   /** Default: `"run-once"` (omitted on the wire). */
   readonly missed?: "run-once" | "skip";
   /** Default: `null` (omitted on the wire). */
@@ -554,7 +565,8 @@ export interface ScheduleInfo {
   /** Default: `0` (omitted on the wire). */
   readonly skipped?: number;
   readonly text: string;
-  readonly topic_id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly topic_id?: string;
   /** Default: `"UTC"` (omitted on the wire). */
   readonly tz?: string;
 }
