@@ -538,7 +538,13 @@ class ScheduleBook:
             run = False
         if not run:
             if not on_time:
-                info = msgspec.structs.replace(info, last_status="skipped")
+                # Windows are rarely attached when a restart reports missed runs: the record
+                # keeps the notice's text so `schedule list` can still tell.
+                missed = out[0]
+                assert isinstance(missed, Notify)
+                info = msgspec.structs.replace(
+                    info, last_status="skipped", last_error=missed.message
+                )
             return [*self._save(self._with_next(info))[1], *out]
         info = self._with_next(info)
         self._all[info.id] = info

@@ -397,6 +397,7 @@ def test_missed_skip_runs_nothing_and_reports_every_missed_due_time() -> None:
     assert isinstance(save, SaveSchedule) and isinstance(notice, Notify)
     assert save.schedule.last_due == T0 + 360 and save.schedule.skipped == 5
     assert save.schedule.last_status == "skipped" and save.schedule.next_due == T0 + 420
+    assert save.schedule.last_error == notice.message
     assert notice.message.endswith("none was run (missed-run policy: skip)")
     assert notice.message.startswith("schedule sc1: 5 due times were missed while hostd was not")
     [run] = book.collect(T0 + 420)  # the first due time after the start runs as usual

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import open_client
+from hostd.client import SyncClient, open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     MessageRow,
@@ -208,6 +208,14 @@ async def test_cli_schedule_commands(home: Path) -> None:
             assert err == "hostd: no schedule with id 'nope' [not_found]\n"
             assert f"removed schedule {info.id}" in await hostd("schedule", "remove", info.id)
             assert "no schedules" in await hostd("schedule", "list")
+
+            def sync_add_and_list() -> list[ScheduleInfo]:
+                with SyncClient(Paths.under(home)) as sc:
+                    sc.add_schedule(t.id, "/text hi", every_s=3600, enabled=False)
+                    return sc.list_schedules(t.id)
+
+            [synced] = await trio.to_thread.run_sync(sync_add_and_list)
+            assert (synced.topic_id, synced.every_s, synced.enabled) == (t.id, 3600.0, False)
         finally:
             assert await d.terminate() == 0
 
