@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
@@ -23,8 +24,6 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: 
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import trio
 
     from hostd.cli.common import fail, paths_from
@@ -43,6 +42,12 @@ def cmd_web(args: argparse.Namespace) -> int:
         print("hostd web: warning: the page is not built (run scripts/setup); "
               "only the WebSocket works", file=sys.stderr)
 
+    autostart = getattr(args, "autostart", False)
+    if not autostart and not _daemon_listens(paths.socket_path):
+        home = f" --home {paths.home}" if paths.home else ""
+        print(f"hostd web: warning: hostd is not running; the page stays offline until it is "
+              f"(`hostd serve --detach{home}`, or `hostd web --autostart`)", file=sys.stderr)
+
     def ready(gateway: Gateway) -> None:
         print(f"hostd web: {gateway.url}", flush=True)
         print(f"hostd web: the URL is also in {token_file} (mode 0600); Ctrl-C stops",
@@ -54,7 +59,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
     try:
         trio.run(lambda: run_until_signal(
-            paths, port=args.port, autostart=getattr(args, "autostart", False),
+            paths, port=args.port, autostart=autostart,
             token_file=token_file, on_ready=ready,
         ))
     except OSError as exc:
@@ -70,3 +75,14 @@ def cmd_web(args: argparse.Namespace) -> int:
         assert isinstance(leaf, OSError)
         return fail(f"cannot serve on 127.0.0.1:{args.port}: {leaf.strerror or leaf}")
     return 0
+
+
+def _daemon_listens(socket_path: Path) -> bool:
+    """One connect attempt: does something serve the daemon's socket right now?"""
+    from hostd.client.sync_wire import connect_unix
+
+    try:
+        connect_unix(socket_path).close()
+    except OSError:
+        return False
+    return True
