@@ -237,7 +237,7 @@ def test_topics_are_created_renamed_and_deleted_from_the_page(stack: WebStack, p
 
 
 def test_compaction_status_marker_and_usage(stack: WebStack, pages: Callable[[str], Page]) -> None:
-    topic = stack.create_topic("compact", "/text Before.\n/compact anchor duration=2\n/usage 1200 340\n/text After.")
+    topic = stack.create_topic("compact", "/text Before.\n/compact anchor duration=4\n/usage 1200 340\n/text After.")
     a = pages(topic)
     type_and_send(a, "compact please")
     a.wait_for_selector("[data-testid=compacting]")
