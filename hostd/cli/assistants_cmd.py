@@ -37,6 +37,33 @@ def config_dir_of(args: argparse.Namespace) -> Path:
     return Paths.from_env(getattr(args, "home", None)).config_dir
 
 
+def _bare_topic(roles: object, profile: str) -> tuple[str, str]:
+    """What a topic that names nothing runs on: the `default` role, else the built-in default
+    driver (checked with this shell's environment: the daemon uses its own)."""
+    from rich.markup import escape
+
+    from hostd.core.assistants import RolesConfig, default_assistant
+    from hostd.core.connector import resolve_connector
+    from hostd.shell.drivers.registry import DriverRegistry
+    from hostd.shell.drivers.session import driver_env
+    from hostd_protocol.errors import ConfigError, HostdError
+
+    assert isinstance(roles, RolesConfig)
+    try:
+        conn = resolve_connector(default_assistant(), roles, profile=profile)
+        via = "[dim](default role)[/dim]"
+        return f"{escape(conn.driver)} / {escape(conn.model or '(default)')} {via}", ""
+    except ConfigError:
+        pass
+    import os
+
+    try:
+        name = DriverRegistry.discover().pick_default(lambda s: driver_env(s.env, os.environ, {}))
+    except HostdError as exc:
+        return "[red]no driver is ready[/red]", exc.message
+    return f"{escape(name)} / (default) [dim](built-in default)[/dim]", ""
+
+
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -83,12 +110,18 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             escape(hooks),
             escape(cfg.description),
         )
-    if catalog.assistants:
-        console.print(table)
-    else:
+    note = ""
+    if roles is not None:
+        cell, note = _bare_topic(roles, args.profile)
+        table.add_row("(none)", cell, "per-topic", "", "",
+                      "a topic created without --assistant/--driver")
+    console.print(table)
+    if note:
+        console.print(f"[red]no default:[/red] {escape(note)}")
+    if not catalog.assistants:
         console.print(
             f"no assistants yet: add TOML files to {config / 'assistants'} "
-            "(topics without one use the `default` role)"
+            "(docs/configuration.md)"
         )
     for err in errors:
         console.print(f"[red]error:[/red] {escape(err.message)}")

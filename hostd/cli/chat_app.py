@@ -680,6 +680,8 @@ async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) ->
 def cmd_chat(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     paths = Paths.from_env(getattr(args, "home", None))
+    # Like `claude` and `opencode`: a new topic's agent works where the command runs.
+    args.working_dir = os.path.abspath(args.working_dir or os.getcwd())
     for attempt in range(2):
         try:
             return trio.run(chat_main, args, console, paths)

@@ -31,7 +31,7 @@ def add_chat_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  
     p.add_argument("--assistant", default="", help="assistant for a new topic")
     p.add_argument("--model", default="", help="model for a new topic")
     p.add_argument("--title", default="", help="title for a new topic")
-    p.add_argument("--working-dir", default="", help="working directory for a new topic")
+    p.add_argument("--working-dir", default="", help="working directory for a new topic (default: the current directory)")
     p.add_argument(
         "--option",
         action="append",

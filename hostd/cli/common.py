@@ -83,6 +83,34 @@ def text_table(
     return "\n".join(lines)
 
 
+def plain(obj: Any) -> Any:
+    """`obj` as JSON-ready data, msgspec structs as dicts with *every* field (the wire omits
+    defaults; a script reading `--json` should not have to know them) and their tag."""
+    import msgspec
+
+    if isinstance(obj, msgspec.Struct):
+        config = obj.__struct_config__
+        data: dict[str, Any] = {}
+        if config.tag is not None and config.tag_field is not None:
+            data[config.tag_field] = config.tag
+        for name in obj.__struct_fields__:
+            data[name] = plain(getattr(obj, name))
+        return data
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain(v) for v in obj]
+    return obj
+
+
+def print_json(data: Any) -> None:
+    """`data` as indented JSON on stdout: what `--json` prints (see `plain`)."""
+    import msgspec
+
+    text = msgspec.json.format(msgspec.json.encode(plain(data)), indent=2).decode()
+    sys.stdout.write(text + "\n")
+
+
 def paths_from(args: argparse.Namespace) -> Paths:
     return Paths.from_env(getattr(args, "home", None))
 
@@ -116,12 +144,42 @@ def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) ->
         return 130
 
 
-def run_client(args: argparse.Namespace, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Connect, run `fn(client)`, return its result; or print the error and return 1."""
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside `exc`, exception groups flattened (trio nurseries wrap them)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def exit_for(exc: BaseException, *, on_interrupt: str = "") -> int | None:
+    """The exit code for an exception that ended a command, after printing its one line;
+    None when it is not one we know (a bug: let it raise)."""
+    from hostd.client.sync_wire import DaemonNotRunning
+    from hostd_protocol.errors import HostdError
+
+    found = leaves(exc)
+    if any(isinstance(e, KeyboardInterrupt) for e in found):
+        print(file=sys.stderr)
+        if on_interrupt:
+            print(f"hostd: {on_interrupt}", file=sys.stderr)
+        return 130
+    for e in found:
+        if isinstance(e, DaemonNotRunning):
+            return fail(e.message)
+    for e in found:
+        if isinstance(e, HostdError):
+            return fail(f"{e.message} [{e.code}]")
+    return None
+
+
+def run_client(
+    args: argparse.Namespace, fn: Callable[[Any], Awaitable[Any]], *, on_interrupt: str = ""
+) -> Any:
+    """Connect, run `fn(client)`, return its result; or print the error and return its exit
+    code (130 after Ctrl-C, saying `on_interrupt` if given)."""
     import trio
 
-    from hostd.client import DaemonNotRunning, open_client
-    from hostd_protocol.errors import HostdError
+    from hostd.client import open_client
 
     paths = paths_from(args)
 
@@ -133,10 +191,8 @@ def run_client(args: argparse.Namespace, fn: Callable[[Any], Awaitable[Any]]) ->
 
     try:
         return trio.run(main)
-    except DaemonNotRunning as exc:
-        return fail(exc.message)
-    except HostdError as exc:
-        return fail(f"{exc.message} [{exc.code}]")
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
+    except BaseException as exc:
+        code = exit_for(exc, on_interrupt=on_interrupt)
+        if code is None:
+            raise
+        return code

@@ -22,9 +22,12 @@ from hostd.shell.paths import Paths
 
 log = logging.getLogger("hostd")
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-def setup_logging(paths: Paths, level: str) -> logging.Handler:
-    """stderr + a rotating file in the log dir; returns the file handler (close it at exit)."""
+
+def setup_logging(paths: Paths, level: str, *, to_stderr: bool = True) -> logging.Handler:
+    """A rotating file in the log dir (+ stderr unless detached, where stderr already goes
+    to that file); returns the file handler (close it at exit)."""
     import logging.handlers
 
     if not paths.log_dir.exists():
@@ -35,12 +38,13 @@ def setup_logging(paths: Paths, level: str) -> logging.Handler:
         paths.log_path, maxBytes=10 * 1024 * 1024, backupCount=3, encoding="utf-8"
     )
     file_handler.setFormatter(fmt)
-    stream_handler = logging.StreamHandler(sys.stderr)
-    stream_handler.setFormatter(fmt)
     root = logging.getLogger()
     root.setLevel(level.upper())
     root.addHandler(file_handler)
-    root.addHandler(stream_handler)
+    if to_stderr:
+        stream_handler = logging.StreamHandler(sys.stderr)
+        stream_handler.setFormatter(fmt)
+        root.addHandler(stream_handler)
     return file_handler
 
 
@@ -54,8 +58,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from hostd.shell.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
 
-    file_handler = setup_logging(paths, args.log_level)
+    if args.log_level.upper() not in LOG_LEVELS:
+        return fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}")
+    paths.ensure()
     ready_fd: int | None = args.ready_fd
+    # Detached (`--ready-fd`), stderr is the log file already (see `_detach`).
+    file_handler = setup_logging(paths, args.log_level, to_stderr=ready_fd is None)
     config_kw: dict[str, object] = {"default_driver": args.default_driver}
     if args.flush_interval is not None:
         config_kw["flush_interval"] = args.flush_interval
@@ -131,12 +139,18 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
         argv += ["--default-driver", args.default_driver]
     if args.flush_interval is not None:
         argv += ["--flush-interval", str(args.flush_interval)]
-    with open(os.devnull, "rb") as devnull_in, open(os.devnull, "wb") as devnull_out:
+    if not paths.log_dir.exists():
+        paths.log_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.log_dir, 0o700)
+    # The daemon's stdout/stderr go to its log file too, so a start that fails before its
+    # logging is set up (or a crash) still leaves its reason where the error points.
+    fd = os.open(paths.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(os.devnull, "rb") as devnull_in, os.fdopen(fd, "ab") as log_out:
         proc = subprocess.Popen(
             argv,
             stdin=devnull_in,
-            stdout=devnull_out,
-            stderr=devnull_out,  # the daemon logs to its log file
+            stdout=log_out,
+            stderr=log_out,
             pass_fds=(write_fd,),
             start_new_session=True,
         )
@@ -163,6 +177,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if isinstance(st, int):
         return st
     assert isinstance(st, StatusResult)
+    log_file = str(paths_from(args).log_path)
+    if args.json:
+        from hostd.cli.common import plain, print_json
+
+        print_json({**plain(st), "log": log_file})
+        return 0
     rows = [
         ("pid", st.pid),
         ("version", st.version),
@@ -174,6 +194,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("warm drivers", st.warm_drivers),
         ("socket", st.socket_path),
         ("data", st.data_dir),
+        ("log", log_file),
     ]
     if st.schedules:
         from hostd.cli.schedule_cmds import due_text, local_zone
@@ -189,6 +210,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from hostd_protocol.client_messages import Shutdown
+
+    if args.topic:
+        from hostd.cli.manage_cmds import cmd_stop_turn
+
+        return cmd_stop_turn(args)
 
     paths = paths_from(args)
     pid = _lock_pid(paths)

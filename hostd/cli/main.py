@@ -28,62 +28,14 @@ def _cmd_protocol_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_drivers(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from hostd.shell.drivers.registry import DriverRegistry
-    from hostd_protocol.errors import DriverUnavailable
-
-    registry = DriverRegistry.discover()
-    if args.name:
-        try:
-            spec = registry.get(args.name)
-        except DriverUnavailable as exc:
-            print(f"hostd: {exc.message}", file=sys.stderr)
-            return 1
-        console = Console()
-        console.print(
-            f"[bold]{escape(spec.name)}[/bold] {spec.version}: {escape(spec.description)}"
-        )
-        console.print(f"runs: python -m {spec.module}")
-        if spec.env or spec.env_options:
-            passed = ", ".join(spec.env)
-            named = ", ".join(f"the variable named by `{o}`" for o in spec.env_options)
-            console.print(f"environment passed on: {', '.join(x for x in (passed, named) if x)}")
-        if not spec.options_help:
-            console.print("options: (this driver documents none)")
-            return 0
-        table = Table(title=f"{escape(spec.name)} options (an assistant's \\[options])")
-        table.add_column("option")
-        table.add_column("meaning")
-        for option, text in spec.options_help:
-            table.add_row(escape(option), escape(text))
-        console.print(table)
-        return 0
-    table = Table(title="hostd drivers")
-    table.add_column("driver")
-    table.add_column("available")
-    table.add_column("description / reason")
-    for info in registry.infos():
-        table.add_row(
-            info.name,
-            "yes" if info.available else "[red]no[/red]",
-            info.description if info.available else info.reason,
-        )
-    Console().print(table)
-    return 0
-
-
 def _add_own(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("protocol-schema", help="write the wire protocol's JSON Schema")
     p.add_argument("output", nargs="?", default="-", help="file to write (default: stdout)")
     handlers["protocol-schema"] = _cmd_protocol_schema
 
-    p = sub.add_parser("drivers", help="list installed drivers and why any is unavailable")
-    p.add_argument("name", nargs="?", default="", help="show this driver's options")
-    handlers["drivers"] = _cmd_drivers
+    from hostd.cli import drivers_cmd  # light: its imports happen when it runs
+
+    drivers_cmd.register(sub, handlers)
 
 
 def _add_assistants(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
@@ -161,6 +113,11 @@ COMMAND_GROUPS = {
     "attach": _add_topic,
     "schedule": _add_schedule,
     "web": _add_web,
+    "rename": _add_topic,
+    "delete": _add_topic,
+    "export": _add_topic,
+    "paths": _add_topic,
+    "logs": _add_topic,
 }
 
 
@@ -184,7 +141,7 @@ def build_parser(
     """The `hostd` parser and each command's handler. With a known `command`, only the
     parsers of its group are added (the rest is not needed to parse that command line)."""
     parser = argparse.ArgumentParser(prog="hostd", description="hostd: local agent host daemon")
-    parser.add_argument("--version", action="version", version=f"hostd {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"hostd {__version__}")
     parser.add_argument(
         "--home", default=None, help="put every hostd path under this folder (like HOSTD_HOME)"
     )
@@ -206,4 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except BaseException as exc:
+        # Every failure is one line and a non-zero exit code; only a bug shows a traceback.
+        from hostd.cli.common import exit_for
+
+        if isinstance(exc, SystemExit):
+            raise
+        code = exit_for(exc)
+        if code is None:
+            raise
+        return code

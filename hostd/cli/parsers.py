@@ -19,6 +19,11 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def common_options() -> argparse.ArgumentParser:
+    """The options every daemon command takes after its name too (`--home`, `--autostart`)."""
+    return _common()
+
+
 def _common() -> argparse.ArgumentParser:
     # `--home` / `--autostart` also after the command (`hostd serve --home X`); SUPPRESS keeps
     # a value given before the command when it is not repeated after it.
@@ -36,44 +41,104 @@ def add_daemon_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:
                    help="driver for topics created without one")
     p.add_argument("--flush-interval", type=float, default=None,
                    help="store flush interval in seconds (bound on what kill -9 loses)")
-    p.add_argument("--log-level", default=os.environ.get("HOSTD_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-level", default=os.environ.get("HOSTD_LOG_LEVEL", "INFO").upper(),
+                   type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                   help="how much the daemon logs (default: INFO, or $HOSTD_LOG_LEVEL)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     handlers["serve"] = _lazy("daemon_cmds", "cmd_serve")
 
-    sub.add_parser("status", parents=[_common()], help="show whether the daemon runs, and what it does")
+    p = sub.add_parser("status", parents=[_common()], help="show whether the daemon runs, and what it does")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     handlers["status"] = _lazy("daemon_cmds", "cmd_status")
 
-    p = sub.add_parser("stop", parents=[_common()], help="stop the daemon gracefully")
-    p.add_argument("--timeout", type=float, default=15.0)
+    p = sub.add_parser(
+        "stop", parents=[_common()],
+        help="stop a topic's turn (hostd stop TOPIC), or the daemon (hostd stop)",
+        description="With a topic: stop its running turn; the partial answer is kept as "
+        "'stopped' and queued messages come back as drafts. Without one: stop the daemon "
+        "gracefully (turns are stopped, the store flushed, the socket removed).",
+    )
+    p.add_argument("topic", nargs="?", default="", help="topic whose turn to stop")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--timeout", type=float, default=15.0,
+                   help="seconds to wait for the daemon to exit (default: 15)")
     handlers["stop"] = _lazy("daemon_cmds", "cmd_stop")
 
 
 def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
-    sub.add_parser("topics", parents=[_common()], help="list topics")
+    p = sub.add_parser("topics", parents=[_common()], help="list topics")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     handlers["topics"] = _lazy("topic_cmds", "cmd_topics")
 
     p = sub.add_parser("new", parents=[_common()], help="create a topic and print its id")
-    p.add_argument("--title", default="")
-    p.add_argument("--driver", default="")
-    p.add_argument("--model", default="")
-    p.add_argument("--working-dir", default="")
+    p.add_argument("--title", default="", help="the topic's title")
+    p.add_argument("--driver", default="",
+                   help="driver (default: see docs/configuration.md; `hostd drivers` lists them)")
+    p.add_argument("--model", default="", help="model name, or use::<role> (roles.toml)")
+    p.add_argument("--assistant", default="", help="assistant preset (`hostd assistants`)")
+    p.add_argument("--working-dir", default="",
+                   help="where the agent works (default: the current directory)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="driver option (repeatable); values are JSON if they parse, else text")
+    p.add_argument("--json", action="store_true", help="print the topic as JSON")
     handlers["new"] = _lazy("topic_cmds", "cmd_new")
 
     p = sub.add_parser("send", parents=[_common()], help="send a message to a topic")
-    p.add_argument("topic")
-    p.add_argument("text")
-    p.add_argument("--intent", choices=["auto", "start", "steer", "queue"], default="auto")
+    p.add_argument("topic", help="topic id")
+    p.add_argument("text", nargs="?", default=None,
+                   help="the message; - reads it from stdin (see also --file)")
+    p.add_argument("--file", default=None, metavar="PATH",
+                   help="read the message from this file (- for stdin)")
+    p.add_argument("--intent", choices=["auto", "start", "steer", "queue"], default="auto",
+                   help="start: only when idle; steer: into the running answer; queue: after "
+                   "it; auto (default): start when idle, else steer")
     p.add_argument("--follow", action="store_true", help="print the answer until the turn ends")
+    p.add_argument("--json", action="store_true", help="print the send result as JSON (without --follow)")
     handlers["send"] = _lazy("topic_cmds", "cmd_send")
 
     p = sub.add_parser("history", parents=[_common()], help="print a topic's messages")
-    p.add_argument("topic")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("topic", help="topic id")
+    p.add_argument("--limit", type=int, default=100, help="newest messages to print (default 100)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
     handlers["history"] = _lazy("topic_cmds", "cmd_history")
 
     p = sub.add_parser("attach", parents=[_common()], help="print a topic's live stream until the turn ends (Ctrl-C)")
-    p.add_argument("topic")
+    p.add_argument("topic", help="topic id")
     handlers["attach"] = _lazy("topic_cmds", "cmd_attach")
 
+    add_manage_parsers(sub, handlers)
+
+
+def add_manage_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
+    """`rename`, `delete`, `export`, `paths` and `logs` (`stop TOPIC` is in `stop`)."""
+    common = _common
+    p = sub.add_parser("rename", parents=[common()], help="give a topic a new title")
+    p.add_argument("topic", help="topic id")
+    p.add_argument("title", help="the new title")
+    p.add_argument("--json", action="store_true", help="print the topic as JSON")
+    handlers["rename"] = _lazy("manage_cmds", "cmd_rename")
+
+    p = sub.add_parser("delete", parents=[common()],
+                       help="delete a topic and its history (stops its turn first)")
+    p.add_argument("topic", help="topic id")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask to confirm")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    handlers["delete"] = _lazy("manage_cmds", "cmd_delete")
+
+    p = sub.add_parser("export", parents=[common()],
+                       help="write a topic's whole conversation as Markdown or JSON")
+    p.add_argument("topic", help="topic id")
+    p.add_argument("--format", choices=["md", "json"], default="md",
+                   help="md (default): readable; json: every stored field")
+    p.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    handlers["export"] = _lazy("manage_cmds", "cmd_export")
+
+    p = sub.add_parser("paths", parents=[common()],
+                       help="where hostd keeps its config, data, log and socket")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    handlers["paths"] = _lazy("manage_cmds", "cmd_paths")
+
+    p = sub.add_parser("logs", parents=[common()], help="print the daemon's log (-f to follow)")
+    p.add_argument("-n", "--lines", type=int, default=50, help="lines to print (default 50)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    handlers["logs"] = _lazy("manage_cmds", "cmd_logs")

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 from typing import Any
 
-from hostd.cli.common import Output, console, fail, out, request, run_client, text_table
+from hostd.cli.common import (
+    Output,
+    console,
+    fail,
+    out,
+    print_json,
+    request,
+    run_client,
+    text_table,
+)
 from hostd_protocol.client_messages import (
     ApprovalRequested,
     CreateTopic,
@@ -49,16 +59,30 @@ def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
 
 
+def _short(path: str) -> str:
+    """`path` with the home folder written `~`."""
+    home = os.path.expanduser("~")
+    if path == home or path.startswith(home + os.sep):
+        return "~" + path[len(home):]
+    return path
+
+
 def cmd_topics(args: argparse.Namespace) -> int:
     result = request(args, ListTopics(id=0))
     if isinstance(result, int):
         return result
     assert isinstance(result, TopicListResult)
+    if args.json:
+        print_json(result.topics)
+        return 0
     if not result.topics:
         out().print("no topics yet; create one with `hostd new`", markup=False)
         return 0
-    rows = [(t.id, t.title, t.driver, t.model, t.state, _when(t.updated_at)) for t in result.topics]
-    headers = ("id", "title", "driver", "model", "state", "updated")
+    rows = [
+        (t.id, t.title, t.driver, t.model, t.state, _when(t.updated_at), _short(t.working_dir))
+        for t in result.topics
+    ]
+    headers = ("id", "title", "driver", "model", "state", "updated", "working dir")
     out().print(text_table(headers, rows), markup=False)
     return 0
 
@@ -72,26 +96,65 @@ def cmd_new(args: argparse.Namespace) -> int:
         CreateTopic(
             id=0,
             title=args.title,
+            assistant=args.assistant,
             driver=args.driver,
             model=args.model,
-            working_dir=args.working_dir,
+            # Like `claude` and `opencode`: the agent works where the command runs.
+            working_dir=os.path.abspath(args.working_dir or os.getcwd()),
             options=options,
         ),
     )
     if isinstance(result, int):
         return result
     assert isinstance(result, TopicResult)
+    if args.json:
+        print_json(result.topic)
+        return 0
     out().print(result.topic.id, markup=False)
     return 0
 
 
+def message_text(args: argparse.Namespace) -> str | int:
+    """The message of `send`: the argument, or stdin (`-`), or a file (`--file`). Reading
+    from stdin or a file has no length limit of the command line (ARG_MAX)."""
+    import sys
+
+    if args.file is not None and args.text is not None:
+        return fail("give the message as an argument or with --file, not both")
+    source = args.file if args.file is not None else args.text
+    if source is None:
+        return fail("no message: give it as an argument, or - to read stdin, or --file PATH")
+    if source == "-":
+        if sys.stdin.isatty():
+            print("(reading the message from stdin; end it with Ctrl-D)", file=sys.stderr)
+        text = sys.stdin.read()
+    elif args.file is not None:
+        try:
+            with open(source, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            return fail(f"cannot read {source}: {exc}")
+    else:
+        text = source
+    if not text.strip():
+        return fail("the message is empty")
+    return text
+
+
 def cmd_send(args: argparse.Namespace) -> int:
+    text = message_text(args)
+    if isinstance(text, int):
+        return text
+    args.text = text
     if not args.follow:
         sent = request(args, SendMessage(id=0, topic_id=args.topic, text=args.text,
                                          intent=args.intent))
         if isinstance(sent, int):
             return sent
         assert isinstance(sent, SendResult)
+        if args.json:
+            print_json(sent)
+            return 0
         out().print(f"{sent.disposition} {sent.row_id}", markup=False)
         return 0
 
@@ -102,14 +165,16 @@ def cmd_send(args: argparse.Namespace) -> int:
             async for item in sub:
                 printer.show(item)
                 if isinstance(item, TurnEnded) and item.turn_id == (result.turn_id or item.turn_id):
-                    break
+                    return 0 if item.status == "success" else 1
                 # A resync's fresh snapshot may already be past the turn's end.
                 if isinstance(item, Snapshot) and item is not sub.first and not item.active_turn_id:
                     break
-            return result
+            return 0
 
-    result = run_client(args, go)
-    return result if isinstance(result, int) else 0
+    return int(run_client(args, go, on_interrupt=(
+        f"interrupted: the turn keeps running in the daemon (`hostd attach {args.topic}` "
+        f"to watch it, `hostd stop {args.topic}` to stop it)"
+    )))
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -117,6 +182,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     if isinstance(page, int):
         return page
     assert isinstance(page, HistoryResult)
+    if args.json:
+        print_json({"rows": page.rows, "has_more": page.has_more})
+        return 0
     o = out()
     if page.has_more:
         o.print(f"(older messages not shown; --limit {args.limit})", style="dim", markup=False)
@@ -173,6 +241,8 @@ class StreamPrinter:
 
     def __init__(self) -> None:
         self.c = console()
+        #: Errors already printed (a turn's end repeats its row's error).
+        self.errors: set[str] = set()
 
     def show(self, item: Any) -> None:
         c = self.c
@@ -193,6 +263,7 @@ class StreamPrinter:
             elif isinstance(ch, ToolCall):
                 c.print(f"\n[tool {ch.name}]", markup=False)
         elif isinstance(item, RowUpdated) and item.error:
+            self.errors.add(item.error)
             c.print(f"\nerror: {item.error}", style="red", markup=False)
         elif isinstance(item, ApprovalRequested):
             a = item.approval
@@ -204,7 +275,9 @@ class StreamPrinter:
         elif isinstance(item, TurnEnded):
             c.print()
             if item.status != "success":
-                c.print(f"(turn {item.status}{': ' + item.error if item.error else ''})",
-                        style="dim", markup=False)
+                # The row's error was printed when the row was updated: say it once.
+                said = item.error and item.error in self.errors
+                detail = f": {item.error}" if item.error and not said else ""
+                c.print(f"(turn {item.status}{detail})", style="dim", markup=False)
         elif isinstance(item, TopicDeleted):
             c.print("(topic deleted)", style="dim")

@@ -19,17 +19,18 @@ Handler = Callable[[argparse.Namespace], int]
 
 def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
     """Add `continue` and `usage` to the `hostd` parser."""
-    p = sub.add_parser("continue", help="continue a topic's last turn that failed or was stopped")
+    from hostd.cli.parsers import common_options
+
+    p = sub.add_parser("continue", parents=[common_options()],
+                       help="continue a topic's last turn that failed or was stopped")
     p.add_argument("topic", help="topic id")
+    p.add_argument("--json", action="store_true", help="print the send result as JSON")
     handlers["continue"] = run_continue
-    p = sub.add_parser("usage", help="token and cost totals per topic (per turn with TOPIC)")
+    p = sub.add_parser("usage", parents=[common_options()],
+                       help="token and cost totals per topic (per turn with TOPIC)")
     p.add_argument("topic", nargs="?", default="", help="topic id: list its turns too")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     handlers["usage"] = run_usage
-
-
-def _home(args: argparse.Namespace) -> str | None:
-    home = getattr(args, "home", None)
-    return str(home) if home else None
 
 
 def render_continue(result: SendResult, topic_id: str, console: Output) -> None:
@@ -69,40 +70,40 @@ def render_usage(totals: UsageTotals, console: Output) -> None:
         console.print("\n" + table("usage per turn", "turn", turns), markup=False)
 
 
-def _request(args: argparse.Namespace, msg: Any, console: Output) -> Any:
-    """One request through the blocking client (no trio: these commands are one-shot); the
-    result, or None once the error is printed."""
-    from hostd.client.sync_wire import WireClient
-    from hostd.shell.paths import Paths
-    from hostd_protocol.errors import HostdError
+def _request(args: argparse.Namespace, msg: Any) -> Any:
+    """One request through the blocking client (no trio: these commands are one-shot): the
+    result, or None once the error is printed (one line on stderr, like every command)."""
+    from hostd.cli.common import request
 
-    try:
-        with WireClient.open(Paths.from_env(_home(args)), client_name="hostd-cli") as wire:
-            return wire.request(msg)
-    except HostdError as exc:
-        console.print(f"error: {exc.message}", markup=False)
-        return None
+    result = request(args, msg)
+    return None if isinstance(result, int) else result
 
 
 def run_continue(args: argparse.Namespace, console: Output | None = None) -> int:
-    from hostd.cli.common import out
+    from hostd.cli.common import out, print_json
     from hostd_protocol.client_messages import ContinueTurn
 
     console = console or out()
-    result = _request(args, ContinueTurn(id=0, topic_id=args.topic), console)
+    result = _request(args, ContinueTurn(id=0, topic_id=args.topic))
     if result is None:
         return 1
+    if getattr(args, "json", False):
+        print_json(result)
+        return 0
     render_continue(result, args.topic, console)
     return 0
 
 
 def run_usage(args: argparse.Namespace, console: Output | None = None) -> int:
-    from hostd.cli.common import out
+    from hostd.cli.common import out, print_json
     from hostd_protocol.client_messages import GetUsage
 
     console = console or out()
-    totals = _request(args, GetUsage(id=0, topic_id=args.topic), console)
+    totals = _request(args, GetUsage(id=0, topic_id=args.topic))
     if totals is None:
         return 1
+    if getattr(args, "json", False):
+        print_json(totals)
+        return 0
     render_usage(totals, console)
     return 0

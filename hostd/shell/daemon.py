@@ -108,6 +108,7 @@ from hostd_protocol.errors import (
     TopicClosed,
     UnknownRequest,
     UnknownTopic,
+    UnresolvedRole,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from hostd_protocol.limits import MAX_REPLY_BYTES, MAX_SEND_BYTES
@@ -424,12 +425,7 @@ class Daemon:
             self.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
         # A topic with an assistant gets its driver from it (or its role) unless it names one.
         driver = msg.driver or ("" if msg.assistant else self.config.default_driver)
-        if driver and driver not in {e.name for e in self.registry.entries()}:
-            known = ", ".join(e.name for e in self.registry.entries()) or "none"
-            raise InvalidArgument(
-                f"no driver named {driver!r} is installed (installed: {known})",
-                details={"driver": driver},
-            )
+        driver = self._ready_driver(msg, driver)
         now = time.time()
         info = TopicInfo(
             id=new_id("tp"),
@@ -447,6 +443,25 @@ class Daemon:
         self._records[info.id] = st.TopicRecord(info, 0, None)
         host = await self._start_host(info, [], [], 0, None)
         return host.topic_info()
+
+    def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
+        """The driver to store for a new topic, refusing now (not at the first send) when the
+        topic could not answer: unknown or unavailable driver, no credential, unresolvable
+        role. A topic that names nothing gets the `default` role of roles.toml when there is
+        one (stored as "" so the role keeps deciding), else the first ready built-in default
+        (`DEFAULT_DRIVER_PREFERENCE`)."""
+        environ_of = self.supervisor.driver_environ
+        if driver:
+            self.registry.require_ready(driver, environ_of)
+            return driver
+        try:
+            resolved = self.bridge.resolve_driver(msg.assistant, msg.model)
+        except UnresolvedRole:
+            if msg.assistant:
+                raise
+            return self.registry.pick_default(environ_of)
+        self.registry.require_ready(resolved, environ_of)
+        return ""
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
         ids = list(self._records)
@@ -628,7 +643,7 @@ class Daemon:
         )
 
     async def _list_drivers(self, conn: Connection, msg: ListDrivers) -> Result:
-        return DriverListResult(drivers=self.registry.infos())
+        return DriverListResult(drivers=self.registry.infos(self.supervisor.driver_environ))
 
     async def _ping(self, conn: Connection, msg: Ping) -> Result:
         return Pong(time=time.time())

@@ -112,6 +112,18 @@ class TurnBridge:
 
     # --- steps 3, 6, 8 ----------------------------------------------------------------------
 
+    def resolve_driver(self, assistant: str, model: str = "", profile: str = "") -> str:
+        """The driver a new topic of `assistant` ("" = default) with no driver of its own
+        would run on. Raises `ConfigError` / `UnresolvedRole` (nothing configured)."""
+        from hostd.core.connector import resolve_connector
+        from hostd.shell.config import load_roles
+
+        connector = resolve_connector(
+            self.assistant(assistant), load_roles(self.config_dir), profile=profile,
+            topic_model=model,
+        )
+        return connector.driver
+
     def session_options(self, topic: TopicInfo, profile: str = "") -> SessionOptions:
         """The driver session for a topic: its assistant's connector (explicit topic
         driver/model first, then `use::<role>`), options (assistant < topic; per-send ones
@@ -144,7 +156,13 @@ class TurnBridge:
             working_dir=str(path),
             system_prompt=assistant.system_prompt,
             options=merge_options(assistant.options, topic.options),
+            state_dir=str(self.state_dir(topic.id)),
         )
+
+    def state_dir(self, topic_id: str) -> Path:
+        """The topic's private folder for its driver's own files (`Init.state_dir`): beside
+        the workspaces, never in the working dir (which may be the user's project)."""
+        return self.workspaces.parent / "driver-state" / topic_id
 
     # --- step 7 -----------------------------------------------------------------------------
 
@@ -198,22 +216,37 @@ class TurnBridge:
         from hostd.shell.turn_pipeline import CONTINUE_PROMPT
 
         last = next((t for t in reversed(turns) if t.status is not None), None)
-        if last is None or last.status == "success" or not last.resume_text:
-            state = "no turn yet" if last is None else f"the last turn ended {last.status}"
+        if last is None or last.status == "success":
+            state = "the topic has no turn yet" if last is None else "its last turn succeeded"
             raise NotFound(
-                f"nothing to continue: {state}; continue resumes a failed or stopped turn",
+                f"nothing to continue: {state} (continue resumes a turn that failed or was "
+                "stopped)",
                 details={"turn_id": getattr(last, "id", "")},
             )
-        resume = decode_resume(last.resume_text)
-        if resume is not None:
-            return CONTINUE_PROMPT if resume.partial else resume.text
+        if last.resume_text:
+            resume = decode_resume(last.resume_text)
+            if resume is not None:
+                return CONTINUE_PROMPT if resume.partial else resume.text
+        mine = [r for r in rows if r.turn_id == last.id]
         answered = any(
-            r.turn_id == last.id
-            and r.role == "assistant"
-            and any(isinstance(p, TextDelta) and p.text for p in r.parts)
-            for r in rows
+            r.role == "assistant" and any(isinstance(p, TextDelta) and p.text for p in r.parts)
+            for r in mine
         )
-        return CONTINUE_PROMPT if answered else str(last.resume_text)
+        if answered:
+            return CONTINUE_PROMPT
+        if last.resume_text:
+            return str(last.resume_text)
+        # No resume data (e.g. the daemon was killed mid-turn): send the turn's input again.
+        asked = "".join(
+            p.text for r in mine if r.role == "user" for p in r.parts if isinstance(p, TextDelta)
+        )
+        if asked.strip():
+            return asked
+        raise NotFound(
+            f"nothing to continue: the last turn ended {last.status} and kept neither its "
+            "input nor a partial answer; send the message again",
+            details={"turn_id": last.id},
+        )
 
     # --- observers ---------------------------------------------------------------------------
 

@@ -119,6 +119,12 @@ class DriverInfo(_Frozen, frozen=True):
     version: str = ""
     #: Why the driver is unavailable, and what to do about it.
     reason: str = ""
+    #: The credential the driver would use, in words ("" when the driver has no check).
+    credential: str = ""
+    #: False when the driver's check found no credential (see `fix`).
+    credential_ok: bool = True
+    #: What to do when `credential_ok` is false; or a warning about the credential.
+    fix: str = ""
 
 
 # --- client -> host -----------------------------------------------------------------------------

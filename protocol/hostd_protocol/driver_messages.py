@@ -50,6 +50,9 @@ class Init(_Frozen, frozen=True, tag="init"):
     system_prompt: str = ""
     #: Driver-specific options (e.g. permission mode, scenario for the scripted driver).
     options: dict[str, Any] = {}
+    #: A private folder the host keeps for this topic, where the driver may keep its own
+    #: files (vendor config, transcripts) instead of the working dir ("" = none given).
+    state_dir: str = ""
 
 
 class Prewarm(_Frozen, frozen=True, tag="prewarm"):

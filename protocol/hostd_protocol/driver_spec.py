@@ -12,6 +12,7 @@ daemon loads every spec at start-up to list drivers.
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Mapping
@@ -22,6 +23,19 @@ import msgspec
 ENTRY_POINT_GROUP = "hostd.drivers"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class CredentialStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """What a driver's credential check found (see `DriverSpec.check`)."""
+
+    #: A credential was found (the driver should be able to answer).
+    ok: bool
+    #: Which credential, in words ("API key (ANTHROPIC_API_KEY ...)"), or "not logged in".
+    summary: str = ""
+    #: When not ok: the one thing to do about it.
+    fix: str = ""
+    #: A problem worth saying although the credential works (e.g. a world-readable file).
+    warning: str = ""
 
 
 class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +67,30 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
             if isinstance(value, str) and _ENV_NAME.match(value) and value not in names:
                 names.append(value)
         return names
+
+    #: Optional credential check, "module:function": called in the daemon with the
+    #: environment the driver would get (a `Mapping[str, str]`), returns a
+    #: `CredentialStatus`. Must be quick, offline, and import nothing heavy.
+    check: str = ""
+
+    def check_credentials(self, environ: Mapping[str, str]) -> CredentialStatus | None:
+        """Run `check` (None when the driver declares none). A check that fails to load or
+        raises is reported as a failed check, never raised."""
+        if not self.check:
+            return None
+        module, _, name = self.check.partition(":")
+        try:
+            fn = getattr(importlib.import_module(module), name)
+            status = fn(environ)
+        except Exception as exc:
+            return CredentialStatus(
+                ok=False, summary=f"credential check {self.check!r} failed: {exc}"
+            )
+        if not isinstance(status, CredentialStatus):
+            return CredentialStatus(
+                ok=False, summary=f"credential check {self.check!r} returned {status!r}"
+            )
+        return status
 
     def argv(self, python: str | None = None) -> list[str]:
         """The command line that starts this driver.

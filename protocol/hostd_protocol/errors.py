@@ -242,6 +242,13 @@ class DriverUnavailable(DriverError):
     code = "driver_unavailable"
 
 
+class AuthRequired(DriverError):
+    """The driver has no usable credential (not logged in, no API key, key refused). The
+    message names the fix; `hostd drivers` shows which credential each driver would use."""
+
+    code = "auth_required"
+
+
 class DriverCrashed(DriverError):
     """The driver process exited or broke its pipe while it was needed."""
 

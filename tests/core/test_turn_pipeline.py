@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.lowlevel
@@ -715,10 +716,20 @@ def test_bridge_continue_text() -> None:
     )
     assert bridge.continue_text([failed], [answered]) == CONTINUE_PROMPT
     ok_turn = StoredTurn("t2", "T", "success", "", "", "")
-    with pytest.raises(NotFound, match=r"^nothing to continue: the last turn ended success"):
+    with pytest.raises(NotFound, match=r"^nothing to continue: its last turn succeeded \("):
         bridge.continue_text([failed, ok_turn], [])
-    with pytest.raises(NotFound, match=r"^nothing to continue: no turn yet"):
+    with pytest.raises(NotFound, match=r"^nothing to continue: the topic has no turn yet"):
         bridge.continue_text([], [])
+    # A turn cut by a crash has no resume data: its input is sent again, or if it answered
+    # part of it, it is asked to go on.
+    crashed = StoredTurn("t3", "T", "error", "daemon died", "driver_crashed", "")
+    asked = MessageRow(id="u", topic_id="T", role="user", status="success", position=3,
+                       turn_id="t3", parts=[TextDelta(text="tell me more")])
+    assert bridge.continue_text([crashed], [asked]) == "tell me more"
+    partial = msgspec.structs.replace(answered, turn_id="t3")
+    assert bridge.continue_text([crashed], [asked, partial]) == CONTINUE_PROMPT
+    with pytest.raises(NotFound, match=r"^nothing to continue: the last turn ended error and "):
+        bridge.continue_text([crashed], [])
 
 
 def test_bridge_counts_usage_from_events(tmp_path: Path) -> None:
@@ -811,7 +822,7 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
                 assert again.send.text == "second"  # nothing was answered: sent again
                 again.end()
                 await running.daemon.hosts[topic.id].wait_idle()
-                with pytest.raises(NotFound, match=r"^nothing to continue: the last turn ended"):
+                with pytest.raises(NotFound, match=r"^nothing to continue: its last turn succ"):
                     await client.continue_turn(topic.id)
 
             # The CLI commands, each in a thread with its own trio.run, against this daemon.
@@ -820,7 +831,7 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
             assert code == 0 and topic.id in out and "$0.5000" in out
             args = argparse.Namespace(home=str(home), topic=topic.id)
             code, out = await trio.to_thread.run_sync(cli_run, turn_cmds.run_continue, args)
-            assert code == 1 and out.startswith("error: nothing to continue")
+            assert code == 1 and out == ""  # the error is one line on stderr
         await running.stop()
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -329,6 +329,9 @@ class FakeSupervisor:
     def mark_idle(self, topic_id: str) -> None:
         pass
 
+    def driver_environ(self, spec: Any) -> dict[str, str]:
+        return {}
+
     def mark_busy(self, topic_id: str) -> None:
         pass
 

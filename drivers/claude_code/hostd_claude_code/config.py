@@ -3,10 +3,17 @@
 Rules this module guards:
 
 - Every file the CLI writes stays inside the topic's folders: `HOME`, `CLAUDE_CONFIG_DIR`,
-  `TMPDIR` and `CLAUDE_CODE_TMPDIR` all point under `claude_home` (default
-  `<working_dir>/.hostd-claude`). The transcripts that resume needs live in
-  `<claude_home>/.claude/projects/<cwd-slug>/`, so resuming in a new process works as long as
-  the working dir (and so `claude_home`) is the same.
+  `TMPDIR` and `CLAUDE_CODE_TMPDIR` all point under `claude_home` (default: the host's
+  private state dir for the topic, else `<working_dir>/.hostd-claude`). The transcripts that
+  resume needs live in `<claude_home>/.claude/projects/<cwd-slug>/`, so resuming in a new
+  process works as long as the working dir (and so `claude_home`) is the same.
+- One exception: a user logged in to Claude Code (claude.ai) has the CLI use their own
+  Claude config dir as `CLAUDE_CONFIG_DIR`, so the login and its token refreshes stay one
+  (see `credentials`); the transcripts then live where `claude` keeps its own.
+- The user's own settings (`settings.json` of the config dir: hooks, permission rules, env)
+  are not loaded by default (`setting_sources` = project + local): user hooks would run
+  beside hostd's steering hooks and user permission rules would bypass hostd's approvals.
+  The project's `CLAUDE.md` and `.claude/settings.json` load, as in `claude`.
 - The CLI never inherits the driver's environment by accident: the SDK merges
   `os.environ` under `ClaudeAgentOptions.env`, so every variable that matters is set here
   explicitly.
@@ -24,6 +31,7 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from hostd_claude_code.credentials import Credential, find_credential
 from hostd_protocol.errors import InvalidArgument
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
@@ -60,7 +68,10 @@ class ClaudeCodeOptions(msgspec.Struct, frozen=True, kw_only=True):
     disallowed_tools: list[str] = []
     max_turns: int | None = None
     #: CLI setting sources ("user", "project", "local"); None loads all, as the CLI does.
-    setting_sources: list[Literal["user", "project", "local"]] | None = None
+    #: Default: project and local only (user hooks and rules would fight hostd's).
+    setting_sources: list[Literal["user", "project", "local"]] | None = msgspec.field(
+        default_factory=lambda: ["project", "local"]
+    )
     add_dirs: list[str] = []
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
     #: Path of a `claude` executable to use instead of the one bundled in the SDK wheel.
@@ -104,12 +115,17 @@ class CliPaths:
     private_tmpdir: bool = False
 
 
-def cli_paths(working_dir: str, opts: ClaudeCodeOptions) -> CliPaths:
-    """Create (if needed) and return the CLI's folders for this working dir."""
+def cli_paths(working_dir: str, opts: ClaudeCodeOptions, state_dir: str = "") -> CliPaths:
+    """Create (if needed) and return the CLI's folders for this working dir. `state_dir` is
+    the host's private folder for the topic (`Init.state_dir`); without one the CLI's files
+    go to `<working_dir>/.hostd-claude`."""
     cwd = Path(working_dir or os.getcwd()).resolve()
-    home = (
-        Path(opts.claude_home).expanduser().resolve() if opts.claude_home else cwd / ".hostd-claude"
-    )
+    if opts.claude_home:
+        home = Path(opts.claude_home).expanduser().resolve()
+    elif state_dir:
+        home = Path(state_dir).resolve() / "claude"
+    else:
+        home = cwd / ".hostd-claude"
     config_dir = home / ".claude"
     tmpdir = home / "tmp"
     private = len(str(tmpdir)) > MAX_TMPDIR_LEN
@@ -128,16 +144,21 @@ def cli_env(
     environ: dict[str, str] | None = None,
     *,
     is_root: bool | None = None,
+    credential: Credential | None = None,
 ) -> dict[str, str]:
-    """The environment for the CLI (applied over the driver's own by the SDK)."""
+    """The environment for the CLI (applied over the driver's own by the SDK).
+    `credential` defaults to what `find_credential` finds in `environ`."""
     environ = dict(os.environ if environ is None else environ)
+    if credential is None:
+        credential = find_credential(environ, opts.env)
     env = dict(QUIET_ENV)
     env.update(
         HOME=str(paths.home),
-        CLAUDE_CONFIG_DIR=str(paths.config_dir),
+        CLAUDE_CONFIG_DIR=str(credential.config_dir or paths.config_dir),
         TMPDIR=str(paths.tmpdir),
         CLAUDE_CODE_TMPDIR=str(paths.tmpdir),
     )
+    env.update(credential.env or {})
     if is_root is None:
         is_root = hasattr(os, "geteuid") and os.geteuid() == 0
     if is_root and opts.permission_mode == "bypassPermissions":

@@ -41,6 +41,7 @@ from hostd_claude_code.config import (
     cli_paths,
     parse_options,
 )
+from hostd_claude_code.credentials import LOGIN_FIX, is_login_failure
 from hostd_protocol.common import (
     Capabilities,
     TextDelta,
@@ -51,7 +52,7 @@ from hostd_protocol.common import (
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
 from hostd_protocol.driver_messages import Init, Log, Notice, Redirect
-from hostd_protocol.errors import InvalidArgument
+from hostd_protocol.errors import AuthRequired, InvalidArgument
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
@@ -136,7 +137,7 @@ class ClaudeCodeDriver(DriverBase):
         self._opts = opts
         self._init = init
         self._stderr = collections.deque(maxlen=max(1, opts.stderr_tail_lines))
-        self._paths = cli_paths(init.working_dir, opts)
+        self._paths = cli_paths(init.working_dir, opts, init.state_dir)
         if init.resume_token:
             self._session_id = init.resume_token
             self._resumable = True
@@ -393,7 +394,14 @@ class ClaudeCodeDriver(DriverBase):
                 return None
             if turn.interrupted:
                 return "stopped"
-            raise TurnFailed(result_error_message(result), driver=DRIVER_NAME)
+            message = result_error_message(result)
+            if is_login_failure(message):
+                raise AuthRequired(
+                    f"Claude Code has no usable login ({message.splitlines()[0]}): {LOGIN_FIX}",
+                    driver=DRIVER_NAME,
+                    details={"fix": LOGIN_FIX},
+                )
+            raise TurnFailed(message, driver=DRIVER_NAME)
         except BaseException:
             if self._query_sent and (translator is None or translator.result is None):
                 # Cancelled or failed mid-turn: the client may still hold this turn's

@@ -10,6 +10,9 @@ from hostd_protocol.driver_spec import DriverSpec
 ENV: tuple[str, ...] = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    # Where the user's own `claude` keeps its login (see `credentials`).
+    "CLAUDE_CONFIG_DIR",
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_MODEL",
     "ANTHROPIC_SMALL_FAST_MODEL",
@@ -40,4 +43,5 @@ SPEC = DriverSpec(
     description="Claude Code through claude-agent-sdk (the bundled claude CLI)",
     version=__version__,
     env=ENV,
+    check="hostd_claude_code.credentials:check",
 )

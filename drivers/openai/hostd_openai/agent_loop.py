@@ -53,7 +53,7 @@ from hostd_protocol.driver_messages import (
     Notice,
     UsageEvent,
 )
-from hostd_protocol.errors import DriverTurnError
+from hostd_protocol.errors import AuthRequired, DriverTurnError
 
 DRIVER_NAME = "openai"
 
@@ -64,10 +64,8 @@ SUMMARY_PROMPT = (
 )
 
 
-class AuthRequired(DriverTurnError):
-    """The model server refused the credentials (401/403): set or fix the API key."""
-
-    code = "auth_required"
+# `AuthRequired` (401/403: set or fix the API key) is the protocol's own error, shared by
+# every driver, so a client maps `auth_required` to one class.
 
 
 class StreamCut(ModelError):

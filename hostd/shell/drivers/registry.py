@@ -7,14 +7,22 @@ daemon from starting (the pygls / python-lsp-server plugin rule).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from hostd_protocol.client_messages import DriverInfo
 from hostd_protocol.driver_spec import ENTRY_POINT_GROUP, DriverSpec
-from hostd_protocol.errors import DriverUnavailable
+from hostd_protocol.errors import AuthRequired, DriverUnavailable
 
 log = logging.getLogger(__name__)
+
+#: The drivers a topic created with no driver, no assistant and no `default` role in
+#: roles.toml runs on: the first one that is installed and has a credential. The scripted
+#: driver is a test and demo driver (canned answers), so it is never picked silently.
+DEFAULT_DRIVER_PREFERENCE: tuple[str, ...] = ("claude-code",)
+
+EnvironOf = Callable[[DriverSpec], Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -30,14 +38,20 @@ class DriverEntry:
     def available(self) -> bool:
         return self.spec is not None
 
-    def info(self) -> DriverInfo:
+    def info(self, environ: Mapping[str, str] | None = None) -> DriverInfo:
+        """What `hostd drivers` shows. With `environ` (the environment the driver would get),
+        the spec's credential check runs too."""
         spec = self.spec
+        status = spec.check_credentials(environ) if spec is not None and environ is not None else None
         return DriverInfo(
             name=self.name,
             available=spec is not None,
             description=spec.description if spec else "",
             version=spec.version if spec else "",
             reason=self.reason,
+            credential=status.summary if status is not None else "",
+            credential_ok=status.ok if status is not None else True,
+            fix=(status.fix or status.warning) if status is not None else "",
         )
 
 
@@ -83,15 +97,32 @@ class DriverRegistry:
     def from_specs(cls, *specs: DriverSpec) -> DriverRegistry:
         return cls({s.name: DriverEntry(s.name, s) for s in specs})
 
+    def rescan(self, group: str = ENTRY_POINT_GROUP) -> None:
+        """Look at the installed entry points again (a driver installed while the daemon
+        runs); drivers already loaded keep their entry."""
+        fresh = DriverRegistry.discover(group)._entries
+        for name, entry in fresh.items():
+            self._entries.setdefault(name, entry)
+
     def entries(self) -> list[DriverEntry]:
         return sorted(self._entries.values(), key=lambda e: e.name)
 
-    def infos(self) -> list[DriverInfo]:
-        return [e.info() for e in self.entries()]
+    def infos(
+        self, environ_of: Callable[[DriverSpec], Mapping[str, str]] | None = None
+    ) -> list[DriverInfo]:
+        """Every driver's info; with `environ_of(spec)`, credential checks run too."""
+        return [
+            e.info(environ_of(e.spec) if environ_of is not None and e.spec is not None else None)
+            for e in self.entries()
+        ]
 
     def get(self, name: str) -> DriverSpec:
-        """The spec of driver `name`; raises `DriverUnavailable` saying why and what to do."""
+        """The spec of driver `name`; raises `DriverUnavailable` saying why and what to do.
+        An unknown name makes the registry look at the installed entry points again."""
         entry = self._entries.get(name)
+        if entry is None:
+            self.rescan()
+            entry = self._entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self._entries)) or "none"
             raise DriverUnavailable(
@@ -104,3 +135,44 @@ class DriverRegistry:
                 f"driver {name!r} is installed but unavailable: {entry.reason}", driver=name
             )
         return entry.spec
+
+    def require_ready(self, name: str, environ_of: EnvironOf) -> DriverSpec:
+        """The spec of driver `name` if it can answer: installed, loaded, and (when it has a
+        credential check) a credential found. Raises `DriverUnavailable` or `AuthRequired`
+        naming the fix."""
+        spec = self.get(name)
+        status = spec.check_credentials(environ_of(spec))
+        if status is not None and not status.ok:
+            raise AuthRequired(
+                f"driver {name!r} has no credential ({status.summary})"
+                + (f": {status.fix}" if status.fix else ""),
+                driver=name,
+                details={"fix": status.fix},
+            )
+        return spec
+
+    def pick_default(
+        self, environ_of: EnvironOf, preference: tuple[str, ...] = DEFAULT_DRIVER_PREFERENCE
+    ) -> str:
+        """The driver of a topic that names none: the first of `preference` that is ready.
+        When none is, raise the first one's error with where else to turn."""
+        first: AuthRequired | DriverUnavailable | None = None
+        for name in preference:
+            try:
+                self.require_ready(name, environ_of)
+            except (AuthRequired, DriverUnavailable) as exc:
+                first = first or exc
+                continue
+            return name
+        installed = ", ".join(e.name for e in self.entries() if e.available) or "none"
+        hint = (
+            f"or pick a driver with `hostd new --driver NAME` (installed: {installed}), or set "
+            "a default role in roles.toml (docs/configuration.md)"
+        )
+        if first is None:
+            raise DriverUnavailable(f"no default driver is configured; {hint}")
+        raise type(first)(
+            f"no driver is ready for a new topic: {first.message}; {hint}",
+            driver=first.driver,
+            details={k: v for k, v in first.details.items() if k not in ("driver", "exit_code")},
+        )

@@ -77,6 +77,9 @@ class SessionOptions:
     #: Environment for this driver only (API keys). Never logged, not in `repr`; the key holds
     #: only a fingerprint, so new credentials invalidate warm processes.
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: The topic's private folder for the driver's own files (`Init.state_dir`); part of the
+    #: key, so two topics in one working dir never share a driver's files.
+    state_dir: str = ""
 
     def secrets_fingerprint(self) -> str:
         """A short hash of the secrets (names and values), safe to log and compare."""
@@ -100,6 +103,7 @@ class SessionOptions:
                     "system_prompt": self.system_prompt,
                     "options": dict(self.options),
                     "secrets": self.secrets_fingerprint(),
+                    "state_dir": self.state_dir,
                 }
             )
         except (TypeError, msgspec.EncodeError) as exc:
@@ -353,6 +357,11 @@ class Supervisor:
             idle_closed=self._idle_closed,
         )
 
+    def driver_environ(self, spec: DriverSpec) -> dict[str, str]:
+        """The environment a driver of `spec` starts with (no per-topic secrets): what its
+        credential check looks at."""
+        return driver_env(spec.env, self._base_env, {})
+
     def session(self, topic_id: str) -> DriverSession | None:
         """The topic's live session, if any (no connect)."""
         live = self._sessions.get(topic_id)
@@ -439,6 +448,7 @@ class Supervisor:
             resume_token=token,
             system_prompt=opts.system_prompt,
             options=dict(opts.options),
+            state_dir=opts.state_dir,
         )
         session = DriverSession(
             driver=opts.driver,
