@@ -149,6 +149,10 @@ export class DriverError extends HostdError {
 export class DriverUnavailable extends DriverError {
   static override readonly code: string = "driver_unavailable";
 }
+/** The driver has no usable credential (not logged in, no API key, key refused); the message names the fix. */
+export class AuthRequired extends DriverError {
+  static override readonly code: string = "auth_required";
+}
 /** The driver process exited or broke its pipe while it was needed. */
 export class DriverCrashed extends DriverError {
   static override readonly code: string = "driver_crashed";
@@ -219,6 +223,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, typeof HostdError> = new Map(
     PermissionDenied,
     DriverError,
     DriverUnavailable,
+    AuthRequired,
     DriverCrashed,
     DriverTimeout,
     DriverProtocolError,

@@ -471,7 +471,13 @@ export interface StatusResult {
 export interface DriverInfo {
   readonly available: boolean;
   /** Default: `""` (omitted on the wire). */
+  readonly credential?: string;
+  /** Default: `true` (omitted on the wire). */
+  readonly credential_ok?: boolean;
+  /** Default: `""` (omitted on the wire). */
   readonly description?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly fix?: string;
   readonly name: string;
   /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
