@@ -220,4 +220,9 @@ def test_cli_reports_bad_files_with_line_and_fails(tmp_path: Path) -> None:
 
 def test_cli_without_assistants(tmp_path: Path) -> None:
     code, out = cli(tmp_path)
-    assert code == 0 and out.startswith("no assistants yet")
+    assert code == 0 and "no assistants yet" in out
+    # A topic that names nothing: what it would run on (or why nothing can).
+    assert "a topic created without --assistant/--driver" in out
+    (tmp_path / "roles.toml").write_text('[system]\ndefault = { driver = "scripted" }\n')
+    code, out = cli(tmp_path)
+    assert "scripted / (default) (default role)" in out
