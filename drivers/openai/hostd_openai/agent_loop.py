@@ -53,7 +53,7 @@ from hostd_protocol.driver_messages import (
     Notice,
     UsageEvent,
 )
-from hostd_protocol.errors import AuthRequired, DriverTurnError
+from hostd_protocol.errors import AuthRequired
 
 DRIVER_NAME = "openai"
 
