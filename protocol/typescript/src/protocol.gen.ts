@@ -32,8 +32,14 @@ export interface CreateTopic {
   readonly working_dir?: string;
 }
 
+/**
+ * Topics in creation order, as many as fit in one reply (`limits.MAX_REPLY_BYTES`).
+ * `has_more` in the answer: ask again with `after` = the id of the last topic received.
+ */
 export interface ListTopics {
   readonly type: "list-topics";
+  /** Default: `""` (omitted on the wire). */
+  readonly after?: string;
   readonly id: number;
 }
 
@@ -151,6 +157,22 @@ export interface History {
   readonly id: number;
   /** Default: `100` (omitted on the wire). */
   readonly limit?: number;
+  readonly topic_id: string;
+}
+
+/**
+ * One piece of a stored row's content, from part `part`, character `offset` of it (for a
+ * row too big for a snapshot or history page). Answered by `RowContent`; continue from its
+ * `next_part` / `next_offset` until `done`.
+ */
+export interface ReadRow {
+  readonly type: "read-row";
+  readonly id: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly offset?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly part?: number;
+  readonly row_id: string;
   readonly topic_id: string;
 }
 
@@ -295,6 +317,8 @@ export interface TopicResult {
 
 export interface TopicListResult {
   readonly type: "topic-list";
+  /** Default: `false` (omitted on the wire). */
+  readonly has_more?: boolean;
   readonly topics: TopicInfo[];
 }
 
@@ -433,11 +457,35 @@ export interface SendResult {
   readonly turn_id?: string;
 }
 
+/**
+ * At most `limit` rows and `limits.MAX_REPLY_BYTES`, never zero rows when any exist
+ * before `before_position`: paging with `before_position = rows[0].position` always moves.
+ */
 export interface HistoryResult {
   readonly type: "history-page";
   /** Default: `false` (omitted on the wire). */
   readonly has_more?: boolean;
   readonly rows: MessageRow[];
+}
+
+/**
+ * A piece of a row's parts (answer to `ReadRow`): `parts` starts at (`part`, `offset`);
+ * a part cut by the piece's size continues at (`next_part`, `next_offset`).
+ */
+export interface RowContent {
+  readonly type: "row-content";
+  /** Default: `true` (omitted on the wire). */
+  readonly done?: boolean;
+  /** Default: `0` (omitted on the wire). */
+  readonly next_offset?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly next_part?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly offset?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly part?: number;
+  readonly parts: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult>;
+  readonly row_id: string;
 }
 
 export interface StatusResult {
@@ -590,7 +638,7 @@ export interface ScheduleListResult {
 export interface Reply {
   readonly type: "reply";
   readonly id: number;
-  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | HistoryResult | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
+  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | HistoryResult | RowContent | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
 }
 
 /** A typed error. `id` is None for errors not tied to a request (e.g. framing). */
@@ -802,6 +850,7 @@ export type ClientMessage =
   | SendNow
   | ContinueTurn
   | History
+  | ReadRow
   | PrewarmTopic
   | Status
   | ListDrivers
@@ -832,6 +881,7 @@ export const CLIENT_MESSAGE_TYPES = [
   "send-now",
   "continue",
   "history",
+  "read-row",
   "prewarm",
   "status",
   "list-drivers",
