@@ -87,6 +87,10 @@ export class UnknownRequest extends RequestError {
 export class InvalidArgument extends RequestError {
   static override readonly code: string = "invalid_argument";
 }
+/** A request carries more than its limit, or its reply would not fit in one frame; nothing was stored. */
+export class PayloadTooLarge extends RequestError {
+  static override readonly code: string = "payload_too_large";
+}
 /** An approval was already answered (by this or another window) or timed out. */
 export class AlreadyAnswered extends RequestError {
   static override readonly code: string = "already_answered";
@@ -212,6 +216,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, typeof HostdError> = new Map(
     RequestError,
     UnknownRequest,
     InvalidArgument,
+    PayloadTooLarge,
     AlreadyAnswered,
     NotFound,
     TopicError,
