@@ -27,6 +27,7 @@ def write_agents_file(home: Path, extra: Mapping[str, tuple[str, list[str]]] = {
     """`<home>/config/acp-agents.toml` with the test agent in several variants."""
     agents: dict[str, tuple[str, list[str]]] = {
         "test": (sys.executable, [str(AGENT)]),
+        "slow": (sys.executable, [str(AGENT), "--init-delay", "2"]),
         "mute": (sys.executable, [str(AGENT), "--no-initialize"]),
         "future": (sys.executable, [str(AGENT), "--protocol", "2"]),
         "loader": (sys.executable, [str(AGENT), "--no-resume"]),

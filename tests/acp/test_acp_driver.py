@@ -319,3 +319,29 @@ async def test_hostd_drivers_lists_agents_with_the_version_they_reported(
     assert ": found, last seen as acp-test-agent 1.2.3)" in after
     seen = home / "data" / "acp-agents-seen.json"
     assert seen.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_stop_while_the_agent_starts_leaves_no_agent_behind(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    work = tmp_path / "work" / "t"
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options(agent="slow"))
+            await session.send(Send(turn_id="t1", text="hello"))
+            # The agent answers initialize only after 2 s: once it runs, stop the turn.
+            while not set(processes_in(work)) - {session.pid}:  # noqa: ASYNC110
+                await trio.sleep(0.02)  # another process: nothing to wait on but /proc
+            await session.interrupt("t1", 5.0)
+            stopped = TurnResult()
+            async for batch in session.events:
+                assert isinstance(batch, list), batch
+                stopped.events += batch
+                if any(type(e).__name__ == "TurnEnd" for e in batch):
+                    break
+            assert set(processes_in(work)) - {session.pid} == set()
+            after = await turn(session, "t2", "hello")
+    ends = [e for e in stopped.events if type(e).__name__ == "TurnEnd"]
+    assert [e.status for e in ends] == ["stopped"]
+    assert not chunks(stopped)
+    assert after.text == "Hello from the test agent."

@@ -265,43 +265,12 @@ class AcpDriver(DriverBase):
             client_info={"name": "hostd", "version": __version__},
         )
         try:
-            with trio.fail_after(opts.initialize_timeout):
-                raw = await agent.request("initialize", params)
-            info = msgspec.json.decode(raw, type=InitializeResult)
-        except trio.TooSlowError:
+            info = await self._initialize(agent, params)
+        except BaseException:
+            # Whatever stopped it (a timeout, a bad answer, a stop of the turn that started
+            # it): the half-started agent and its process group go.
             await agent.aclose()
-            raise DriverTimeout(
-                f"the ACP agent {name!r} did not answer initialize within "
-                f"{opts.initialize_timeout:g} s",
-                driver=DRIVER_NAME,
-                stderr_tail=agent.stderr_tail(),
-            ) from None
-        except AgentGone as exc:
-            await agent.aclose()
-            raise DriverCrashed(
-                f"the ACP agent {name!r} exited before answering initialize",
-                driver=DRIVER_NAME,
-                exit_code=exc.exit_code,
-                stderr_tail=exc.stderr_tail,
-            ) from None
-        except AgentRpcError as exc:
-            await agent.aclose()
-            raise DriverError(
-                f"the ACP agent {name!r} refused initialize: {exc.message}", driver=DRIVER_NAME
-            ) from None
-        except msgspec.ValidationError as exc:
-            await agent.aclose()
-            raise DriverProtocolError(
-                f"the ACP agent {name!r} answered initialize with an invalid result: {exc}",
-                driver=DRIVER_NAME,
-            ) from None
-        if info.protocol_version != ACP_PROTOCOL_VERSION:
-            await agent.aclose()
-            raise VersionMismatch(
-                f"the ACP agent {name!r} speaks ACP protocol version {info.protocol_version}; "
-                f"this driver speaks version {ACP_PROTOCOL_VERSION}: use an agent release "
-                f"for ACP v{ACP_PROTOCOL_VERSION}"
-            )
+            raise
         self._agent = agent
         self._info = info
         self._cost_base = None
@@ -316,6 +285,45 @@ class AcpDriver(DriverBase):
         )
         # For `hostd drivers`: the version each agent reported, without starting it there.
         await trio.to_thread.run_sync(remember_seen, data_dir() / SEEN_FILE, name, label)
+
+    async def _initialize(self, agent: AgentProcess, params: InitializeParams) -> InitializeResult:
+        """Send `initialize`; map every way it can fail to a driver error."""
+        opts = self._opts
+        name = self._agent_name
+        try:
+            with trio.fail_after(opts.initialize_timeout):
+                raw = await agent.request("initialize", params)
+            info = msgspec.json.decode(raw, type=InitializeResult)
+        except trio.TooSlowError:
+            raise DriverTimeout(
+                f"the ACP agent {name!r} did not answer initialize within "
+                f"{opts.initialize_timeout:g} s",
+                driver=DRIVER_NAME,
+                stderr_tail=agent.stderr_tail(),
+            ) from None
+        except AgentGone as exc:
+            raise DriverCrashed(
+                f"the ACP agent {name!r} exited before answering initialize",
+                driver=DRIVER_NAME,
+                exit_code=exc.exit_code,
+                stderr_tail=exc.stderr_tail,
+            ) from None
+        except AgentRpcError as exc:
+            raise DriverError(
+                f"the ACP agent {name!r} refused initialize: {exc.message}", driver=DRIVER_NAME
+            ) from None
+        except msgspec.ValidationError as exc:
+            raise DriverProtocolError(
+                f"the ACP agent {name!r} answered initialize with an invalid result: {exc}",
+                driver=DRIVER_NAME,
+            ) from None
+        if info.protocol_version != ACP_PROTOCOL_VERSION:
+            raise VersionMismatch(
+                f"the ACP agent {name!r} speaks ACP protocol version {info.protocol_version}; "
+                f"this driver speaks version {ACP_PROTOCOL_VERSION}: use an agent release "
+                f"for ACP v{ACP_PROTOCOL_VERSION}"
+            )
+        return info
 
     async def _restart_agent(self) -> None:
         agent, self._agent = self._agent, None
