@@ -30,9 +30,11 @@ def setup_logging(paths: Paths, level: str, *, to_stderr: bool = True) -> loggin
     to that file); returns the file handler (close it at exit)."""
     import logging.handlers
 
-    if not paths.log_dir.exists():
-        paths.log_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(paths.log_dir, 0o700)  # logs are private whatever the umask
+    from hostd.shell.paths import ensure_private_dir, ensure_private_file
+
+    # Private, ours, never through a link another user planted (raises ConfigError).
+    ensure_private_dir(paths.log_dir)
+    ensure_private_file(paths.log_path)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     file_handler = logging.handlers.RotatingFileHandler(
         paths.log_path, maxBytes=10 * 1024 * 1024, backupCount=3, encoding="utf-8"
@@ -60,10 +62,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.log_level.upper() not in LOG_LEVELS:
         return fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}")
-    paths.ensure()
+    try:
+        paths.ensure()  # a squatted or foreign folder: one line saying what to do
+        # Detached (`--ready-fd`), stderr is the log file already (see `_detach`).
+        file_handler = setup_logging(paths, args.log_level, to_stderr=args.ready_fd is None)
+    except HostdError as exc:
+        if args.ready_fd is not None:
+            try:
+                os.write(args.ready_fd, f"error {exc.message}\n".encode())
+            finally:
+                os.close(args.ready_fd)
+        print(f"hostd: {exc.message}", file=sys.stderr)
+        return 1
     ready_fd: int | None = args.ready_fd
-    # Detached (`--ready-fd`), stderr is the log file already (see `_detach`).
-    file_handler = setup_logging(paths, args.log_level, to_stderr=ready_fd is None)
     config_kw: dict[str, object] = {"default_driver": args.default_driver}
     if args.flush_interval is not None:
         config_kw["flush_interval"] = args.flush_interval
@@ -129,7 +140,12 @@ def _first_hostd_error(exc: BaseException) -> Any:
 
 def _detach(paths: Paths, args: argparse.Namespace) -> int:
     """Start `hostd serve` in a new session; return when it is ready (or failed)."""
-    paths.ensure()
+    from hostd_protocol.errors import HostdError
+
+    try:
+        paths.ensure()
+    except HostdError as exc:
+        return fail(exc.message)
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "hostd", "serve", "--ready-fd", str(write_fd),
             "--log-level", args.log_level]
@@ -139,12 +155,15 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
         argv += ["--default-driver", args.default_driver]
     if args.flush_interval is not None:
         argv += ["--flush-interval", str(args.flush_interval)]
-    if not paths.log_dir.exists():
-        paths.log_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(paths.log_dir, 0o700)
+    from hostd.shell.paths import open_private_file
+
     # The daemon's stdout/stderr go to its log file too, so a start that fails before its
-    # logging is set up (or a crash) still leaves its reason where the error points.
-    fd = os.open(paths.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # logging is set up (or a crash) still leaves its reason where the error points. Opened
+    # ours, 0600, never through a link (`paths.ensure` checked the folder).
+    try:
+        fd = open_private_file(paths.log_path, os.O_WRONLY | os.O_APPEND)
+    except HostdError as exc:
+        return fail(exc.message)
     with open(os.devnull, "rb") as devnull_in, os.fdopen(fd, "ab") as log_out:
         proc = subprocess.Popen(
             argv,

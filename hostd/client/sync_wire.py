@@ -39,6 +39,7 @@ from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ErrorReply, Hello, Reply, ServerMessage, Welcome
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import (
+    AccessDenied,
     ConnectionBroken,
     ConnectionClosed,
     HandshakeError,
@@ -94,10 +95,35 @@ def connect_unix(path: Path) -> socket.socket:
     try:
         sock.setblocking(False)
         sock.connect(str(path))
+        check_server_uid(sock, path)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def check_server_uid(sock: socket.socket, path: Path) -> None:
+    """The process listening on `path` runs as us: a socket another user put in our place
+    (a squatted runtime dir, a swapped file) would read our messages and feed us answers.
+    Raises `AccessDenied`; a platform without peer credentials is not checked."""
+    uid = server_uid(sock)
+    if uid is not None and uid != os.getuid():
+        raise AccessDenied(
+            f"the hostd socket {str(path)!r} is served by uid {uid}, not by you (uid "
+            f"{os.getuid()}); refusing to talk to it. Remove it, or point XDG_RUNTIME_DIR / "
+            "HOSTD_HOME (or --home) at a folder of your own",
+            details={"uid": uid},
+        )
+
+
+def server_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket."""
+    if hasattr(socket, "SO_PEERCRED"):  # Linux
+        import struct
+
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", raw)[1])
+    return None  # pragma: no cover - macOS/BSD: the 0700 runtime dir is the guard there
 
 
 class ConnectRetry:

@@ -14,14 +14,18 @@ from hostd.core.assistants import (
     parse_assistant,
     parse_roles,
 )
+from hostd.shell.paths import read_trusted_text
 from hostd_protocol.errors import ConfigError
 
 
 def load_assistant_file(file: Path) -> AssistantConfig:
     """Load one assistant file; raises `ConfigError` naming file and line."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_trusted_text(file)
+    except ConfigError as exc:
+        exc.details["assistant"] = file.stem
+        raise
+    except OSError as exc:
         raise ConfigError(
             f"{file}: cannot read: {exc}", details={"file": str(file), "assistant": file.stem}
         ) from None
@@ -46,9 +50,9 @@ def load_roles(config_dir: Path) -> RolesConfig:
     """`<config_dir>/roles.toml`, or an empty config when the file does not exist."""
     file = config_dir / "roles.toml"
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_trusted_text(file)
     except FileNotFoundError:
         return RolesConfig(source=str(file))
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(f"{file}: cannot read: {exc}", details={"file": str(file)}) from None
     return parse_roles(text, file)

@@ -44,7 +44,7 @@ from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
 from hostd.shell.daemon_turns import DaemonTurns
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, encoded_size
-from hostd.shell.paths import Paths
+from hostd.shell.paths import Paths, check_database_files
 from hostd.shell.schedule_service import (
     DaemonScheduleTarget,
     WriterScheduleStore,
@@ -52,6 +52,7 @@ from hostd.shell.schedule_service import (
 )
 from hostd.shell.scheduler import Scheduler
 from hostd.shell.server import (
+    DaemonAlreadyRunning,
     DaemonLock,
     PeerUidLookup,
     bind_unix_listener,
@@ -102,6 +103,7 @@ from hostd_protocol.client_messages import (
     UsageTotals,
 )
 from hostd_protocol.errors import (
+    ConfigError,
     HostdError,
     InvalidArgument,
     NotFound,
@@ -678,7 +680,20 @@ async def serve_daemon(
     lock = DaemonLock(paths.lock_path)
     lock.acquire()
     socket_bound = False
+    # The database has its own lock: two daemons with one data dir but different runtime
+    # dirs (so different sockets and runtime locks) must not both write it.
+    data_lock = DaemonLock(paths.data_lock_path)
     try:
+        try:
+            data_lock.acquire()
+        except DaemonAlreadyRunning as exc:
+            raise ConfigError(
+                f"the data directory {str(paths.data_dir)!r} is in use by another hostd "
+                f"(pid {exc.details.get('pid') or '?'}) with another runtime directory; stop "
+                "it, or give this one its own HOSTD_HOME",
+                details={"pid": exc.details.get("pid")},
+            ) from None
+        check_database_files(paths.db_path)
         store = st.Store(paths.db_path)
         try:
             # Reconcile before anything else touches the database (and before the reader
@@ -759,6 +774,7 @@ async def serve_daemon(
     finally:
         if socket_bound:
             _unlink(paths.socket_path)
+        data_lock.release()
         lock.release()
 
 

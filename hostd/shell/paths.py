@@ -6,9 +6,13 @@ of them under one folder: tests use that so they never touch the user's real dae
 
 Rules this module guards:
 
-- The runtime dir holds the socket, so it is created 0700 and re-chmodded to 0700 if it
-  already existed with a wider mode (a permissive umask must not open it up). A runtime dir
-  owned by someone else is refused rather than used.
+- Another local user must never be able to plant anything hostd trusts. Every hostd folder
+  (runtime, data, config, log) must be a real directory (not a link) owned by us; a wider mode
+  than 0700 is repaired (it is ours), another owner is refused. Every folder above them must be
+  owned by us or root and not writable by others unless sticky (/tmp), or the whole folder
+  could be swapped. Files hostd opens (database, log) are opened without following links,
+  created 0600 and must be ours (`open_private_file`); files it reads as configuration must be
+  ours and writable by nobody else (`read_trusted_text`).
 - AF_UNIX paths are limited to ~104-108 bytes; a too-long socket path is a clear error, not
   an obscure `OSError` from bind.
 """
@@ -49,6 +53,11 @@ class Paths:
         # Next to the socket: whoever holds the lock owns the socket, which is what makes a
         # leftover socket file safe to replace.
         return self.runtime_dir / "hostd.lock"
+
+    @property
+    def data_lock_path(self) -> Path:
+        # Locks the database itself (the runtime lock only covers one runtime dir).
+        return self.data_dir / "hostd.lock"
 
     @property
     def db_path(self) -> Path:
@@ -97,14 +106,10 @@ class Paths:
         return cls.under(value) if value else cls.default()
 
     def ensure(self) -> None:
-        """Create every folder; the runtime dir is private (0700) whatever the umask, and the
-        other folders are created private (existing ones are left as the user set them)."""
-        for d in (self.data_dir, self.config_dir, self.log_dir):
-            # Private when created (conversations, logs), whatever the umask.
-            if not d.exists():
-                d.mkdir(parents=True, exist_ok=True)
-                os.chmod(d, 0o700)
-        ensure_private_dir(self.runtime_dir)
+        """Create every folder private (0700) and check it is ours (see the module rules);
+        raises `ConfigError` saying what is wrong and what to do."""
+        for d in (self.data_dir, self.config_dir, self.log_dir, self.runtime_dir):
+            ensure_private_dir(d)
         if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH:
             raise ConfigError(
                 f"socket path {str(self.socket_path)!r} is longer than {MAX_SOCKET_PATH} bytes, "
@@ -112,16 +117,116 @@ class Paths:
             )
 
 
+_ADVICE = f"point XDG_RUNTIME_DIR / {HOME_ENV} (or --home) at a folder of your own"
+
+
+def check_ancestors(path: Path) -> None:
+    """Every existing folder above `path` is owned by us or root and, unless sticky, not
+    writable by group or others (otherwise its owner or those could swap `path`)."""
+    me = os.getuid()
+    for parent in Path(os.path.abspath(path)).parents:
+        try:
+            st = os.stat(parent)
+        except FileNotFoundError:
+            continue
+        if st.st_uid not in (me, 0):
+            raise ConfigError(
+                f"{str(parent)!r} (above {str(path)!r}) is owned by uid {st.st_uid}, who could "
+                f"replace hostd's files; {_ADVICE}",
+                details={"path": str(parent), "uid": st.st_uid},
+            )
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise ConfigError(
+                f"{str(parent)!r} (above {str(path)!r}) is writable by others "
+                f"({oct(stat.S_IMODE(st.st_mode))}), who could replace hostd's files; {_ADVICE}",
+                details={"path": str(parent)},
+            )
+
+
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) and make it 0700, owned by us, not a symlink."""
+    check_ancestors(path)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{str(path)!r} must be a directory, not a link or a file")
+        raise ConfigError(f"{str(path)!r} must be a directory, not a link or a file; {_ADVICE}")
     if st.st_uid != os.getuid():
         raise ConfigError(
             f"{str(path)!r} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}); "
-            "refusing to put the hostd socket there"
+            f"refusing to use it for hostd's files; {_ADVICE}",
+            details={"path": str(path), "uid": st.st_uid},
         )
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
+
+
+def open_private_file(path: Path, flags: int = os.O_RDWR) -> int:
+    """Open (creating it 0600) a file hostd writes: never through a link, ours, a regular file,
+    private afterwards. Returns the descriptor; raises `ConfigError`."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise ConfigError(
+                f"{str(path)!r} is a symbolic link; hostd never writes through one (remove it)",
+                details={"path": str(path)},
+            ) from None
+        raise ConfigError(f"cannot open {str(path)!r}: {exc}", details={"path": str(path)}) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise ConfigError(
+                f"{str(path)!r} is not a regular file of yours (owner uid {st.st_uid}); "
+                "remove it",
+                details={"path": str(path), "uid": st.st_uid},
+            )
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def ensure_private_file(path: Path) -> None:
+    """`open_private_file` and close: the file exists, is ours and 0600."""
+    os.close(open_private_file(path))
+
+
+def read_trusted_text(path: Path) -> str:
+    """A configuration file's text, only if it is ours (or root's) and nobody else can write
+    it, read without following a link. Raises `ConfigError` (or `FileNotFoundError`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise ConfigError(
+                f"{path}: is a symbolic link; hostd reads configuration only from real files",
+                details={"file": str(path)},
+            ) from None
+        raise ConfigError(f"{path}: cannot read: {exc}", details={"file": str(path)}) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+            raise ConfigError(
+                f"{path}: owned by uid {st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}: "
+                "someone else could have written it; refusing to load it (make it yours and "
+                "not writable by others)",
+                details={"file": str(path), "uid": st.st_uid},
+            )
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}", details={"file": str(path)}) from None
+
+
+def check_database_files(db_path: Path) -> None:
+    """The database is ours, 0600, no link; so are its -wal / -shm / -journal if present."""
+    ensure_private_file(db_path)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(str(db_path) + suffix)
+        if os.path.lexists(side):
+            ensure_private_file(side)
