@@ -100,6 +100,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TopicListResult,
     TopicResult,
+    TopicsChanged,
     UsageTotals,
     Welcome,
 )
@@ -281,6 +282,8 @@ class Client:
             self.welcome = msg
             self._welcome_event.set()
             return
+        if isinstance(msg, TopicsChanged):
+            return  # topic-list changes: only for connections that watch (this one does not)
         sub = self._subs.get(msg.topic_id)
         if sub is not None:
             sub._send.send_nowait(msg)

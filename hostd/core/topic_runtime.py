@@ -52,6 +52,7 @@ from hostd.core.runtime_turn import Steer, Turn
 from hostd.core.transcript import LiveRow
 from hostd_protocol.client_messages import (
     ApprovalInfo,
+    DriverReady,
     MessageRow,
     Rolled,
     RowAppended,
@@ -174,6 +175,8 @@ class TopicRuntime:
         self._new_id = new_id
         self._wall = wall
         self._caps = capabilities or Capabilities()
+        #: False until a driver handshake said what it can do (`TurnStarted` tells windows).
+        self._caps_known = capabilities is not None
         self._out = Outbox(topic.id, last_seq, wall)
         self._book = RowBook(rows)
         self._approvals = ApprovalBook(topic.id, approvals, approval_timeout)
@@ -426,8 +429,17 @@ class TopicRuntime:
 
     def driver_ready(self, capabilities: Capabilities, now: float) -> list[Effect]:
         """A driver session for this topic (re)started with these capabilities."""
-        self._caps = capabilities
+        self._set_capabilities(capabilities)
         return self._done()
+
+    def _set_capabilities(self, capabilities: Capabilities) -> None:
+        # Windows learn them from `DriverReady` when they were unknown or changed: a topic's
+        # first turn starts before its driver is up.
+        if self._caps_known and capabilities == self._caps:
+            return
+        self._caps = capabilities
+        self._caps_known = True
+        self._out.event(DriverReady, capabilities=capabilities)
 
     def driver_event(self, event: DriverEvent, now: float) -> list[Effect]:
         """Apply one driver event. Events for a turn that is not running are ignored."""
@@ -465,7 +477,7 @@ class TopicRuntime:
     # --- driver event handlers (see _DRIVER_TABLE) ----------------------------------------
 
     def _on_ready(self, ev: Ready, turn: Turn | None, now: float) -> None:
-        self._caps = ev.capabilities
+        self._set_capabilities(ev.capabilities)
 
     def _on_chunk(self, ev: ChunkEvent, turn: Turn, now: float) -> None:
         # The hot path: no row copy, no store write; the store reads the row at flush time.
@@ -594,6 +606,7 @@ class TopicRuntime:
             driver=self._topic.driver,
             model=self._topic.model,
             capabilities=self._caps,
+            capabilities_known=self._caps_known,
         )
         self._open_answer(turn)
         options = user.base.meta.get("options")

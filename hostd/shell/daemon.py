@@ -97,10 +97,14 @@ from hostd_protocol.client_messages import (
     TopicDeleted,
     TopicEvent,
     TopicInfo,
+    TopicListChange,
     TopicListResult,
     TopicResult,
+    TopicsChanged,
     TurnUsage,
+    UnwatchTopics,
     UsageTotals,
+    WatchTopics,
 )
 from hostd_protocol.errors import (
     ConfigError,
@@ -186,6 +190,8 @@ class Daemon:
         self.hosts: dict[str, TopicHost] = {}
         self._loading: dict[str, trio.Event] = {}
         self.connections: set[Connection] = set()
+        #: Connections that sent `WatchTopics` (a dict keeps their order).
+        self._topic_watchers: dict[Connection, None] = {}
         self._conn_counter = 0
         self._connections_changed = trio.Event()
         self._hosts_nursery: trio.Nursery | None = None
@@ -226,6 +232,8 @@ class Daemon:
             Shutdown: self._shutdown,
             GetUsage: self._usage,
             **schedule_handlers(self, self.scheduler),
+            WatchTopics: self._watch_topics,
+            UnwatchTopics: self._unwatch_topics,
         }
 
     # --- lifetime -------------------------------------------------------------------------
@@ -312,6 +320,7 @@ class Daemon:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self._topic_watchers.pop(conn, None)
         self._connections_changed.set()
 
     async def handle_request(self, conn: Connection, msg: Any) -> Result | None:
@@ -444,6 +453,7 @@ class Daemon:
         await self.writer.wait_committed(gen)
         self._records[info.id] = st.TopicRecord(info, 0, None)
         host = await self._start_host(info, [], [], 0, None)
+        self._topics_changed("created", info.id, host.topic_info())
         return host.topic_info()
 
     def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
@@ -486,6 +496,7 @@ class Daemon:
     async def _rename_topic(self, conn: Connection, msg: RenameTopic) -> Result:
         host = await self.host(msg.topic_id)
         await host.call("rename", msg.title)
+        self._topics_changed("changed", msg.topic_id, host.topic_info())
         return TopicResult(topic=host.topic_info())
 
     async def _delete_topic(self, conn: Connection, msg: DeleteTopic) -> Result:
@@ -494,7 +505,27 @@ class Daemon:
         self.hosts.pop(msg.topic_id, None)
         await host.delete()
         self.scheduler.observe(msg.topic_id, TopicDeleted(topic_id=msg.topic_id, seq=0))
+        self._topics_changed("deleted", msg.topic_id, None)
         return Empty()
+
+    async def _watch_topics(self, conn: Connection, msg: WatchTopics) -> Result:
+        # The first page and the registration in one synchronous step (`_list_topics` does not
+        # await): no change can fall between. Later pages: `ListTopics(after=...)`.
+        result = await self._list_topics(conn, ListTopics(id=msg.id))
+        self._topic_watchers[conn] = None
+        return result
+
+    async def _unwatch_topics(self, conn: Connection, msg: UnwatchTopics) -> Result:
+        self._topic_watchers.pop(conn, None)
+        return Empty()
+
+    def _topics_changed(
+        self, change: TopicListChange, topic_id: str, topic: TopicInfo | None
+    ) -> None:
+        """Tell every watching connection (the requester's reply follows its own event)."""
+        event = TopicsChanged(change=change, topic_id=topic_id, topic=topic)
+        for conn in list(self._topic_watchers):
+            conn.send_message(event)
 
     async def _attach(self, conn: Connection, msg: Attach) -> Result | None:
         if msg.max_rows < 0:

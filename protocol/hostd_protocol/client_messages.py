@@ -290,6 +290,24 @@ class GetUsage(_Frozen, frozen=True, tag="get-usage"):
     topic_id: str = ""
 
 
+class WatchTopics(_Frozen, frozen=True, tag="watch-topics"):
+    """Subscribe this connection to topic-list changes, so a topic list never polls.
+
+    Answered by `TopicListResult` (the list now, paged like `ListTopics`: with `has_more`, ask
+    `ListTopics(after=...)` for the rest); every later create, rename or delete (by any window)
+    then arrives as `TopicsChanged`, with none missed in between. Watching again is harmless;
+    `UnwatchTopics` or closing the connection ends it.
+    """
+
+    id: int
+
+
+class UnwatchTopics(_Frozen, frozen=True, tag="unwatch-topics"):
+    """Stop `WatchTopics`. Answered by `Empty`."""
+
+    id: int
+
+
 class Shutdown(_Frozen, frozen=True, tag="shutdown"):
     """Stop the daemon gracefully: stop turns, flush the store, remove the socket."""
 
@@ -419,6 +437,8 @@ ClientMessage = (
     | RemoveSchedule
     | SetScheduleEnabled
     | RunScheduleNow
+    | WatchTopics
+    | UnwatchTopics
 )
 
 # --- results (inside `Reply`) -------------------------------------------------------------------
@@ -613,6 +633,23 @@ class TurnStarted(_Frozen, frozen=True, tag="turn-started"):
     turn_id: str
     driver: str = ""
     model: str = ""
+    #: What the topic's driver can do, valid only when `capabilities_known`.
+    capabilities: Capabilities = Capabilities()
+    #: False when no driver handshake has told the host yet (a topic's first turn after the
+    #: daemon started): `capabilities` is then a placeholder, and `driver-ready` follows with
+    #: the real set as soon as the driver is up.
+    capabilities_known: bool = False
+
+
+class DriverReady(_Frozen, frozen=True, tag="driver-ready"):
+    """The topic's driver session started and said what it can do (e.g. `inject_steering`).
+
+    Sent when the capabilities become known or change, including in the middle of a turn whose
+    `TurnStarted` said `capabilities_known: false`.
+    """
+
+    topic_id: str
+    seq: int
     capabilities: Capabilities = Capabilities()
 
 
@@ -691,6 +728,19 @@ class TopicDeleted(_Frozen, frozen=True, tag="topic-deleted"):
     seq: int
 
 
+TopicListChange = Literal["created", "changed", "deleted"]
+
+
+class TopicsChanged(_Frozen, frozen=True, tag="topics-changed"):
+    """A topic was created, changed (renamed) or deleted; sent to connections that sent
+    `WatchTopics`. Not a topic event: it has no `seq` (the connection keeps the order)."""
+
+    change: TopicListChange
+    topic_id: str
+    #: The topic as it is now; None for `deleted`.
+    topic: TopicInfo | None = None
+
+
 class ReplayEnd(_Frozen, frozen=True, tag="replay-end"):
     """End of an `Attach(since=...)` replay; `seq` is the last replayed (or `since`)."""
 
@@ -712,6 +762,7 @@ TopicEvent = (
     | RowUpdated
     | RowRemoved
     | TurnStarted
+    | DriverReady
     | TurnEnded
     | StateChanged
     | Rolled
@@ -745,6 +796,8 @@ ServerMessage = (
     | TopicDeleted
     | ReplayEnd
     | Resync
+    | DriverReady
+    | TopicsChanged
 )
 
 

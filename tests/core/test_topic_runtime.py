@@ -28,6 +28,7 @@ from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalResolved,
+    DriverReady,
     MessageRow,
     NoticeEvent,
     Rolled,
@@ -358,6 +359,26 @@ def test_capabilities_come_from_the_driver() -> None:
     h.call("driver_ready", NO_INJECT)
     assert h.rt.capabilities == NO_INJECT
     assert h.send("U4").disposition == "queued"
+
+
+def test_first_turn_says_capabilities_unknown_and_driver_ready_tells_them() -> None:
+    h = Harness(None)
+    h.send("U1")
+    [started] = h.events(TurnStarted)
+    assert started.capabilities_known is False
+    ready = h.events(DriverReady, h.call("driver_ready", INJECT))
+    assert [r.capabilities for r in ready] == [INJECT]
+    # The same set again (a restarted session): nothing to tell.
+    assert h.events(DriverReady, h.call("driver_ready", INJECT)) == []
+    h.chunk("A1")
+    h.end()
+    h.send("U2")
+    assert h.events(TurnStarted)[-1].capabilities_known is True
+    assert h.events(TurnStarted)[-1].capabilities == INJECT
+    # A changed set is told again.
+    assert [r.capabilities for r in h.events(DriverReady, h.call("driver_ready", NO_INJECT))] == [
+        NO_INJECT
+    ]
 
 
 def test_steer_while_compacting_is_queued() -> None:

@@ -150,6 +150,13 @@ function generate(doc) {
     out += `export const ${root.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase()}_TYPES = [\n`;
     out += `${tags.map((t) => `  ${JSON.stringify(t)},`).join("\n")}\n] as const;\n\n`;
   }
+  // Topic events: the server messages that carry a topic's `seq` (what a subscription gets).
+  const events = doc.properties.ServerMessage.anyOf
+    .map((s) => defs[refName(s.$ref)])
+    .filter((d) => (d.required ?? []).includes("seq") && (d.required ?? []).includes("topic_id"))
+    .map((d) => d.properties.type.enum[0]);
+  out += "/** The `type` tags of topic events (server messages with a topic's `seq`). */\n";
+  out += `export const TOPIC_EVENT_TYPES = [\n${events.map((t) => `  ${JSON.stringify(t)},`).join("\n")}\n] as const;\n\n`;
   return out.replace(/\n+$/, "\n");
 }
 

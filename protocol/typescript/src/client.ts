@@ -35,6 +35,7 @@ import { DEFAULT_MAX_FRAME_SIZE, decodeBody, encodeBody } from "./framing.js";
 import { PROTOCOL_VERSION } from "./protocol.gen.js";
 import type {
   AttachResult,
+  TopicsChanged,
   DriverInfo,
   HistoryMessage,
   HistoryResult,
@@ -115,6 +116,7 @@ export class Client {
   private nextId = 1;
   private readonly waiting = new Map<number, Waiter>();
   private readonly subs = new Map<string, Subscription>();
+  private topicWatch: TopicWatch | null = null;
   private closedBy: HostdError | null = null;
   private readonly closeWaiters: Array<(reason: HostdError) => void> = [];
   private welcomeWaiter: Waiter | null = null;
@@ -249,9 +251,12 @@ export class Client {
         waiter?.reject(error);
         return;
       }
+      case "topics-changed":
+        this.topicWatch?.push(msg);
+        return;
       default:
-        // Topic events; a message of a newer daemon without a topic is not ours to handle.
-        if (typeof msg.topic_id === "string") this.subs.get(msg.topic_id)?.push(msg);
+        // Topic events; a message of a newer daemon without a seq is not ours to handle.
+        if (typeof msg.seq === "number") this.subs.get(msg.topic_id)?.push(msg);
     }
   }
 
@@ -270,6 +275,8 @@ export class Client {
     );
     for (const sub of [...this.subs.values()]) sub.end(reason);
     this.subs.clear();
+    this.topicWatch?.end(reason);
+    this.topicWatch = null;
     for (const resolve of this.closeWaiters.splice(0)) resolve(reason);
   }
 
@@ -451,6 +458,34 @@ export class Client {
     const { signal, wait = true } = options;
     await this.call({ type: "shutdown" }, "empty", { signal });
     if (wait) await this.closed();
+  }
+
+  /**
+   * Watch the topic list (one watch per connection): resolves once the daemon sent the list
+   * (`watch.topics()`); iterating the watch yields each later change (`topics-changed`:
+   * created, changed, deleted by any window), applied to `topics()` as it is yielded.
+   */
+  async watchTopics(options: CallOptions = {}): Promise<TopicWatch> {
+    if (this.topicWatch !== null) throw new HostdError("this connection already watches the topic list");
+    const watch = new TopicWatch(this);
+    // Registered before the request: changes right behind the reply are routed to it.
+    this.topicWatch = watch;
+    try {
+      watch.reset((await this.call({ type: "watch-topics" }, "topic-list", options)).topics);
+    } catch (exc) {
+      this.topicWatch = null;
+      watch.end(null);
+      throw exc;
+    }
+    return watch;
+  }
+
+  /** @internal */
+  async unwatchTopics(watch: TopicWatch, options: CallOptions): Promise<void> {
+    if (this.topicWatch !== watch) return;
+    this.topicWatch = null;
+    if (this.closedBy !== null) return;
+    await this.call({ type: "unwatch-topics" }, "empty", options);
   }
 
   /**
@@ -652,5 +687,93 @@ export class Subscription implements AsyncIterable<SubscriptionItem> {
         resolve();
       };
     });
+  }
+}
+
+/**
+ * The live topic list of one connection (`Client.watchTopics`). Iterate it (`for await`): each
+ * change is applied to `topics()` before it is yielded (like a subscription's transcript).
+ */
+export class TopicWatch implements AsyncIterable<TopicsChanged> {
+  private readonly byId = new Map<string, TopicInfo>();
+  private readonly queue: TopicsChanged[] = [];
+  private wake: (() => void) | null = null;
+  private ended = false;
+  private endReason: HostdError | null = null;
+
+  /** @internal */
+  constructor(private readonly client: Client) {}
+
+  /** The topics, in the daemon's order (created order; new ones last). */
+  topics(): TopicInfo[] {
+    return [...this.byId.values()];
+  }
+
+  /** @internal */
+  reset(topics: readonly TopicInfo[]): void {
+    this.byId.clear();
+    for (const topic of topics) this.byId.set(topic.id, topic);
+  }
+
+  /** @internal */
+  push(change: TopicsChanged): void {
+    if (this.ended) return;
+    this.queue.push(change);
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  /** @internal */
+  end(reason: HostdError | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.endReason = reason instanceof ConnectionClosed ? null : reason;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  /** Stop watching (idempotent); the iteration then ends. */
+  async unwatch(options: CallOptions = {}): Promise<void> {
+    this.end(null);
+    try {
+      await this.client.unwatchTopics(this, options);
+    } catch (exc) {
+      if (!(exc instanceof HostdError)) throw exc;
+    }
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<TopicsChanged> {
+    return { next: () => this.next() };
+  }
+
+  /** The next change (already applied to `topics()`); done once unwatched. */
+  async next(options: CallOptions = {}): Promise<IteratorResult<TopicsChanged, undefined>> {
+    const { signal } = options;
+    for (;;) {
+      const change = this.queue.shift();
+      if (change !== undefined) {
+        if (change.change === "deleted" || !change.topic) this.byId.delete(change.topic_id);
+        else this.byId.set(change.topic_id, change.topic);
+        return { value: change, done: false };
+      }
+      if (this.ended) {
+        if (this.endReason !== null) throw this.endReason;
+        return { value: undefined, done: true };
+      }
+      if (signal?.aborted) throw signal.reason;
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => {
+          this.wake = null;
+          reject(signal?.reason);
+        };
+        signal?.addEventListener("abort", onAbort, { once: true });
+        this.wake = () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        };
+      });
+    }
   }
 }

@@ -13,7 +13,7 @@
  *   message this client understands is `InvalidMessage`.
  */
 import { FrameTooLarge, InvalidMessage, MalformedFrame, TruncatedFrame } from "./errors.js";
-import { SERVER_MESSAGE_TYPES } from "./protocol.gen.js";
+import { SERVER_MESSAGE_TYPES, TOPIC_EVENT_TYPES } from "./protocol.gen.js";
 import type { ClientMessage, ServerMessage } from "./protocol.gen.js";
 
 /** The daemon's default hard limit on one frame body (8 MiB). */
@@ -137,6 +137,7 @@ export function bodyText(body: Uint8Array): string {
 }
 
 const KNOWN_TYPES: ReadonlySet<string> = new Set(SERVER_MESSAGE_TYPES);
+const EVENT_TYPES: ReadonlySet<string> = new Set(TOPIC_EVENT_TYPES);
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -148,8 +149,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * Throws `MalformedFrame` when the text is not JSON, `InvalidMessage` when it is JSON but lacks
  * what this client relies on (`type`; `id` and `result` of a reply; `code` and `message` of an
  * error; `topic_id` and `seq` of a topic event). A message whose `type` this client does not
- * know (a newer daemon) is returned as is: an event (it has a `topic_id`) carries a seq, so a
- * subscription counts it and moves on and the reducer ignores it; anything else is ignored.
+ * know (a newer daemon) is returned as is: one with a `seq` is a topic event, so a subscription
+ * counts it and moves on and the reducer ignores it; anything else is ignored by the client.
  */
 export function decodeBody(text: string): ServerMessage {
   let value: unknown;
@@ -181,7 +182,11 @@ export function decodeBody(text: string): ServerMessage {
     if (!Array.isArray(version) || version.length !== 2 || !version.every(Number.isInteger)) {
       fail("needs `protocol_version` [major, minor]");
     }
-  } else if (KNOWN_TYPES.has(type) || "topic_id" in value) {
+  } else if (type === "topics-changed") {
+    if (typeof value["topic_id"] !== "string" || typeof value["change"] !== "string") {
+      fail("needs a string `topic_id` and `change`");
+    }
+  } else if (EVENT_TYPES.has(type) || (!KNOWN_TYPES.has(type) && "seq" in value)) {
     // A topic event (known, or from a newer daemon): it must say which topic and when.
     if (typeof value["topic_id"] !== "string" || !Number.isInteger(value["seq"])) {
       fail("needs a string `topic_id` and an integer `seq`");

@@ -18,6 +18,7 @@ export {
 export {
   Client,
   Subscription,
+  TopicWatch,
   type AttachOptions,
   type CallOptions,
   type ClientOptions,

@@ -269,6 +269,24 @@ export interface RunScheduleNow {
   readonly schedule_id: string;
 }
 
+/**
+ * Subscribe this connection to topic-list changes, so a topic list never polls.
+ *
+ * Answered by `TopicListResult` (the list now); every later create, rename or delete (by any
+ * window) then arrives as `TopicsChanged`, with none missed in between. Watching again is
+ * harmless; `UnwatchTopics` or closing the connection ends it.
+ */
+export interface WatchTopics {
+  readonly type: "watch-topics";
+  readonly id: number;
+}
+
+/** Stop `WatchTopics`. Answered by `Empty`. */
+export interface UnwatchTopics {
+  readonly type: "unwatch-topics";
+  readonly id: number;
+}
+
 export interface Welcome {
   readonly type: "welcome";
   /** Default: `""` (omitted on the wire). */
@@ -718,6 +736,8 @@ export interface TurnStarted {
   readonly type: "turn-started";
   /** Default: `{}` (omitted on the wire). */
   readonly capabilities?: Capabilities;
+  /** Default: `false` (omitted on the wire). */
+  readonly capabilities_known?: boolean;
   /** Default: `""` (omitted on the wire). */
   readonly driver?: string;
   /** Default: `""` (omitted on the wire). */
@@ -833,6 +853,32 @@ export interface Resync {
   readonly topic_id: string;
 }
 
+/**
+ * The topic's driver session started and said what it can do (e.g. `inject_steering`).
+ *
+ * Sent when the capabilities become known or change, including in the middle of a turn whose
+ * `TurnStarted` said `capabilities_known: false`.
+ */
+export interface DriverReady {
+  readonly type: "driver-ready";
+  /** Default: `{}` (omitted on the wire). */
+  readonly capabilities?: Capabilities;
+  readonly seq: number;
+  readonly topic_id: string;
+}
+
+/**
+ * A topic was created, changed (renamed) or deleted; sent to connections that sent
+ * `WatchTopics`. Not a topic event: it has no `seq` (the connection keeps the order).
+ */
+export interface TopicsChanged {
+  readonly type: "topics-changed";
+  readonly change: "changed" | "created" | "deleted";
+  /** Default: `null` (omitted on the wire). */
+  readonly topic?: TopicInfo | null;
+  readonly topic_id: string;
+}
+
 export type ClientMessage =
   | Hello
   | CreateTopic
@@ -861,7 +907,9 @@ export type ClientMessage =
   | ListSchedules
   | RemoveSchedule
   | SetScheduleEnabled
-  | RunScheduleNow;
+  | RunScheduleNow
+  | WatchTopics
+  | UnwatchTopics;
 
 /** Every `type` tag of ClientMessage. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -893,6 +941,8 @@ export const CLIENT_MESSAGE_TYPES = [
   "remove-schedule",
   "set-schedule-enabled",
   "run-schedule-now",
+  "watch-topics",
+  "unwatch-topics",
 ] as const;
 
 export type ServerMessage =
@@ -914,7 +964,9 @@ export type ServerMessage =
   | TopicChanged
   | TopicDeleted
   | ReplayEnd
-  | Resync;
+  | Resync
+  | DriverReady
+  | TopicsChanged;
 
 /** Every `type` tag of ServerMessage. */
 export const SERVER_MESSAGE_TYPES = [
@@ -937,4 +989,27 @@ export const SERVER_MESSAGE_TYPES = [
   "topic-deleted",
   "replay-end",
   "resync",
+  "driver-ready",
+  "topics-changed",
+] as const;
+
+/** The `type` tags of topic events (server messages with a topic's `seq`). */
+export const TOPIC_EVENT_TYPES = [
+  "row-opened",
+  "row-appended",
+  "row-updated",
+  "row-removed",
+  "turn-started",
+  "turn-ended",
+  "state-changed",
+  "rolled",
+  "approval-requested",
+  "approval-resolved",
+  "usage-updated",
+  "notice",
+  "topic-changed",
+  "topic-deleted",
+  "replay-end",
+  "resync",
+  "driver-ready",
 ] as const;

@@ -18,6 +18,7 @@
 import { EventGap } from "./errors.js";
 import type {
   ApprovalInfo,
+  Capabilities,
   MessageRow,
   NoticeEvent,
   RowUpdated,
@@ -131,8 +132,8 @@ const UPDATABLE = ["status", "position", "turn_id", "error", "error_code", "empt
 /**
  * A window's copy of one topic, kept current by applying topic events.
  *
- * `topic`, `seq`, `state`, `activeTurnId`, `usage` (last `usage-updated` per turn id),
- * `notices` (the last `maxNotices`), `deleted`.
+ * `topic`, `seq`, `state`, `activeTurnId`, `capabilities`, `usage` (last `usage-updated` per
+ * turn id), `notices` (the last `maxNotices`), `deleted`.
  */
 export class Transcript {
   topic: TopicInfo;
@@ -141,6 +142,11 @@ export class Transcript {
   activeTurnId: string;
   truncated: boolean;
   deleted = false;
+  /**
+   * What the topic's driver can do (e.g. `inject_steering` for a steer button), from
+   * `turn-started` (when it says `capabilities_known`) and `driver-ready`; null while unknown.
+   */
+  capabilities: Capabilities | null = null;
   readonly usage = new Map<string, Usage>();
   readonly notices: NoticeEvent[] = [];
   private readonly maxNotices: number;
@@ -199,6 +205,10 @@ export class Transcript {
         break;
       case "turn-started":
         this.activeTurnId = event.turn_id;
+        if (event.capabilities_known) this.capabilities = event.capabilities ?? {};
+        break;
+      case "driver-ready":
+        this.capabilities = event.capabilities ?? {};
         break;
       case "turn-ended":
         if (this.activeTurnId === event.turn_id) this.activeTurnId = "";

@@ -8,6 +8,7 @@ import type {
   SendMessage,
   ServerMessage,
   TopicInfo,
+  TopicsChanged,
   Welcome,
 } from "./protocol.gen.js";
 
@@ -15,8 +16,8 @@ import type {
 export type Chunk = NonNullable<MessageRow["parts"]>[number];
 /** What a `reply` carries, tagged by `type`. */
 export type Result = Reply["result"];
-/** Every event pushed for an attached topic (everything the host sends but replies). */
-export type TopicEvent = Exclude<ServerMessage, Welcome | Reply | ErrorReply>;
+/** Every event pushed for an attached topic (each carries the topic's `seq`). */
+export type TopicEvent = Exclude<ServerMessage, Welcome | Reply | ErrorReply | TopicsChanged>;
 /** Every request (client message but `hello`). */
 export type Request = Exclude<ClientMessage, Hello>;
 /** A request without its `id` (the client assigns ids). */

@@ -197,3 +197,62 @@ test("handshake errors are typed and close the connection", async () => {
   assert.equal(early?.["code"], "handshake_error");
   assert.ok(errorFromCode("handshake_error", "") instanceof HandshakeError);
 });
+
+test("a topic's first turn: driver-ready tells the real capabilities during the turn", async () => {
+  const client = await daemon.connect();
+  try {
+    const topic = await client.createTopic({ driver: "scripted" });
+    const sub = await client.attach(topic.id);
+    const capabilities = () => sub.transcript!.capabilities; // read fresh (no narrowing)
+    assert.equal(capabilities(), null);
+    await client.send(topic.id, "/text hi");
+    const items = await until(sub, turnEnded);
+    const started = items.find((i) => i.type === "turn-started");
+    assert.ok(started?.type === "turn-started");
+    assert.notEqual(started.capabilities_known, true); // no driver was up yet
+    const ready = items.find((i) => i.type === "driver-ready");
+    assert.ok(ready?.type === "driver-ready");
+    assert.equal(ready.capabilities?.inject_steering, true);
+    assert.equal(capabilities()?.inject_steering, true);
+    // The next turn knows them from the start, and the driver did not change: no driver-ready.
+    await client.send(topic.id, "/text again");
+    const next = await until(sub, turnEnded);
+    const second = next.find((i) => i.type === "turn-started");
+    assert.ok(second?.type === "turn-started");
+    assert.equal(second.capabilities_known, true);
+    assert.equal(second.capabilities?.inject_steering, true);
+    assert.equal(next.some((i) => i.type === "driver-ready"), false);
+  } finally {
+    client.close();
+  }
+});
+
+test("watching the topic list: creates, renames and deletes by another window", async () => {
+  const watcher = await daemon.connect("list");
+  const other = await daemon.connect("other");
+  try {
+    const watch = await watcher.watchTopics();
+    assert.deepEqual(
+      watch.topics().map((t) => t.id),
+      (await watcher.listTopics()).map((t) => t.id),
+    );
+    const topic = await other.createTopic({ driver: "scripted", title: "first" });
+    await other.renameTopic(topic.id, "renamed");
+    await other.deleteTopic(topic.id);
+    const changes: string[] = [];
+    for await (const change of watch) {
+      changes.push(`${change.change}:${change.topic?.title ?? ""}`);
+      if (change.change === "created") assert.ok(watch.topics().some((t) => t.id === topic.id));
+      if (change.change === "deleted") break;
+    }
+    assert.deepEqual(changes, ["created:first", "changed:renamed", "deleted:"]);
+    assert.equal(watch.topics().some((t) => t.id === topic.id), false);
+    await watch.unwatch();
+    await other.createTopic({ driver: "scripted" });
+    assert.equal((await watch.next()).done, true);
+    await watcher.ping(); // the unwatched connection goes on
+  } finally {
+    watcher.close();
+    other.close();
+  }
+});
