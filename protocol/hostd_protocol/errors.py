@@ -128,7 +128,10 @@ class UnknownRequest(RequestError):
 
 
 class InvalidArgument(RequestError):
-    """A request argument is out of range or inconsistent (e.g. empty text, bad intent)."""
+    """A request argument is out of range or inconsistent (e.g. empty text, unknown driver).
+
+    A field value the schema does not allow (e.g. an unknown `intent`) is `InvalidMessage`.
+    """
 
     code = "invalid_argument"
 
@@ -186,7 +189,7 @@ class NotAttached(TopicError):
 
 
 class NothingToStop(TopicError):
-    """Stop or steer was asked for but no turn is running."""
+    """Stop was asked for but no turn is running (a steer on an idle topic starts a turn)."""
 
     code = "nothing_to_stop"
 

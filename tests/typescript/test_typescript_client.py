@@ -79,3 +79,35 @@ def test_node_suite() -> None:
     assert NPM is not None
     env = dict(os.environ, HOSTD_BIN=str(Path(sys.executable).with_name("hostd")))
     _run([NPM, "test", "--silent"], timeout=600, env=env)
+
+
+@pytest.mark.parametrize("xdg", ["unset", "private", "wide"])
+def test_socket_path_matches_the_daemons(tmp_path: Path, xdg: str) -> None:
+    """`socketPath()` of hostd-client/node finds the socket where the daemon puts it."""
+    import warnings
+
+    from hostd.shell.paths import Paths
+
+    env = {k: v for k, v in os.environ.items() if k not in {"HOSTD_HOME", "XDG_RUNTIME_DIR"}}
+    if xdg != "unset":
+        run = tmp_path / "xdg"
+        run.mkdir(mode=0o700 if xdg == "private" else 0o755)
+        run.chmod(0o700 if xdg == "private" else 0o755)
+        env["XDG_RUNTIME_DIR"] = str(run)
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns when it falls back
+            want = str(Paths.default().socket_path)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert NODE is not None
+    got = subprocess.run(
+        [NODE, "--input-type=module", "-e",
+         "import { socketPath } from './dist/node/index.js'; console.log(socketPath());"],
+        cwd=PKG, env=env, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()
+    assert got == want
