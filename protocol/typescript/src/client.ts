@@ -340,8 +340,23 @@ export class Client {
     return (await this.call({ type: "create-topic", ...fields }, "topic", { signal })).topic;
   }
 
+  /** Every topic, in creation order (pages through `list-topics` while `has_more`). */
   async listTopics(options: CallOptions = {}): Promise<TopicInfo[]> {
-    return (await this.call({ type: "list-topics" }, "topic-list", options)).topics;
+    const first = await this.call({ type: "list-topics" }, "topic-list", options);
+    return this.restOfTopics(first, options);
+  }
+
+  private async restOfTopics(
+    page: { topics: TopicInfo[]; has_more?: boolean },
+    options: CallOptions,
+  ): Promise<TopicInfo[]> {
+    const topics = [...page.topics];
+    while (page.has_more && topics.length > 0) {
+      const after = topics[topics.length - 1]!.id;
+      page = await this.call({ type: "list-topics", after }, "topic-list", options);
+      topics.push(...page.topics);
+    }
+    return topics;
   }
 
   async getTopic(topicId: string, options: CallOptions = {}): Promise<TopicInfo> {
@@ -471,7 +486,9 @@ export class Client {
     // Registered before the request: changes right behind the reply are routed to it.
     this.topicWatch = watch;
     try {
-      watch.reset((await this.call({ type: "watch-topics" }, "topic-list", options)).topics);
+      const first = await this.call({ type: "watch-topics" }, "topic-list", options);
+      // Changes that arrive while the rest is paged are older than the pages that follow them.
+      watch.reset(await this.restOfTopics(first, options));
     } catch (exc) {
       this.topicWatch = null;
       watch.end(null);
@@ -697,6 +714,8 @@ export class Subscription implements AsyncIterable<SubscriptionItem> {
 export class TopicWatch implements AsyncIterable<TopicsChanged> {
   private readonly byId = new Map<string, TopicInfo>();
   private readonly queue: TopicsChanged[] = [];
+  /** How many queued changes arrived before the last page of the list (already in it). */
+  private settled = 0;
   private wake: (() => void) | null = null;
   private ended = false;
   private endReason: HostdError | null = null;
@@ -709,10 +728,11 @@ export class TopicWatch implements AsyncIterable<TopicsChanged> {
     return [...this.byId.values()];
   }
 
-  /** @internal */
+  /** @internal: the list as paged; changes queued until now are older than (or in) it. */
   reset(topics: readonly TopicInfo[]): void {
     this.byId.clear();
     for (const topic of topics) this.byId.set(topic.id, topic);
+    this.settled = this.queue.length;
   }
 
   /** @internal */
@@ -754,8 +774,10 @@ export class TopicWatch implements AsyncIterable<TopicsChanged> {
     for (;;) {
       const change = this.queue.shift();
       if (change !== undefined) {
+        const older = this.settled > 0;
+        if (older) this.settled -= 1;
         if (change.change === "deleted" || !change.topic) this.byId.delete(change.topic_id);
-        else this.byId.set(change.topic_id, change.topic);
+        else if (!older) this.byId.set(change.topic_id, change.topic);
         return { value: change, done: false };
       }
       if (this.ended) {

@@ -272,9 +272,10 @@ export interface RunScheduleNow {
 /**
  * Subscribe this connection to topic-list changes, so a topic list never polls.
  *
- * Answered by `TopicListResult` (the list now); every later create, rename or delete (by any
- * window) then arrives as `TopicsChanged`, with none missed in between. Watching again is
- * harmless; `UnwatchTopics` or closing the connection ends it.
+ * Answered by `TopicListResult` (the list now, paged like `ListTopics`: with `has_more`, ask
+ * `ListTopics(after=...)` for the rest); every later create, rename or delete (by any window)
+ * then arrives as `TopicsChanged`, with none missed in between. Watching again is harmless;
+ * `UnwatchTopics` or closing the connection ends it.
  */
 export interface WatchTopics {
   readonly type: "watch-topics";
