@@ -95,10 +95,6 @@ export class PayloadTooLarge extends RequestError {
 export class AlreadyAnswered extends RequestError {
   static override readonly code: string = "already_answered";
 }
-/** A request carries more than its limit, or its reply would not fit in one frame. Nothing was stored. */
-export class PayloadTooLarge extends RequestError {
-  static override readonly code: string = "payload_too_large";
-}
 /** A row, approval or other object named by a request does not exist. */
 export class NotFound extends RequestError {
   static override readonly code: string = "not_found";
@@ -222,7 +218,6 @@ export const ERROR_CLASSES: ReadonlyMap<string, typeof HostdError> = new Map(
     InvalidArgument,
     PayloadTooLarge,
     AlreadyAnswered,
-    PayloadTooLarge,
     NotFound,
     TopicError,
     UnknownTopic,
