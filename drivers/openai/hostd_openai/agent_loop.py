@@ -164,9 +164,12 @@ class AgentLoop:
 
     async def run(self) -> None:
         turn = self.turn
-        for _step in range(self.opts.max_steps):
-            for steer in await turn.take_steers():
-                self.messages.append({"role": "user", "content": steer.text})
+        for step in range(self.opts.max_steps):
+            # Not before the first call: there is no answer yet to roll (an empty A1a); a
+            # steer sent that early is taken after the first response instead.
+            if step:
+                for steer in await turn.take_steers():
+                    self.messages.append({"role": "user", "content": steer.text})
             response = await self._model_step()
             self.messages.append(response.assistant_message())
             if response.tool_calls:
