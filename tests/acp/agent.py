@@ -17,6 +17,7 @@ does depends on its text (first word):
     read PATH        fs/read_text_file; answers with the content or the error
     write PATH TEXT  fs/write_text_file; answers "written" or the error
     recall           lists this session's earlier prompts (works after load / resume)
+    model            names the session's model (session/new offers "fast" and "smart")
     anything else    "echo: <text>"
 
 Flags: --protocol N (initialize answers version N), --no-initialize (never answers),
@@ -51,6 +52,7 @@ class Agent:
         self.waiting: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self.cancels: dict[str, trio.Event] = {}
         self.history: dict[str, list[str]] = {}
+        self.models: dict[str, str] = {}
         self.store = Path.cwd() / ".acp-test-agent"
 
     # --- wire -----------------------------------------------------------------------------
@@ -121,7 +123,8 @@ class Agent:
             sid = f"sess-{uuid.uuid4().hex[:12]}"
             self.history[sid] = []
             self._save(sid)
-            await self.reply(rid, {"sessionId": sid})
+            self.models[sid] = "fast"
+            await self.reply(rid, {"sessionId": sid, "models": self._models(sid)})
         elif method in ("session/load", "session/resume"):
             sid = params.get("sessionId", "")
             if not self._load(sid):
@@ -131,6 +134,10 @@ class Agent:
                 for text in self.history[sid]:
                     await self.say(sid, text, "user_message_chunk")
                     await self.say(sid, f"(replayed answer to {text})")
+            self.models.setdefault(sid, "fast")
+            await self.reply(rid, {"models": self._models(sid)})
+        elif method == "session/set_model":
+            self.models[params.get("sessionId", "")] = params.get("modelId", "")
             await self.reply(rid, {})
         elif method == "session/close":
             await self.reply(rid, {})
@@ -142,6 +149,15 @@ class Agent:
             nursery.start_soon(self.prompt, rid, params)
         elif rid is not None:
             await self.error(rid, -32601, f"method not found: {method}")
+
+    def _models(self, sid: str) -> dict[str, Any]:
+        return {
+            "availableModels": [
+                {"modelId": "fast", "name": "Fast"},
+                {"modelId": "smart", "name": "Smart"},
+            ],
+            "currentModelId": self.models[sid],
+        }
 
     async def reply(self, rid: Any, result: Any) -> None:
         await self.write({"jsonrpc": "2.0", "id": rid, "result": result})
@@ -215,6 +231,8 @@ class Agent:
             await self.say(
                 sid, f"error: {answer['error']['message']}" if "error" in answer else "written"
             )
+        elif word == "model":
+            await self.say(sid, f"model: {self.models.get(sid, '')}")
         elif word == "recall":
             await self.say(sid, "earlier: " + " | ".join(earlier))
         else:

@@ -5,6 +5,7 @@ client file methods, resume in a new process, and the agent's process group.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -345,3 +346,25 @@ async def test_a_stop_while_the_agent_starts_leaves_no_agent_behind(
     assert [e.status for e in ends] == ["stopped"]
     assert not chunks(stopped)
     assert after.text == "Hello from the test agent."
+
+
+@pytest.mark.parametrize(
+    ("model", "answer", "notice"),
+    [("", "fast", None), ("Smart", "smart", None), ("huge", "fast", "model_unavailable")],
+)
+async def test_the_topic_model_is_selected_when_the_agent_offers_it(
+    prof: ConformanceProfile, tmp_path: Path, model: str, answer: str, notice: str | None
+) -> None:
+    opts = dataclasses.replace(prof.options(), model=model)
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", opts)
+            result = await turn(session, "t1", "model")
+            token = session.resume_token
+            await sup.close("t")
+            resumed = await sup.open("t", opts, resume_token=token)
+            again = await turn(resumed, "t2", "model")
+    assert result.text == f"model: {answer}"
+    assert again.text == f"model: {answer}"  # set again on the resumed session
+    codes = [e.code for e in result.events if isinstance(e, Notice)]
+    assert codes == ([notice] if notice else [])

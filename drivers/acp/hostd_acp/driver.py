@@ -73,8 +73,11 @@ from hostd_acp.schema import (
     PromptResult,
     ReadTextFileParams,
     RequestPermissionParams,
+    ResumeSessionResult,
     SessionIdParams,
+    SessionModels,
     SessionNotification,
+    SetModelParams,
     TextBlock,
     WriteTextFileParams,
     permission_selected,
@@ -210,14 +213,6 @@ class AcpDriver(DriverBase):
         self._files = FileAccess(cwd, opts.fs_max_bytes)
         if init.resume_token:
             self._session_id = init.resume_token
-        if init.model:
-            self._deferred.append(
-                Log(
-                    level="warning",
-                    message=f"model {init.model!r} ignored: ACP agents choose their model "
-                    "themselves (configure it in the agent)",
-                )
-            )
 
     async def prewarm(self) -> None:
         await self._ensure_session()
@@ -370,8 +365,48 @@ class AcpDriver(DriverBase):
                     ) from None
                 self._session_id = created.session_id
                 self._deferred.append(ResumeToken(token=created.session_id))
+                await self._apply_model(created.session_id, created.models)
             self._session_live = True
             return self._session_id
+
+    async def _apply_model(self, session_id: str, models: SessionModels | None) -> None:
+        """Select the topic's model in the session when the agent offers model selection."""
+        init = self._init
+        wanted = init.model if init is not None else ""
+        if not wanted:
+            return
+        if models is None or not models.available_models:
+            self._deferred.append(
+                Log(
+                    level="warning",
+                    message=f"model {wanted!r} ignored: ACP agent {self._agent_name!r} offers "
+                    "no model selection (configure the model in the agent)",
+                )
+            )
+            return
+        lower = wanted.lower()
+        match = next(
+            (m for m in models.available_models if lower in (m.model_id.lower(), m.name.lower())),
+            None,
+        )
+        if match is None:
+            offered = ", ".join(m.model_id for m in models.available_models[:12])
+            self._deferred.append(
+                Notice(
+                    code="model_unavailable",
+                    message=f"ACP agent {self._agent_name!r} has no model {wanted!r} "
+                    f"(it offers: {offered}); using {models.current_model_id or 'its default'}",
+                )
+            )
+            return
+        if match.model_id == models.current_model_id:
+            return
+        try:
+            await self._session_call(
+                "session/set_model", SetModelParams(session_id=session_id, model_id=match.model_id)
+            )
+        except TurnFailed as exc:
+            self._deferred.append(Log(level="warning", message=f"model not set: {exc.message}"))
 
     def _session_meta(self) -> dict[str, Any] | None:
         init = self._init
@@ -387,15 +422,20 @@ class AcpDriver(DriverBase):
         params = LoadSessionParams(session_id=session_id, cwd=self._cwd, mcp_servers=[])
         try:
             if "resume" in caps.session_capabilities:
-                await self._session_call("session/resume", params)
+                raw = await self._session_call("session/resume", params)
             elif caps.load_session:
                 self._loading = True
                 try:
-                    await self._session_call("session/load", params)
+                    raw = await self._session_call("session/load", params)
                 finally:
                     self._loading = False
             else:
                 raise AgentRpcError("session/load", 0, "the agent cannot resume sessions")
+            try:
+                resumed = msgspec.json.decode(raw, type=ResumeSessionResult | None)
+            except msgspec.ValidationError:
+                resumed = None
+            await self._apply_model(session_id, resumed.models if resumed else None)
         except AgentRpcError as exc:
             self._session_id = None
             self._deferred.append(

@@ -88,8 +88,32 @@ class LoadSessionParams(_Out):
     mcp_servers: list[Any]
 
 
+class ModelInfo(_In):
+    model_id: str
+    name: str = ""
+
+
+class SessionModels(_In):
+    """Model selection a session offers (ACP unstable `models`, claude-agent-acp has it)."""
+
+    available_models: list[ModelInfo] = []
+    current_model_id: str = ""
+
+
 class NewSessionResult(_In):
     session_id: str
+    models: SessionModels | None = None
+
+
+class ResumeSessionResult(_In):
+    """`session/resume` / `session/load` results (may be null or `{}`)."""
+
+    models: SessionModels | None = None
+
+
+class SetModelParams(_Out):
+    session_id: str
+    model_id: str
 
 
 class TextBlock(_Out, tag="text", tag_field="type"):
