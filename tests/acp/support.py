@@ -54,6 +54,7 @@ def write_agents_file(home: Path, extra: Mapping[str, tuple[str, list[str]]] = {
     config.mkdir(parents=True, exist_ok=True)
     path = config / "acp-agents.toml"
     path.write_text("\n".join(lines) + "\n")
+    os.chmod(path, 0o600)  # whatever the umask: a file others could write is refused
     return path
 
 

@@ -25,6 +25,8 @@ Rules this module guards:
 
 - Every error is a `ConfigError` whose message names the file (and the agent) and says what
   is wrong; unknown keys are errors (a typo must not silently change what runs).
+- The agents file names commands to run, so it is read only if it is ours (or root's), not
+  writable by group or others, and not a symbolic link (as hostd reads its own config).
 - An agent's environment is built from names, never copied wholesale: the agent sees the
   minimal variables, the ones its entry names, and `set_env`.
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -135,12 +138,38 @@ SEEN_FILE = "acp-agents-seen.json"
 
 
 def read_seen(path: Path) -> dict[str, str]:
-    """Agent name -> "name version" last seen in `initialize`; empty when unreadable."""
+    """Agent name -> "name version" last seen in `initialize`; empty when unreadable or not
+    a file of ours that only we can write."""
     try:
-        data = msgspec.json.decode(path.read_bytes(), type=dict[str, str])
-    except (OSError, msgspec.DecodeError):
+        data = msgspec.json.decode(_read_trusted(path), type=dict[str, str])
+    except (OSError, ConfigError, msgspec.DecodeError):
         return {}
     return data
+
+
+def _read_trusted(path: Path) -> bytes:
+    """A file's bytes only if it is ours (or root's), nobody else can write it, and it is not
+    a link (the agents file decides which command runs). Raises `ConfigError` or
+    `FileNotFoundError`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise ConfigError(f"{path}: is a symbolic link; refusing to load it") from None
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+            raise ConfigError(
+                f"{path}: owned by uid {st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}: "
+                "someone else could have written it; refusing to load it (make it yours and "
+                "not writable by others)"
+            )
+        return fh.read()
 
 
 def remember_seen(path: Path, agent: str, label: str) -> None:
@@ -152,7 +181,7 @@ def remember_seen(path: Path, agent: str, label: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(msgspec.json.encode(seen))
         os.replace(tmp, path)
@@ -166,11 +195,9 @@ def remember_seen(path: Path, agent: str, label: str) -> None:
 def load_agents(path: Path) -> AgentsFile:
     """The agents file merged over the built-ins; a missing file is just the built-ins."""
     try:
-        raw = path.read_bytes()
+        raw = _read_trusted(path)
     except FileNotFoundError:
         return AgentsFile(agents=dict(BUILTIN_AGENTS))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8", errors="replace"))
         parsed = msgspec.convert(data, AgentsFile)
