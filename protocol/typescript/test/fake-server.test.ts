@@ -132,6 +132,22 @@ test("nothing listening: DaemonNotRunning naming the socket", async () => {
   });
 });
 
+test("a socket another user could have planted is refused with AccessDenied", { skip: process.getuid?.() !== 0 }, async () => {
+  // Only root can hand a socket to another uid: the squatter's socket, as it would look.
+  const { chownSync } = await import("node:fs");
+  await withServer(
+    () => undefined,
+    async (server) => {
+      chownSync(server.path, 4242, 4242);
+      await assert.rejects(connect({ socketPath: server.path }), (e: unknown) => {
+        assert.ok(e instanceof AccessDenied);
+        assert.match(e.message, /^the hostd socket .* belongs to uid 4242, not to you \(uid 0\); refusing/);
+        return true;
+      });
+    },
+  );
+});
+
 test("aborting a call rejects it with the signal's reason; the late reply is ignored", async () => {
   // The server holds each ping until the test releases it.
   const held: Array<() => void> = [];

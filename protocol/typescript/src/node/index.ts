@@ -12,7 +12,7 @@ import { connectUnix } from "./unix.js";
 
 export * from "../index.js";
 export { runtimeDir, socketPath, HOME_ENV, SOCKET_NAME } from "./paths.js";
-export { connectUnix, UnixSocketTransport } from "./unix.js";
+export { checkSocketOwner, connectUnix, UnixSocketTransport } from "./unix.js";
 
 export interface AutostartOptions {
   /** The hostd command (default `["hostd"]`, found on PATH), e.g. `["/opt/venv/bin/hostd"]`. */

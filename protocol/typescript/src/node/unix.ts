@@ -2,9 +2,12 @@
  * The Unix socket transport (Node.js, Electron's main process): 4-byte big-endian length +
  * UTF-8 JSON body per frame, on the daemon's socket. Node errors are mapped to ours here only.
  */
+import { lstatSync } from "node:fs";
 import { connect, type Socket } from "node:net";
+import { dirname } from "node:path";
 
 import {
+  AccessDenied,
   ConnectionBroken,
   ConnectionClosed,
   DaemonNotRunning,
@@ -93,12 +96,48 @@ export class UnixSocketTransport implements Transport {
 }
 
 /**
+ * Refuse a socket another user could have put in our place (a squatted runtime dir): the
+ * socket must be ours and its folder ours and not writable by others. (The Python client asks
+ * the kernel for the server's uid, SO_PEERCRED; Node cannot, and a file only its owner could
+ * create in a folder only its owner can write to is the same guarantee.) Throws `AccessDenied`.
+ */
+export function checkSocketOwner(path: string): void {
+  const uid = process.getuid?.();
+  if (uid === undefined) return; // Windows: no uids
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return; // missing: the connect says the daemon is not running
+  }
+  const refuse = (why: string, details: Record<string, unknown>): never => {
+    throw new AccessDenied(
+      `${why}; refusing to talk to it. Remove it, or point XDG_RUNTIME_DIR / HOSTD_HOME at a ` +
+        "folder of your own",
+      { socket: path, ...details },
+    );
+  };
+  if (!st.isSocket()) refuse(`${path} is not a socket`, {});
+  if (st.uid !== uid) refuse(`the hostd socket ${path} belongs to uid ${st.uid}, not to you (uid ${uid})`, { uid: st.uid });
+  const dir = lstatSync(dirname(path));
+  if (dir.uid !== uid || (dir.mode & 0o022) !== 0) {
+    refuse(`the folder of the hostd socket ${dirname(path)} is not private to you`, { uid: dir.uid });
+  }
+}
+
+/**
  * Connect to the daemon's socket; resolves once connected. A missing socket, or one nobody
- * listens on, is `DaemonNotRunning` (its `details.socket` names the path).
+ * listens on, is `DaemonNotRunning` (its `details.socket` names the path); a socket another
+ * user could have planted is `AccessDenied` (`checkSocketOwner`).
  */
 export function connectUnix(path: string, options: ConnectOptions = {}): Promise<UnixSocketTransport> {
   const { signal } = options;
   if (signal?.aborted) return Promise.reject(signal.reason);
+  try {
+    checkSocketOwner(path);
+  } catch (exc) {
+    return Promise.reject(exc);
+  }
   return new Promise((resolve, reject) => {
     const socket = connect(path);
     const onAbort = (): void => {
