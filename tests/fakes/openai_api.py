@@ -114,6 +114,13 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class Garbage:
+    """Stream `text`, then an event that is not JSON."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Hang:
     """Stream `text`, then keep the stream open until the client goes away (or `limit`)."""
 
@@ -132,7 +139,7 @@ class Gate:
     usage: tuple[int, int] = (12, 7)
 
 
-Reply = Text | ToolCalls | Error | Cut | Hang | Gate
+Reply = Text | ToolCalls | Error | Cut | Hang | Gate | Garbage
 
 
 @dataclass
@@ -342,6 +349,11 @@ class _Handler(BaseHTTPRequestHandler):
             for piece in _pieces(reply.after):
                 self._event({"content": piece})
             self._finish("stop", reply.usage if usage_wanted else None)
+        elif isinstance(reply, Garbage):
+            for piece in _pieces(reply.text):
+                self._event({"content": piece})
+            self._chunk(b"data: {this is not json\n\n")
+            self._finish("stop", None)
         elif isinstance(reply, Cut):
             for piece in _pieces(reply.text):
                 self._event({"content": piece})

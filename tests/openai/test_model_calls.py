@@ -28,6 +28,7 @@ from tests.fakes.openai_api import (
     Cut,
     Error,
     FakeOpenAI,
+    Garbage,
     Gate,
     Hang,
     Rule,
@@ -262,3 +263,13 @@ async def test_a_steer_while_the_answer_streams_gets_one_more_call() -> None:
         ("assistant", "Talking and done."),
         ("user", "also say banana"),
     ]
+
+
+async def test_a_malformed_stream_ends_the_turn_clearly() -> None:
+    with FakeOpenAI([Rule(anything, Garbage("Half "))]) as api, trio.fail_after(20):
+        async with driver(api.base_url) as (peer, _):
+            events = await peer.turn("t1", "hi")
+    end = end_of(events)
+    assert end.status == "error"
+    assert end.error.startswith("the model server sent a malformed stream: a stream event")
+    assert text_of(events) == "Half "

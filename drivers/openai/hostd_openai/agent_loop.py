@@ -36,6 +36,7 @@ from hostd_openai.chat_stream import (
     Finished,
     ReasoningPiece,
     ServerError,
+    StreamDecodeError,
     TextPiece,
     UsageReport,
 )
@@ -300,11 +301,22 @@ class AgentLoop:
             # The response has started: this is the next assistant message's start, so a
             # steer injected before this call rolls the answer here (A1a / U2 / A2).
             await turn.message_start()
-            async for data in data_iter:
-                for item in decoder.feed(data):
+            failure: TurnFailed | None = None
+            try:
+                async for data in data_iter:
+                    for item in decoder.feed(data):
+                        await self._item(item, response)
+                for item in decoder.close():
                     await self._item(item, response)
-            for item in decoder.close():
-                await self._item(item, response)
+            except StreamDecodeError as exc:
+                failure = TurnFailed(
+                    f"the model server sent a malformed stream: {exc}", driver=DRIVER_NAME
+                )
+            except TurnFailed as exc:  # an error event inside the stream
+                failure = exc
+            if failure is not None:
+                await _drain(data_iter)
+                raise failure
         if not decoder.done and not response.finish_reason:
             raise StreamCut("the model stream was cut before the answer finished")
         response.tool_calls = decoder.tool_calls()
@@ -399,6 +411,25 @@ class AgentLoop:
         if not summary:
             raise TurnFailed("the model returned an empty summary", driver=DRIVER_NAME)
         return summary
+
+
+#: Bounds on reading the rest of a response that failed mid-stream.
+DRAIN_BYTES = 1 << 20
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(data_iter: Any) -> None:
+    """Read what is left of a failed response (bounded), so the HTTP library's generators end
+    normally and the connection can be reused, rather than being left to the collector."""
+    total = 0
+    with trio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for data in data_iter:
+                total += len(data)
+                if total > DRAIN_BYTES:
+                    return
+        except ModelError:
+            return
 
 
 def _estimate_tokens(messages: list[dict[str, Any]]) -> int:

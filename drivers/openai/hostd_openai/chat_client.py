@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -151,22 +151,30 @@ class ChatClient:
             ) as response:
                 if response.status_code != 200:
                     raise await self._http_error(response)
-                yield self._body(response)
+                # Closed explicitly: a reader that stops early (stop, a malformed event)
+                # must not leave generators for the garbage collector to finish.
+                body = self._body(response)
+                async with aclosing(body):
+                    yield body
 
     @staticmethod
     async def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
-        with _map_errors("the model stream broke"):
-            async for data in response.aiter_raw():
-                yield data
+        raw = response.aiter_raw()
+        async with aclosing(raw):
+            with _map_errors("the model stream broke"):
+                async for data in raw:
+                    yield data
 
     @staticmethod
     async def _http_error(response: httpx2.Response) -> ModelHTTPError:
         body = b""
-        with _map_errors("reading the error answer failed"):
-            async for data in response.aiter_raw():
-                body += data
-                if len(body) >= MAX_ERROR_BODY:
-                    break
+        raw = response.aiter_raw()
+        async with aclosing(raw):
+            with _map_errors("reading the error answer failed"):
+                async for data in raw:
+                    body += data
+                    if len(body) >= MAX_ERROR_BODY:
+                        break
         message, code = _error_fields(body)
         return ModelHTTPError(
             status=response.status_code,
