@@ -16,7 +16,8 @@ Rules this module guards:
 1. A due time is handled at most once: `last_due` moves forward before the run is started, and
    the run's `client_msg_id` is derived from the due time, so a restart after a kill -9 that
    lost the `last_due` update resends the same key, which the topic runtime does not store
-   twice.
+   twice. A schedule that makes a topic per run has no such row to find: its `last_due` is
+   saved before the run starts (at most once, rather than exactly once).
 2. Due times that passed while the daemon was down (before `booted_at`), or that are later
    than `grace` (a suspended laptop), are *missed*: policy `run-once` runs the latest of them
    once, `skip` runs none. Every due time not run is counted in `skipped` and reported.
@@ -548,8 +549,14 @@ class ScheduleBook:
             return [*self._save(self._with_next(info))[1], *out]
         info = self._with_next(info)
         self._all[info.id] = info
+        start = self._start(info, latest, f"{KEY_PREFIX}{info.id}:{latest!r}")
+        if info.assistant:
+            # A run in a fresh topic has no earlier row to find its key in: the due time is
+            # saved (and committed by the shell) before the run, so a kill -9 loses at most
+            # that run rather than running it twice.
+            return [*out, SaveSchedule(info), start]
         # Saved by run_sent / run_refused: the run's key makes a resend after a crash harmless.
-        return [*out, self._start(info, latest, f"{KEY_PREFIX}{info.id}:{latest!r}")]
+        return [*out, start]
 
     def _missed_notice(
         self, info: ScheduleInfo, window: DueWindow, not_run: int, ran: bool

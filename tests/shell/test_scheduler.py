@@ -38,10 +38,16 @@ class Daemonish:
     notices: list[Notify] = field(default_factory=list)
     saved: dict[str, ScheduleInfo] = field(default_factory=dict)
     scheduler: Scheduler | None = None
+    topics: int = 0
 
     async def send_scheduled(self, run: StartRun) -> tuple[str, SendResult]:
         if self.busy and run.intent == "start":
             raise TopicBusy(f"topic {run.topic_id} is answering")
+        if run.assistant:
+            # A run in a new topic starts only once its due time is stored.
+            assert run.due is not None and self.saved[run.schedule_id].last_due == run.due
+            self.topics += 1
+            run = StartRun(**{**{f: getattr(run, f) for f in run.__slots__}, "topic_id": f"new{self.topics}"})
         await trio.sleep(0.01)  # the commit
         row_id = f"r{len(self.sent) + 1}"
         self.sent.append((trio.current_time(), run))
@@ -169,3 +175,17 @@ async def test_a_restart_runs_missed_due_times_by_policy_and_never_twice(
     assert {n.code for n in d2.notices} == {"schedule_missed"}
     assert (d2.saved["once"].skipped, d2.saved["skip"].skipped) == (3, 4)
     assert d2.saved["skip"].last_due == ORIGIN + 50 and d2.saved["skip"].next_due == ORIGIN + 60
+
+
+async def test_an_assistant_schedule_saves_each_due_time_before_its_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    d = Daemonish()
+    s = start(d)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(s.serve)
+        await s.add(ScheduleInfo(id="sc1", assistant="daily", text="report", every_s=5))
+        await trio.sleep(11)
+        nursery.cancel_scope.cancel()
+    assert [r.due for _, r in d.sent] == [ORIGIN + 5, ORIGIN + 10]
+    assert (d.saved["sc1"].last_topic_id, d.saved["sc1"].runs) == ("new2", 2)
