@@ -46,10 +46,13 @@ from hostd_protocol.driver_messages import (
     Notice,
     TurnEnd,
 )
-from hostd_protocol.errors import PayloadTooLarge
+from hostd_protocol.errors import InvalidArgument, PayloadTooLarge
 from hostd_protocol.limits import (
     MAX_CHUNK_CHARS,
+    MAX_DEPTH,
+    MAX_FIELD_CHARS,
     MAX_MESSAGE_CHARS,
+    MAX_OPTIONS_BYTES,
     MAX_SEND_BYTES,
     MAX_SEND_HISTORY_BYTES,
     MAX_TOOL_INPUT_BYTES,
@@ -62,6 +65,7 @@ __all__ = [
     "Size",
     "bound_driver_events",
     "bound_topic",
+    "check_request",
     "check_send",
     "check_text",
     "cut",
@@ -304,14 +308,67 @@ def check_send(text: str, history: Iterable[HistoryMessage]) -> None:
 MAX_TOPIC_BYTES = 128 * 1024
 
 
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep containers nest in `value` (a str or number is 0), counting only up to
+    `limit + 1`: iterative, so no nesting can exhaust the stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, msgspec.Struct):
+            children: Iterable[Any] = (getattr(item, f) for f in item.__struct_fields__)
+            level = depth  # a struct is the request's own shape, not user nesting
+        elif isinstance(item, dict):
+            children = item.values()
+            level = depth + 1
+        elif isinstance(item, list | tuple):
+            children = item
+            level = depth + 1
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level) for child in children)
+    return deepest
+
+
+def check_request(msg: msgspec.Struct) -> None:
+    """The generic bounds of a client request, checked before it is served: no container
+    nested deeper than `MAX_DEPTH`, `options` within `MAX_OPTIONS_BYTES`, a `text` within
+    `MAX_SEND_BYTES`, every other string field within `MAX_FIELD_CHARS`."""
+    if nesting_depth(msg) > MAX_DEPTH:
+        raise InvalidArgument(
+            f"the request nests maps or arrays deeper than {MAX_DEPTH} levels",
+            details={"max_depth": MAX_DEPTH},
+        )
+    for name in msg.__struct_fields__:
+        value = getattr(msg, name)
+        if name == "options" and value:
+            size = len(_msgpack.encode(value))
+            if size > MAX_OPTIONS_BYTES:
+                raise PayloadTooLarge(
+                    f"options are {size} bytes encoded; the limit is {MAX_OPTIONS_BYTES}",
+                    details={"size": size, "max": MAX_OPTIONS_BYTES},
+                )
+        elif isinstance(value, str) and name == "text":
+            check_text("the message", value, MAX_SEND_BYTES)
+        elif isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            raise PayloadTooLarge(
+                f"{name} is {len(value)} characters; the limit is {MAX_FIELD_CHARS}",
+                details={"field": name, "size": len(value), "max": MAX_FIELD_CHARS},
+            )
+
+
 def bound_topic(info: TopicInfo) -> TopicInfo:
     """`info` within `MAX_TOPIC_BYTES`: a topic stored before the limits existed is shown
     with its texts cut and its options replaced by `{"truncated": true}` (the same object
     when it fits). One stored row never breaks a listing, a snapshot or a reply."""
+    deep = nesting_depth(info.options) > MAX_DEPTH
     size = len(_json.encode(info))
-    if size <= MAX_TOPIC_BYTES:
+    if size <= MAX_TOPIC_BYTES and not deep:
         return info
-    options_size = len(_json.encode(info.options))
+    options_size = MAX_TOPIC_BYTES if deep else len(_json.encode(info.options))
     return msgspec.structs.replace(
         info,
         title=cut(info.title, MAX_MESSAGE_CHARS),

@@ -32,6 +32,7 @@ import msgspec
 import trio
 
 from hostd import __version__
+from hostd.core.payload_bounds import check_request
 from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd_protocol.client_messages import (
     ClientMessage,
@@ -427,7 +428,7 @@ class Connection:
         """An unknown tag is an unknown request, not just a malformed one."""
         try:
             raw = (_raw_json if self._encoding == "json" else _raw_msgpack).decode(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return exc
         if isinstance(raw, dict):
             tag = raw.get("type")
@@ -472,6 +473,7 @@ class Connection:
         request_id: int = msg.id
         self._requests += 1
         try:
+            check_request(msg)  # depth and size of every field, before any handler sees it
             result = await self._handler.handle_request(self, msg)
         except Exception as exc:
             self.send_message(error_reply(exc, request_id))

@@ -17,6 +17,7 @@ Rules this module guards:
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable
 from typing import Any, Generic, Literal, TypeVar
@@ -186,10 +187,19 @@ class Codec(Generic[T]):
             raise InvalidMessage(
                 f"invalid message: {exc}", details={"id": self._peek_id(body)}
             ) from None
+        except RecursionError:
+            # Nesting deeper than the decoder can follow (it shares the interpreter's stack
+            # limit): this one message is refused, the frame boundary is intact.
+            raise InvalidMessage(
+                "invalid message: it nests maps or arrays too deeply",
+                details={"id": self._peek_id(body)},
+            ) from None
 
     def _peek_id(self, body: bytes) -> int | None:
         try:
             peeked: _IdOnly = self._id_decoder.decode(body)
+        except RecursionError:
+            return _scan_id(body, self.encoding)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         return peeked.id
@@ -225,3 +235,87 @@ class MessageReader(Generic[T]):
 
     def close(self) -> None:
         self.frames.close()
+
+
+_ID_JSON = re.compile(rb'"id"\s*:\s*(-?\d{1,18})')
+
+
+def _scan_id(body: bytes, encoding: str) -> int | None:
+    """The top-level integer `id` of a message too deeply nested to decode, found without
+    recursion (so the peer still gets its error reply for the right request)."""
+    if encoding == "json":
+        m = _ID_JSON.search(body)  # the first one: clients write `id` before free-form fields
+        return int(m.group(1)) if m else None
+    try:
+        return _scan_msgpack_id(body)
+    except (IndexError, struct.error, ValueError):
+        return None
+
+
+def _scan_msgpack_id(b: bytes) -> int | None:
+    pos = 0
+
+    def header(p: int) -> tuple[str, int, int]:
+        """(kind, count or length, position after the header) of the item at `p`."""
+        t = b[p]
+        if t <= 0x7F or t >= 0xE0:
+            return "int", t if t <= 0x7F else t - 0x100, p + 1
+        if 0x80 <= t <= 0x8F:
+            return "map", t & 0x0F, p + 1
+        if 0x90 <= t <= 0x9F:
+            return "arr", t & 0x0F, p + 1
+        if 0xA0 <= t <= 0xBF:
+            return "bytes", t & 0x1F, p + 1
+        fixed = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8}
+        if t in fixed:
+            return "bytes", fixed[t], p + 1
+        ints = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+                0xD2: ">i", 0xD3: ">q"}
+        if t in ints:
+            fmt = ints[t]
+            n = struct.calcsize(fmt)
+            return "int", struct.unpack_from(fmt, b, p + 1)[0], p + 1 + n
+        lens = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I", 0xD9: ">B", 0xDA: ">H", 0xDB: ">I"}
+        if t in lens:
+            fmt = lens[t]
+            n = struct.calcsize(fmt)
+            return "bytes", struct.unpack_from(fmt, b, p + 1)[0], p + 1 + n
+        if t in (0xDC, 0xDD, 0xDE, 0xDF):
+            fmt = ">H" if t in (0xDC, 0xDE) else ">I"
+            n = struct.calcsize(fmt)
+            kind = "arr" if t in (0xDC, 0xDD) else "map"
+            return kind, struct.unpack_from(fmt, b, p + 1)[0], p + 1 + n
+        ext = {0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+        if t in ext:
+            return "bytes", ext[t], p + 1
+        if t in (0xC7, 0xC8, 0xC9):
+            fmt = {0xC7: ">B", 0xC8: ">H", 0xC9: ">I"}[t]
+            n = struct.calcsize(fmt)
+            return "bytes", struct.unpack_from(fmt, b, p + 1)[0] + 1, p + 1 + n
+        raise ValueError(f"bad msgpack byte {t:#x}")
+
+    def skip(p: int) -> int:
+        todo = 1  # items still to skip, iteratively
+        while todo:
+            kind, n, p = header(p)
+            todo -= 1
+            if kind == "bytes":
+                p += n
+            elif kind == "arr":
+                todo += n
+            elif kind == "map":
+                todo += 2 * n
+        return p
+
+    kind, pairs, pos = header(pos)
+    if kind != "map":
+        return None
+    for _ in range(pairs):
+        kkind, klen, pos = header(pos)
+        key = b[pos : pos + klen] if kkind == "bytes" else None
+        pos = pos + klen if kkind == "bytes" else pos
+        if key == b"id":
+            vkind, value, _ = header(pos)
+            return value if vkind == "int" else None
+        pos = skip(pos)
+    return None

@@ -22,6 +22,9 @@ from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "MAX_CHUNK_CHARS",
+    "MAX_DEPTH",
+    "MAX_FIELD_CHARS",
+    "MAX_OPTIONS_BYTES",
     "MAX_FRAME_SIZE",
     "MAX_MESSAGE_CHARS",
     "MAX_REPLY_BYTES",
@@ -50,6 +53,13 @@ MAX_TOOL_INPUT_BYTES = 256 * 1024
 MAX_MESSAGE_CHARS = 16 * 1024
 #: One snapshot, history page, topic listing or `read-row` piece, encoded (bytes).
 MAX_REPLY_BYTES = 4 * 1024 * 1024
+#: Containers (maps, arrays) nested in any request: deeper is refused (`invalid_argument`).
+MAX_DEPTH = 32
+#: A request's free-form `options` map, encoded (bytes).
+MAX_OPTIONS_BYTES = 64 * 1024
+#: Any other string field of a request (titles, names, paths, ids, reasons), in characters;
+#: the message texts (`text`) have `MAX_SEND_BYTES` instead.
+MAX_FIELD_CHARS = 4096
 #: Appended where the host cut a text.
 TRUNCATED_MARK = " [... truncated by hostd]"
 #: `MessageRow.meta` key set on a row delivered without its oldest content (too big for one

@@ -112,3 +112,24 @@ def test_detect_encoding() -> None:
     assert detect_encoding(json_codec.encode(Hello(protocol_version=(1, 0)))) == "json"
     assert detect_encoding(b"  \n{}") == "json"
     assert detect_encoding(mp_codec.encode(Hello(protocol_version=(1, 0)))) == "msgpack"
+
+
+@pytest.mark.parametrize("id_first", [True, False])
+def test_too_deep_to_decode_is_an_invalid_message_naming_its_id(id_first: bool) -> None:
+    """Nesting beyond the decoder's stack is one refused message (with its id), not a crash."""
+
+
+    deep = b"\x81\xa1a" * 5000 + b"\x80"
+    fields = [b"\xa4type\xaccreate-topic", b"\xa2id\xcd\x01\x00", b"\xa7options" + deep]
+    if not id_first:
+        fields = [fields[0], fields[2], fields[1]]
+    body = b"\x83" + b"".join(fields)
+    codec: Codec[object] = Codec(ClientMessage, "msgpack")  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match=r"too deeply") as info:
+        codec.decode(body)
+    assert info.value.details["id"] == 256
+    jbody = b'{"type":"create-topic","id":256,"options":' + b'{"a":' * 5000 + b"{}" + b"}" * 5001
+    jcodec: Codec[object] = Codec(ClientMessage, "json")  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage) as info:
+        jcodec.decode(jbody)
+    assert info.value.details["id"] == 256

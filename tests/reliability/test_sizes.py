@@ -15,6 +15,7 @@ from hostd.shell.paths import Paths
 from hostd.shell.store import store as st
 from hostd_dev.stress.dbcheck import row_text
 from hostd_protocol.client_messages import (
+    ErrorReply,
     MessageRow,
     RowAppended,
     Snapshot,
@@ -23,10 +24,11 @@ from hostd_protocol.client_messages import (
     TurnEnded,
 )
 from hostd_protocol.common import HistoryMessage, TextDelta, ToolCall, ToolResult
-from hostd_protocol.errors import PayloadTooLarge
+from hostd_protocol.errors import InvalidArgument, PayloadTooLarge
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from hostd_protocol.limits import (
     MAX_CHUNK_CHARS,
+    MAX_DEPTH,
     MAX_MESSAGE_CHARS,
     MAX_REPLY_BYTES,
     MAX_SEND_BYTES,
@@ -37,6 +39,7 @@ from hostd_protocol.limits import (
 )
 from hostd_scripted.driver import words_text
 from tests.reliability.conftest import run_turn, start_in_process
+from tests.shell.test_bad_input import Raw
 
 pytestmark = pytest.mark.e2e
 
@@ -245,3 +248,57 @@ async def test_a_reply_that_does_not_fit_is_an_error_and_the_connection_lives_on
                         break
             assert await c.ping()
         await d.stop()
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def test_deep_or_huge_request_fields_are_refused_and_never_break_a_listing(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    """Issue 14 item 4: options nested ~980 deep (or too big, or a 1 MB title) get a typed
+    error and are not stored; a topic stored with such options before the limits existed
+    never breaks `list-topics` or `attach`, also after a restart."""
+    paths.ensure()
+    store = st.Store(paths.db_path)
+    try:
+        store.apply([st.PutTopic(TopicInfo(id="tp-deep", title="deep", driver="scripted",
+                                           options=_nested(800), created_at=1.0))])
+    finally:
+        store.close()
+    with trio.fail_after(60):
+        for _life in range(2):
+            d = await start_in_process(nursery, paths)
+            async with open_client(paths) as c:
+                # Built as bytes: encoding it needs as much stack as decoding it does.
+                raw = await Raw.connect(paths)
+                await raw.hello()
+                body = (b"\x83\xa4type\xaccreate-topic\xa2id\x07\xa7options"
+                        + b"\x81\xa1a" * 980 + b"\x80")
+                await raw.send_body(body)
+                reply = await raw.recv()
+                assert isinstance(reply, ErrorReply) and reply.id == 7, reply
+                assert reply.code == "invalid_message", reply
+                assert reply.message == "invalid message: it nests maps or arrays too deeply"
+                with pytest.raises(InvalidArgument, match=r"^the request nests maps or arrays "
+                                   rf"deeper than {MAX_DEPTH} levels$"):
+                    await c.create_topic(driver="scripted", options=_nested(MAX_DEPTH + 1))
+                await raw.send_body(b"\x82\xa4type\xa4ping\xa2id\x08")
+                assert (await raw.recv()).id == 8  # the connection lives on
+                await raw.stream.aclose()
+                with pytest.raises(PayloadTooLarge, match=r"^options are \d+ bytes encoded"):
+                    await c.create_topic(driver="scripted", options={"x": "o" * 100_000})
+                with pytest.raises(PayloadTooLarge, match=r"^title is 1000000 characters"):
+                    await c.create_topic(driver="scripted", title="t" * 1_000_000)
+                ok = await c.create_topic(driver="scripted", options=_nested(MAX_DEPTH - 1))
+                topics = {t.id: t for t in await c.list_topics()}
+                assert topics["tp-deep"].options == {"truncated": True}
+                assert ok.id in topics
+                assert len(topics) == 2 + _life  # nothing refused was stored
+                async with c.attach("tp-deep") as sub:
+                    assert sub.snapshot is not None
+            await d.stop()
