@@ -70,9 +70,12 @@ async def test_runs_reach_a_window_queue_behind_a_busy_turn_or_skip(home: Path) 
                     assert sub.transcript.rows()[-1].role == "assistant"
 
                     # 2. Busy topic, intent queue: the run waits in the queue; the next due
-                    #    time finds it still waiting and is skipped, not piled up.
+                    #    time finds it still waiting and is skipped, not piled up. (Paused
+                    #    around the busy send, so no run can start just before it.)
+                    await c.pause_schedule(every.id)
                     busy = await c.send(t.id, "/sleep 5\n/text slept", intent="start")
                     assert busy.disposition == "started"
+                    await c.resume_schedule(every.id)
                     queued = await until(sub, lambda e: scheduled_opened(e, "queued"))
                     skipped = await until(
                         sub, lambda e: isinstance(e, NoticeEvent) and e.code == "schedule_skipped"
