@@ -1,8 +1,5 @@
-/**
- * The recorded real session (tests/fixtures/wire/session.jsonl): every frame the daemon sent
- * decodes in this client, and replaying its events through a Transcript from the attach
- * snapshot gives the rows the session's own `history` reply shows at that point.
- */
+/** The recorded real session (tests/fixtures/wire/session.jsonl): every frame the daemon sent
+ * decodes in this client. */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
