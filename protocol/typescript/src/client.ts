@@ -29,6 +29,7 @@ import {
   HandshakeError,
   HostdError,
   InvalidMessage,
+  ProtocolError,
   VersionMismatch,
 } from "./errors.js";
 import { DEFAULT_MAX_FRAME_SIZE, decodeBody, encodeBody } from "./framing.js";
@@ -50,7 +51,7 @@ import type {
 } from "./protocol.gen.js";
 import { Transcript } from "./transcript.js";
 import type { Transport } from "./transport.js";
-import type { Request, RequestBody, Result, SendIntent, TopicEvent } from "./types.js";
+import type { Chunk, Request, RequestBody, Result, SendIntent, TopicEvent } from "./types.js";
 
 export interface CallOptions {
   /** Stop waiting for this call (rejects with `signal.reason`). */
@@ -415,6 +416,39 @@ export class Client {
   /** Stop the running turn and run the queued row `rowId` next. */
   async sendNow(topicId: string, rowId: string, options: CallOptions = {}): Promise<void> {
     await this.call({ type: "send-now", topic_id: topicId, row_id: rowId }, "empty", options);
+  }
+
+  /**
+   * A stored row's whole content, read in bounded pieces: for a row a snapshot or history page
+   * delivered cut (`meta.truncated`). Pieces of one part are joined.
+   */
+  async readRow(topicId: string, rowId: string, options: CallOptions = {}): Promise<Chunk[]> {
+    const parts: Chunk[] = [];
+    let part = 0;
+    let offset = 0;
+    for (;;) {
+      const body = {
+        type: "read-row",
+        topic_id: topicId,
+        row_id: rowId,
+        ...(part ? { part } : {}),
+        ...(offset ? { offset } : {}),
+      } as const;
+      const r = await this.call(body, "row-content", options);
+      r.parts.forEach((piece, i) => {
+        const last = parts[parts.length - 1];
+        if (i === 0 && offset && last !== undefined) parts[parts.length - 1] = joinPieces(last, piece);
+        else parts.push(piece);
+      });
+      if (r.done ?? true) return parts;
+      const nextPart = r.next_part ?? 0;
+      const nextOffset = r.next_offset ?? 0;
+      if (nextPart < part || (nextPart === part && nextOffset <= offset)) {
+        throw new ProtocolError(`read-row of ${rowId} made no progress at ${part}:${offset}`);
+      }
+      part = nextPart;
+      offset = nextOffset;
+    }
   }
 
   async prewarm(topicId: string, options: CallOptions = {}): Promise<void> {
@@ -798,4 +832,16 @@ export class TopicWatch implements AsyncIterable<TopicsChanged> {
       });
     }
   }
+}
+
+/** One part delivered in two `read-row` pieces, whole again. */
+function joinPieces(head: Chunk, tail: Chunk): Chunk {
+  if (head.type === "text" && tail.type === "text") return { type: "text", text: head.text + tail.text };
+  if (head.type === "thinking" && tail.type === "thinking") {
+    return { type: "thinking", text: head.text + tail.text };
+  }
+  if (head.type === "tool-result" && tail.type === "tool-result") {
+    return { ...head, output: head.output + tail.output };
+  }
+  throw new ProtocolError("read-row continued a part with a part of another kind");
 }

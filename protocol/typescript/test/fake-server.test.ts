@@ -286,3 +286,28 @@ test("the connection breaking ends a subscription with the reason", async () => 
 });
 
 void Client;
+
+test("readRow joins a part delivered in pieces and stops when done", async () => {
+  const pieces = [
+    { parts: [{ type: "text", text: "hel" }], done: false, next_part: 0, next_offset: 3 },
+    { parts: [{ type: "text", text: "lo" }, { type: "tool-result", call_id: "c", output: "o1" }], done: false, next_part: 1, next_offset: 2 },
+    { parts: [{ type: "tool-result", call_id: "c", output: "o2" }] },
+  ];
+  const asked: Array<[unknown, unknown]> = [];
+  await withServer(
+    (msg, conn) => {
+      asked.push([msg["part"] ?? 0, msg["offset"] ?? 0]);
+      const piece = pieces[asked.length - 1]!;
+      conn.send({ type: "reply", id: msg["id"], result: { type: "row-content", row_id: "r", ...piece } });
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      assert.deepEqual(await client.readRow("t", "r"), [
+        { type: "text", text: "hello" },
+        { type: "tool-result", call_id: "c", output: "o1o2" },
+      ]);
+      assert.deepEqual(asked, [[0, 0], [0, 3], [1, 2]]);
+      client.close();
+    },
+  );
+});

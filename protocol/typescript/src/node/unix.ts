@@ -2,7 +2,7 @@
  * The Unix socket transport (Node.js, Electron's main process): 4-byte big-endian length +
  * UTF-8 JSON body per frame, on the daemon's socket. Node errors are mapped to ours here only.
  */
-import { lstatSync } from "node:fs";
+import { existsSync, lstatSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { dirname } from "node:path";
 
@@ -125,19 +125,53 @@ export function checkSocketOwner(path: string): void {
   }
 }
 
+/** How long a connect into a full listen backlog (`EAGAIN`) is retried (as the Python client). */
+const BACKLOG_RETRY_MS = 5000;
+/** How long a refused connect is retried while the socket file exists (a daemon about to listen). */
+const REFUSED_RETRY_MS = 200;
+
 /**
  * Connect to the daemon's socket; resolves once connected. A missing socket, or one nobody
  * listens on, is `DaemonNotRunning` (its `details.socket` names the path); a socket another
- * user could have planted is `AccessDenied` (`checkSocketOwner`).
+ * user could have planted is `AccessDenied` (`checkSocketOwner`). A full listen backlog, or a
+ * refusal while the socket file exists, is retried for a bounded time first.
  */
-export function connectUnix(path: string, options: ConnectOptions = {}): Promise<UnixSocketTransport> {
+export async function connectUnix(path: string, options: ConnectOptions = {}): Promise<UnixSocketTransport> {
   const { signal } = options;
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  try {
-    checkSocketOwner(path);
-  } catch (exc) {
-    return Promise.reject(exc);
+  if (signal?.aborted) throw signal.reason;
+  checkSocketOwner(path);
+  const start = Date.now();
+  let delay = 2;
+  for (;;) {
+    try {
+      return await connectOnce(path, options);
+    } catch (exc) {
+      const code = (exc as { errno?: string }).errno;
+      const limit =
+        code === "EAGAIN" ? BACKLOG_RETRY_MS : code === "ECONNREFUSED" && existsSync(path) ? REFUSED_RETRY_MS : 0;
+      if (Date.now() - start >= limit) throw mapConnectError(exc, path);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 50);
+      if (signal?.aborted) throw signal.reason;
+    }
   }
+}
+
+function mapConnectError(exc: unknown, path: string): unknown {
+  const code = (exc as { errno?: string }).errno;
+  if (code === undefined) return exc; // the abort reason
+  if (code === "ENOENT" || code === "ECONNREFUSED") {
+    return new DaemonNotRunning(
+      `hostd is not running (${code} on ${path}); start it with \`hostd serve --detach\``,
+      { socket: path },
+    );
+  }
+  return new ConnectionBroken(`could not connect to ${path}: ${code}`, { socket: path });
+}
+
+/** One connect attempt; rejects with `{errno}` (a Node error code) or the abort reason. */
+function connectOnce(path: string, options: ConnectOptions): Promise<UnixSocketTransport> {
+  const { signal } = options;
   return new Promise((resolve, reject) => {
     const socket = connect(path);
     const onAbort = (): void => {
@@ -153,16 +187,7 @@ export function connectUnix(path: string, options: ConnectOptions = {}): Promise
     socket.once("error", (err: NodeJS.ErrnoException) => {
       signal?.removeEventListener("abort", onAbort);
       socket.destroy();
-      if (err.code === "ENOENT" || err.code === "ECONNREFUSED") {
-        reject(
-          new DaemonNotRunning(
-            `hostd is not running (${err.code} on ${path}); start it with \`hostd serve --detach\``,
-            { socket: path },
-          ),
-        );
-      } else {
-        reject(new ConnectionBroken(`could not connect to ${path}: ${err.code ?? err.message}`, { socket: path }));
-      }
+      reject({ errno: err.code ?? err.message });
     });
   });
 }
