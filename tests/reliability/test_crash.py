@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from hostd_dev.stress.crash import run_crash_campaign
+from hostd_dev.stress.process import DaemonProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -57,3 +58,36 @@ async def test_a_loaded_topic_stores_its_new_seq_base_before_serving(home: Path)
             db.close()
         await daemon.kill9()
         assert stored >= seen > 0
+
+
+async def test_driver_process_groups_die_with_a_killed_daemon(home: Path) -> None:
+    """Issue 14 item 9: a hung driver (its event loop blocked, so it never sees its stdin
+    end) and a vendor-CLI-like child in a driver's group do not outlive `kill -9` of the
+    daemon."""
+    from hostd.client import open_client
+    from hostd_dev.stress.dbcheck import row_text
+    from hostd_dev.stress.process import wait_pids_gone
+    from hostd_protocol.client_messages import RowAppended
+    from tests.reliability.conftest import run_turn
+
+    with trio.fail_after(60):
+        daemon = DaemonProcess(home)
+        await daemon.start()
+        try:
+            async with open_client(daemon.paths) as c:
+                t1 = await c.create_topic(driver="scripted")
+                out = await run_turn(c, t1.id, "/child\nq")
+                answer = next(r for r in out.rows if r.role == "assistant")
+                child = int(row_text(answer.parts).split()[-1])
+                t2 = await c.create_topic(driver="scripted")
+                async with c.attach(t2.id) as sub:
+                    await c.send(t2.id, "/freeze 300\nq", "start")
+                    async for ev in sub:
+                        if isinstance(ev, RowAppended) and "frozen" in str(ev.chunk):
+                            break
+            doomed = daemon.driver_pids() | {child}
+            assert len(doomed) >= 3, doomed  # two drivers (and the watchdog), the child
+        finally:
+            await daemon.kill9()
+        left = await wait_pids_gone(doomed, timeout=10)
+        assert not left, f"outlived the daemon: {left}"

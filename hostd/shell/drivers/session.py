@@ -36,6 +36,7 @@ import trio
 
 from hostd.core.payload_bounds import bound_driver_events
 from hostd.core.redaction import Redactor
+from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
 from hostd_protocol.driver_messages import (
@@ -163,6 +164,7 @@ class DriverSession:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         event_buffer: int = 1024,
         redact: Iterable[str] = (),
+        reaper: GroupReaper | None = None,
     ) -> None:
         self.driver = driver
         self.topic_id = topic_id
@@ -199,6 +201,7 @@ class DriverSession:
         self._send_events, self.events = trio.open_memory_channel[EventBatch | SessionEnded](
             event_buffer
         )
+        self._reaper = reaper
         self._redactor = Redactor(redact)
         self._tail = StderrTail(redact=self._redactor)
         self._log = _RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
@@ -419,6 +422,8 @@ class DriverSession:
                 driver=self.driver,
             ) from None
         self.pid = self._proc.pid
+        if self._reaper is not None:
+            self._reaper.add(self.pid)  # its group dies with the daemon, however that dies
         self._log.debug("started driver %s pid %d in %s", self.driver, self.pid, self._cwd)
 
     async def _handshake(self) -> _Failure | None:
@@ -613,6 +618,8 @@ class DriverSession:
             self._signal(signal.SIGKILL)
         await proc.wait()
         self.exit_code = proc.returncode
+        if self._reaper is not None:
+            self._reaper.remove(proc.pid)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 await stream.aclose()

@@ -36,6 +36,7 @@ import msgspec
 import trio
 
 from hostd.core.redaction import credential_values
+from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
@@ -217,6 +218,8 @@ class Supervisor:
         self._max_frame_size = max_frame_size
         self._event_buffer = event_buffer
         self._python = python
+        #: Kills every driver's process group if the daemon dies without closing them.
+        self._reaper = GroupReaper(python)
         self._warm: WarmPool[DriverSession] = WarmPool(max_warm, warm_ttl)
         self._idle = IdleTimers(idle_ttl)
         self._sessions: dict[str, _Live] = {}
@@ -239,6 +242,7 @@ class Supervisor:
         """Own the driver processes until `aclose()` or cancellation."""
         if self._nursery is not None or self._stopped.is_set():
             raise RuntimeError("a Supervisor serves once")
+        self._reaper.start()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -255,6 +259,7 @@ class Supervisor:
         finally:
             self._stopping = True
             self._nursery = None
+            self._reaper.close()
             self._stopped.set()
 
     async def aclose(self) -> None:
@@ -465,6 +470,7 @@ class Supervisor:
             # Every text this driver sends back is redacted of these (`hostd.core.redaction`):
             # the session's secrets, the credential-like variables its spec names, and the
             # variable an option names (`env_options`: an API key by construction).
+            reaper=self._reaper,
             redact=[
                 *opts.secrets.values(),
                 *credential_values(spec.env, self._base_env),
