@@ -464,15 +464,17 @@ class Daemon:
         (`DEFAULT_DRIVER_PREFERENCE`)."""
         environ_of = self.supervisor.driver_environ
         if driver:
-            self.registry.require_ready(driver, environ_of)
+            self.registry.require_ready(driver, environ_of).check_options(msg.options)
             return driver
         try:
             resolved = self.bridge.resolve_driver(msg.assistant, msg.model)
         except UnresolvedRole:
             if msg.assistant:
                 raise
-            return self.registry.pick_default(environ_of)
-        self.registry.require_ready(resolved, environ_of)
+            chosen = self.registry.pick_default(environ_of)
+            self.registry.get(chosen).check_options(msg.options)
+            return chosen
+        self.registry.require_ready(resolved, environ_of).check_options(msg.options)
         return ""
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
@@ -676,6 +678,7 @@ class Daemon:
         )
 
     async def _list_drivers(self, conn: Connection, msg: ListDrivers) -> Result:
+        self.registry.rescan()  # a driver installed since the daemon started is listed too
         return DriverListResult(drivers=self.registry.infos(self.supervisor.driver_environ))
 
     async def _ping(self, conn: Connection, msg: Ping) -> Result:

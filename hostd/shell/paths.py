@@ -89,7 +89,7 @@ class Paths:
         import platformdirs  # not at the top: `--home` CLI runs need none of it (start-up time)
 
         return cls(
-            runtime_dir=Path(platformdirs.user_runtime_dir(APP_NAME)),
+            runtime_dir=default_runtime_dir(),
             data_dir=Path(platformdirs.user_data_dir(APP_NAME)),
             config_dir=Path(platformdirs.user_config_dir(APP_NAME)),
             log_dir=Path(platformdirs.user_log_dir(APP_NAME)),
@@ -141,6 +141,28 @@ def check_ancestors(path: Path) -> None:
                 f"({oct(stat.S_IMODE(st.st_mode))}), who could replace hostd's files; {_ADVICE}",
                 details={"path": str(parent)},
             )
+
+
+def default_runtime_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the socket and lock go: `$XDG_RUNTIME_DIR/hostd` when the session has one (a
+    per-user 0700 tmpfs, removed at logout). Without it (containers, cron, ssh without
+    logind), `<tmp>/hostd-<uid>`, as tmux does: one private folder per user, created 0700
+    and refused if another user owns it (`ensure_private_dir`). platformdirs would answer
+    `/tmp/runtime-<uid>` with a warning on every command and leave its mode to the umask.
+    On macOS and Windows, platformdirs' per-user folder."""
+    import sys
+
+    env = os.environ if env is None else env
+    if sys.platform.startswith("linux") or "bsd" in sys.platform:
+        xdg = env.get("XDG_RUNTIME_DIR", "")
+        if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+            return Path(xdg) / APP_NAME
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / f"{APP_NAME}-{os.getuid()}"
+    import platformdirs
+
+    return Path(platformdirs.user_runtime_dir(APP_NAME))
 
 
 def ensure_private_dir(path: Path) -> None:

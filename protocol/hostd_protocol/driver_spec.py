@@ -57,6 +57,11 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     env_options: tuple[str, ...] = ()
     #: (option, one-line help) pairs for `Init.options`, shown by `hostd drivers NAME`.
     options_help: tuple[tuple[str, str], ...] = ()
+    #: Optional "module:Struct": the msgspec Struct of `Init.options`. The daemon then checks a
+    #: topic's options when it is created (unknown names, wrong types, values outside a
+    #: Literal's choices) instead of the driver failing at the first turn. The module must
+    #: import quickly (no vendor SDK).
+    options_type: str = ""
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`
@@ -72,6 +77,39 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: environment the driver would get (a `Mapping[str, str]`), returns a
     #: `CredentialStatus`. Must be quick, offline, and import nothing heavy.
     check: str = ""
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Raise `InvalidArgument` when `options` do not fit `options_type` (nothing to check
+        without one): an unknown name lists the known ones (and the closest), a bad value
+        says which and why."""
+        if not self.options_type or not options:
+            return
+        from hostd_protocol.errors import InvalidArgument
+
+        module, _, name = self.options_type.partition(":")
+        try:
+            struct = getattr(importlib.import_module(module), name)
+            known = list(struct.__struct_fields__)
+        except Exception:
+            return  # the driver checks its options itself at init
+        unknown = sorted(k for k in options if k not in known)
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidArgument(
+                f"unknown option {unknown[0]!r} for driver {self.name!r}{hint}; known options: "
+                f"{', '.join(sorted(known))} (`hostd drivers {self.name}` explains them)",
+                details={"driver": self.name, "unknown": unknown, "known": sorted(known)},
+            )
+        try:
+            msgspec.convert(dict(options), struct, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(
+                f"invalid option for driver {self.name!r}: {exc}",
+                details={"driver": self.name},
+            ) from None
 
     def check_credentials(self, environ: Mapping[str, str]) -> CredentialStatus | None:
         """Run `check` (None when the driver declares none). A check that fails to load or

@@ -98,6 +98,13 @@ def test_logged_in_user_gets_an_answer_with_no_set_up(root: Path) -> None:
             assert f"Claude Code login ({creds})" in drivers.stdout, drivers.stdout
             assert "checked in the daemon's environment" in drivers.stdout
 
+            # A misspelt driver option is refused at once, with the closest known name.
+            typo = hostd(env, project, "new", "--option", "permision_mode=plan")
+            assert typo.returncode == 1
+            assert "unknown option 'permision_mode' for driver 'claude-code' (did you mean " \
+                "'permission_mode'?)" in typo.stderr
+            assert len(typo.stderr.splitlines()) == 1
+
             new = hostd(env, project, "new")
             assert new.returncode == 0, new.stderr
             topic = new.stdout.strip()

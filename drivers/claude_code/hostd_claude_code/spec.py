@@ -37,6 +37,27 @@ ENV: tuple[str, ...] = (
     "IS_SANDBOX",
 )
 
+#: `hostd drivers claude-code` (docs/claude-code-driver.md has the whole table).
+OPTIONS_HELP: tuple[tuple[str, str], ...] = (
+    ("permission_mode", "default (ask through hostd approvals), acceptEdits, plan, "
+     "bypassPermissions, dontAsk"),
+    ("claude_home", "folder for the CLI's HOME, config and temp files (default: hostd's "
+     "private folder for the topic)"),
+    ("env", "extra environment for the CLI (a table of strings)"),
+    ("allowed_tools", "tools never asked about (list)"),
+    ("disallowed_tools", "tools the CLI may not use (list)"),
+    ("max_turns", "agent-loop limit per turn"),
+    ("setting_sources", 'settings files to load: subset of ["user", "project", "local"] '
+     '(default ["project", "local"]; null: all)'),
+    ("add_dirs", "extra directories the CLI may access (list)"),
+    ("effort", "low, medium, high, xhigh, max"),
+    ("cli_path", "another claude executable instead of the bundled one"),
+    ("debug", "CLI debug lines into the driver's stderr tail (true/false)"),
+    ("approval_timeout", "seconds before the driver denies an unanswered approval (0: host)"),
+    ("interrupt_grace", "seconds the CLI gets to end an interrupted turn (default 5)"),
+    ("stderr_tail_lines", "CLI stderr lines kept for error messages (default 40)"),
+)
+
 SPEC = DriverSpec(
     name="claude-code",
     module="hostd_claude_code",
@@ -44,4 +65,6 @@ SPEC = DriverSpec(
     version=__version__,
     env=ENV,
     check="hostd_claude_code.credentials:check",
+    options_type="hostd_claude_code.config:ClaudeCodeOptions",
+    options_help=OPTIONS_HELP,
 )

@@ -80,8 +80,10 @@ def _load(ep: EntryPoint) -> DriverEntry:
 class DriverRegistry:
     """The drivers installed in this environment, loaded once."""
 
-    def __init__(self, entries: dict[str, DriverEntry]) -> None:
+    def __init__(self, entries: dict[str, DriverEntry], group: str | None = None) -> None:
         self._entries = entries
+        #: The entry point group to rescan for unknown names (None: a fixed set of specs).
+        self._group = group
 
     @classmethod
     def discover(cls, group: str = ENTRY_POINT_GROUP) -> DriverRegistry:
@@ -91,16 +93,18 @@ class DriverRegistry:
                 log.warning("driver %s declared twice; keeping the first", ep.name)
                 continue
             entries[ep.name] = _load(ep)
-        return cls(entries)
+        return cls(entries, group)
 
     @classmethod
     def from_specs(cls, *specs: DriverSpec) -> DriverRegistry:
         return cls({s.name: DriverEntry(s.name, s) for s in specs})
 
-    def rescan(self, group: str = ENTRY_POINT_GROUP) -> None:
+    def rescan(self) -> None:
         """Look at the installed entry points again (a driver installed while the daemon
-        runs); drivers already loaded keep their entry."""
-        fresh = DriverRegistry.discover(group)._entries
+        runs); drivers already loaded keep their entry. A registry of fixed specs has none."""
+        if self._group is None:
+            return
+        fresh = DriverRegistry.discover(self._group)._entries
         for name, entry in fresh.items():
             self._entries.setdefault(name, entry)
 
