@@ -144,25 +144,51 @@ def check_ancestors(path: Path) -> None:
 
 
 def default_runtime_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where the socket and lock go: `$XDG_RUNTIME_DIR/hostd` when the session has one (a
-    per-user 0700 tmpfs, removed at logout). Without it (containers, cron, ssh without
-    logind), `<tmp>/hostd-<uid>`, as tmux does: one private folder per user, created 0700
-    and refused if another user owns it (`ensure_private_dir`). platformdirs would answer
-    `/tmp/runtime-<uid>` with a warning on every command and leave its mode to the umask.
-    On macOS and Windows, platformdirs' per-user folder."""
+    """Where the socket and lock go (the rules hostd-client's `runtimeDir` mirrors):
+
+    - `$XDG_RUNTIME_DIR/hostd` when XDG_RUNTIME_DIR is an absolute directory of ours with
+      mode 0700 (the session's private tmpfs, removed at logout);
+    - else `/run/user/<uid>/hostd` when that directory is ours (`/var/run/user/<uid>` on
+      FreeBSD/NetBSD, `/tmp/run/user/<uid>` on OpenBSD);
+    - else (containers, cron, ssh without logind) `<tmp>/hostd-<uid>`, as tmux does: one
+      private folder per user, created 0700 and refused if another user owns it
+      (`ensure_private_dir`). platformdirs would answer `/tmp/runtime-<uid>` with a warning
+      on every command and leave its mode to the umask;
+    - macOS and Windows: platformdirs' per-user folder.
+    """
     import sys
 
     env = os.environ if env is None else env
-    if sys.platform.startswith("linux") or "bsd" in sys.platform:
-        xdg = env.get("XDG_RUNTIME_DIR", "")
-        if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
-            return Path(xdg) / APP_NAME
-        import tempfile
+    if sys.platform == "darwin" or sys.platform.startswith("win"):
+        import platformdirs
 
-        return Path(tempfile.gettempdir()) / f"{APP_NAME}-{os.getuid()}"
-    import platformdirs
+        return Path(platformdirs.user_runtime_dir(APP_NAME))
+    uid = os.getuid()
+    xdg = env.get("XDG_RUNTIME_DIR", "")
+    if xdg and os.path.isabs(xdg) and _ours(xdg, private=True):
+        return Path(xdg) / APP_NAME
+    if sys.platform.startswith(("freebsd", "netbsd")):
+        base = f"/var/run/user/{uid}"
+    elif sys.platform.startswith("openbsd"):
+        base = f"/tmp/run/user/{uid}"
+    else:
+        base = f"/run/user/{uid}"
+    if _ours(base, private=False):
+        return Path(base) / APP_NAME
+    import tempfile
 
-    return Path(platformdirs.user_runtime_dir(APP_NAME))
+    return Path(tempfile.gettempdir()) / f"{APP_NAME}-{uid}"
+
+
+def _ours(path: str, *, private: bool) -> bool:
+    """A directory owned by us (and with mode 0700 if `private`)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    return not private or stat.S_IMODE(st.st_mode) == 0o700
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -1,11 +1,12 @@
 /**
- * Where the daemon's socket is, computed the way the daemon computes it (`hostd/paths.py`,
- * which uses platformdirs), so a Node client finds it without Python.
+ * Where the daemon's socket is, computed the way the daemon computes it
+ * (`hostd/shell/paths.py`), so a Node client finds it without Python.
  *
  * - `HOSTD_HOME=<dir>` (or `home`): `<dir>/run/hostd.sock`.
  * - Linux and other Unixes: `$XDG_RUNTIME_DIR/hostd/hostd.sock` when XDG_RUNTIME_DIR is an
  *   absolute directory owned by you with mode 0700; else `/run/user/<uid>/hostd/hostd.sock`
- *   when that directory is yours; else `<tmpdir>/runtime-<uid>/hostd/hostd.sock`.
+ *   when that directory is yours; else `<tmpdir>/hostd-<uid>/hostd.sock` (a private folder
+ *   per user, as tmux does: `hostd.shell.paths.default_runtime_dir`).
  * - macOS: `~/Library/Caches/TemporaryItems/hostd/hostd.sock`.
  *
  * When in doubt, `hostd status` prints the path the daemon really uses.
@@ -42,7 +43,7 @@ export function runtimeDir(home?: string, env: NodeJS.ProcessEnv = process.env):
       ? `/tmp/run/user/${uid}`
       : `/run/user/${uid}`;
   if (ownedPrivateDir(base, false)) return join(base, "hostd");
-  return join(tmpdir(), `runtime-${uid}`, "hostd");
+  return join(tmpdir(), `hostd-${uid}`);
 }
 
 /** The daemon's socket path (see the module comment for the rules). */
