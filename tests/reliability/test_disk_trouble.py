@@ -10,6 +10,7 @@ does not re-check permissions of an open file.)
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import apsw
@@ -141,3 +142,36 @@ async def test_a_poison_op_is_dropped_alone(tmp_path: Any) -> None:
             n.cancel_scope.cancel()
         assert [r.id for r in s.load_rows("tp1")] == ["good"]
         assert [t.id for t in s.load_turns("tp1")] == ["t1"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_deleted_or_replaced_database_stops_acknowledging(paths: Paths, how: str) -> None:
+    """Issue 14 item 8: SQLite would write on into the unlinked file and every send would
+    still be acknowledged, then lost at the next start. hostd notices, refuses and says so,
+    and its shutdown reports the unsaved data (`hostd serve` exits 1 with that line)."""
+    import shutil
+
+    lost = r"^the database file .* was deleted or replaced while hostd was running"
+    with trio.fail_after(40), pytest.raises(BaseExceptionGroup) as raised:
+        async with trio.open_nursery() as nursery:
+            d = await start_in_process(nursery, paths)
+            async with open_client(paths) as c, open_client(paths) as w:
+                t = await c.create_topic(driver="scripted")
+                assert (await c.send(t.id, "/text before\nq", "start")).row_id
+                async with w.attach(t.id) as sub:
+                    db = paths.db_path
+                    if how == "deleted":
+                        for suffix in ("", "-wal", "-shm"):
+                            await trio.Path(str(db) + suffix).unlink(missing_ok=True)
+                    else:
+                        copy = db.with_suffix(".copy")
+                        await trio.to_thread.run_sync(shutil.copyfile, db, copy)
+                        os.replace(copy, db)
+                    with pytest.raises(StoreError, match=lost):
+                        await c.send(t.id, "/text after\nq", "queue")
+                    async for ev in sub:
+                        if isinstance(ev, NoticeEvent) and ev.code == "store_error":
+                            assert "deleted or replaced" in ev.message and ev.level == "error"
+                            break
+            await d.stop()
+    assert raised.value.subgroup(StoreError) is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -281,6 +282,9 @@ class Store:
             self._migrate()
         except apsw.Error as exc:
             raise StoreError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
+        #: Which file we opened (device, inode): a deleted or replaced file is noticed at the
+        #: next write instead of writing on into an unlinked inode (`check_file`).
+        self._identity = _file_identity(self.path)
 
     def close(self) -> None:
         self._db.close()
@@ -442,8 +446,21 @@ class Store:
             )
         return report
 
+    def check_file(self) -> None:
+        """Raise `StoreError` if the database file was deleted or replaced since it was opened:
+        SQLite would go on writing into the old (unlinked) inode, acknowledging messages that
+        no restart would ever find."""
+        if _file_identity(self.path) != self._identity:
+            raise StoreError(
+                f"the database file {str(self.path)!r} was deleted or replaced while hostd was "
+                "running; nothing is saved any more (messages are refused). Put the file back "
+                "and restart hostd, or restart it to start a new database",
+                details={"path": str(self.path)},
+            ) from DatabaseFileLost(str(self.path))
+
     def apply(self, ops: Sequence[Op]) -> None:
         """Write one batch in one transaction. Raises `StoreError`, having written nothing."""
+        self.check_file()
         groups: dict[type, list[Any]] = {}
         for op in ops:
             groups.setdefault(type(op), []).append(op)
@@ -624,7 +641,20 @@ def _materialize(op: Op) -> Op:
 
 
 #: Failures a retry can cure (disk full, read-only, I/O, locks); others are bugs in an op.
+class DatabaseFileLost(Exception):
+    """The cause of the `StoreError` `Store.check_file` raises (retried, never isolated)."""
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 _TRANSIENT = (
+    DatabaseFileLost,
     apsw.FullError,
     apsw.IOError,
     apsw.ReadOnlyError,
