@@ -447,11 +447,24 @@ class Client:
         await self._request(Stop(id=0, topic_id=topic_id))
 
     async def answer_approval(
-        self, topic_id: str, approval_id: str, allow: bool, reason: str = ""
+        self,
+        topic_id: str,
+        approval_id: str,
+        allow: bool,
+        reason: str = "",
+        *,
+        option_id: str = "",
     ) -> None:
+        """Answer an approval; `option_id` picks one of its `options` (kind agreeing with
+        `allow`)."""
         await self._request(
             AnswerApproval(
-                id=0, topic_id=topic_id, approval_id=approval_id, allow=allow, reason=reason
+                id=0,
+                topic_id=topic_id,
+                approval_id=approval_id,
+                allow=allow,
+                reason=reason,
+                option_id=option_id,
             )
         )
 

@@ -94,19 +94,35 @@ class ApprovalBook:
         by: str = "",
         reason: str = "",
         tell_driver: bool = True,
+        option_id: str = "",
     ) -> None:
-        """Close an open approval (the caller checked it is open)."""
+        """Close an open approval (the caller checked it is open, and `option_id`)."""
         info = msgspec.structs.replace(
-            self._all[approval_id], status=status, answered_by=by, reason=reason
+            self._all[approval_id],
+            status=status,
+            answered_by=by,
+            reason=reason,
+            option_id=option_id,
         )
         self._all[approval_id] = info
         del self._deadlines[approval_id]
         if tell_driver:
             allow = status == "allowed"
-            out.add(ToDriver(ApprovalResponse(approval_id=info.id, allow=allow, reason=reason)))
+            out.add(
+                ToDriver(
+                    ApprovalResponse(
+                        approval_id=info.id, allow=allow, reason=reason, option_id=option_id
+                    )
+                )
+            )
         out.add(SaveApproval(info))
         out.event(
-            ApprovalResolved, approval_id=info.id, status=status, answered_by=by, reason=reason
+            ApprovalResolved,
+            approval_id=info.id,
+            status=status,
+            answered_by=by,
+            reason=reason,
+            option_id=option_id,
         )
 
     def close_turn(self, turn_id: str, reason: str, out: Outbox, *, tell_driver: bool) -> None:

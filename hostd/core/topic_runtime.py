@@ -338,17 +338,43 @@ class TopicRuntime:
         return self._done()
 
     def answer_approval(
-        self, approval_id: str, allow: bool, now: float, *, by: str = "", reason: str = ""
+        self,
+        approval_id: str,
+        allow: bool,
+        now: float,
+        *,
+        by: str = "",
+        reason: str = "",
+        option_id: str = "",
     ) -> list[Effect]:
         """Answer an open approval; the first answer wins.
 
         Raises:
             NotFound: no such approval in this topic.
             AlreadyAnswered: it was answered, timed out or cancelled before.
+            InvalidArgument: `option_id` is not one of its options, or its kind contradicts
+                `allow`.
         """
-        self._approvals.check_answerable(approval_id)
+        info = self._approvals.check_answerable(approval_id)
+        if option_id:
+            option = next((o for o in info.options if o.id == option_id), None)
+            if option is None:
+                offered = ", ".join(o.id for o in info.options) or "none"
+                raise InvalidArgument(
+                    f"approval {approval_id} has no option {option_id!r} (options: {offered})"
+                )
+            if option.allows != allow:
+                raise InvalidArgument(
+                    f"option {option_id!r} ({option.kind or 'no kind'}) does not "
+                    f"{'allow' if allow else 'deny'}"
+                )
         self._approvals.resolve(
-            approval_id, "allowed" if allow else "denied", self._out, by=by, reason=reason
+            approval_id,
+            "allowed" if allow else "denied",
+            self._out,
+            by=by,
+            reason=reason,
+            option_id=option_id,
         )
         self._approvals.arm(self._out)
         return self._done()
@@ -542,6 +568,7 @@ class TopicRuntime:
             input=ev.input,
             description=ev.description,
             created_at=self._wall(),
+            options=list(ev.options),
         )
         if turn.stopping:
             # Deny at once so the driver is not left waiting while it stops.

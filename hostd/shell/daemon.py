@@ -570,6 +570,7 @@ class Daemon:
             msg.allow,
             by=conn.client_name or conn.id,
             reason=msg.reason,
+            option_id=msg.option_id,
         )
         return Empty()
 

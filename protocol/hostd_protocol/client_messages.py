@@ -23,6 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from hostd_protocol.common import (
+    ApprovalOption,
     Capabilities,
     Chunk,
     CompactionAnchor,
@@ -96,6 +97,10 @@ class ApprovalInfo(_Frozen, frozen=True):
     answered_by: str = ""
     reason: str = ""
     created_at: float = 0.0
+    #: The driver's answers beyond allow / deny (`AnswerApproval.option_id` picks one).
+    options: list[ApprovalOption] = []
+    #: The option chosen, once answered with one.
+    option_id: str = ""
 
 
 class Snapshot(_Frozen, frozen=True):
@@ -214,6 +219,9 @@ class AnswerApproval(_Frozen, frozen=True, tag="answer-approval"):
     approval_id: str
     allow: bool
     reason: str = ""
+    #: One of the approval's `options` (its kind must agree with `allow`); empty: plain
+    #: allow / deny.
+    option_id: str = ""
 
 
 class EditQueued(_Frozen, frozen=True, tag="edit-queued"):
@@ -697,6 +705,7 @@ class ApprovalResolved(_Frozen, frozen=True, tag="approval-resolved"):
     status: ApprovalStatus
     answered_by: str = ""
     reason: str = ""
+    option_id: str = ""
 
 
 class UsageUpdated(_Frozen, frozen=True, tag="usage-updated"):

@@ -77,6 +77,23 @@ class Capabilities(_Frozen, frozen=True):
     needs_history: bool = False
 
 
+class ApprovalOption(_Frozen, frozen=True):
+    """One answer a driver offers for an approval (e.g. an ACP agent's permission options).
+
+    `kind` is "allow_once", "allow_always", "reject_once" or "reject_always" (other values
+    are possible from newer drivers: a window shows `label` and treats the kind as opaque).
+    """
+
+    id: str
+    label: str = ""
+    kind: str = ""
+
+    @property
+    def allows(self) -> bool:
+        """Whether choosing this option allows the tool call."""
+        return self.kind.startswith("allow")
+
+
 class Usage(_Frozen, frozen=True):
     """Token and cost accounting for (part of) a turn. Fields the vendor does not report are 0."""
 

@@ -27,7 +27,13 @@ from typing import Any
 
 import trio
 
-from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, Chunk, TurnStatus
+from hostd_protocol.common import (
+    PROTOCOL_VERSION,
+    ApprovalOption,
+    Capabilities,
+    Chunk,
+    TurnStatus,
+)
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
@@ -128,11 +134,16 @@ class TurnContext:
     # --- approvals ----------------------------------------------------------------------------
 
     async def request_approval(
-        self, tool: str, input: dict[str, object], description: str = ""
+        self,
+        tool: str,
+        input: dict[str, object],
+        description: str = "",
+        options: Sequence[ApprovalOption] = (),
     ) -> ApprovalResponse:
         """Ask the host (any window) for permission; waits for the answer.
 
-        An interrupt of the turn answers deny.
+        `options` are answers beyond allow / deny the vendor offers (the response's
+        `option_id` names the one a window chose). An interrupt of the turn answers deny.
         """
         approval_id = f"{self.turn_id}.a{next(self._approval_ids)}"
         done = trio.Event()
@@ -145,6 +156,7 @@ class TurnContext:
                 tool=tool,
                 input=input,
                 description=description,
+                options=list(options),
             )
         )
         try:

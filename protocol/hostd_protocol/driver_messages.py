@@ -28,6 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from hostd_protocol.common import (
+    ApprovalOption,
     Capabilities,
     Chunk,
     CompactionAnchor,
@@ -91,6 +92,9 @@ class ApprovalResponse(_Frozen, frozen=True, tag="approval-response"):
     approval_id: str
     allow: bool
     reason: str = ""
+    #: The chosen `ApprovalOption.id` when the request offered options and the window chose
+    #: one; `allow` then agrees with the option's kind.
+    option_id: str = ""
 
 
 class Close(_Frozen, frozen=True, tag="close"):
@@ -181,6 +185,8 @@ class ApprovalRequest(_Frozen, frozen=True, tag="approval-request"):
     tool: str
     input: dict[str, Any] = {}
     description: str = ""
+    #: Answers the driver offers beyond allow / deny (e.g. "allow always"); may be empty.
+    options: list[ApprovalOption] = []
 
 
 class UsageEvent(_Frozen, frozen=True, tag="usage"):

@@ -267,7 +267,7 @@ class Agent:
         outcome = (answer.get("result") or {}).get("outcome", {})
         if outcome.get("outcome") == "cancelled" or cancelled.is_set():
             return "cancelled"
-        if outcome.get("optionId") != "allow":
+        if outcome.get("optionId") not in ("allow", "always"):
             await self.update(
                 sid,
                 {
@@ -308,7 +308,9 @@ class Agent:
                 "content": [{"type": "content", "content": {"type": "text", "text": "done"}}],
             },
         )
-        await self.say(sid, "Tool ran.")
+        await self.say(
+            sid, "Tool ran." if outcome.get("optionId") == "allow" else "Tool ran (always)."
+        )
         return "end_turn"
 
 

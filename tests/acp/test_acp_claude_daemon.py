@@ -24,7 +24,7 @@ from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
 from hostd_acp.spec import make_spec
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
-from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import ApprovalOption, TextDelta, ToolCall, ToolResult
 from tests.acp.support import CLAUDE_AGENT_ACP, base_env, write_agents_file
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
@@ -166,9 +166,12 @@ async def test_claude_agent_acp_through_the_daemon(home: Path) -> None:
                         await client.send(topic.id, "hello", intent="start")
                         hello = await until_turn_ended(sub)
 
-                        # 2. a tool with permission, allowed from the window
+                        # 2. a tool with permission, allowed from a window (agent's allow-once)
+                        offered: list[ApprovalOption] = []
+
                         async def allow(item: Any) -> None:
                             if isinstance(item, ApprovalRequested):
+                                offered.extend(item.approval.options)
                                 await client.answer_approval(topic.id, item.approval.id, allow=True)
 
                         await client.send(topic.id, "run it", intent="start")
@@ -220,6 +223,11 @@ async def test_claude_agent_acp_through_the_daemon(home: Path) -> None:
     said = [(r.role, r.status, text_of(r)) for r in messages]
     assert said[0:2] == [("user", "success", "hello"), ("assistant", "success", "Hi there!")]
     assert said[2] == ("user", "success", "run it")
+    assert [(o.kind, o.label) for o in offered] == [
+        ("allow_always", "Always Allow"),
+        ("allow_once", "Allow"),
+        ("reject_once", "Reject"),
+    ]
     run_it = messages[3]
     calls = [p for p in run_it.parts if isinstance(p, ToolCall)]
     results = [p for p in run_it.parts if isinstance(p, ToolResult)]

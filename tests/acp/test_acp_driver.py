@@ -43,6 +43,7 @@ async def turn(
     text: str,
     *,
     approve: bool | None = None,
+    option: str = "",
     stop_on: type | None = None,
 ) -> TurnResult:
     """Send, answer approvals (when `approve` is set), optionally interrupt at the first
@@ -56,7 +57,9 @@ async def turn(
                 result.events.append(event)
                 if isinstance(event, ApprovalRequest) and approve is not None:
                     await session.send(
-                        ApprovalResponse(approval_id=event.approval_id, allow=approve)
+                        ApprovalResponse(
+                            approval_id=event.approval_id, allow=approve, option_id=option
+                        )
                     )
                 if stop_on is not None and isinstance(event, stop_on):
                     stop_on = None
@@ -98,14 +101,14 @@ async def test_handshake_names_the_agent_and_a_turn_maps_updates(
     assert usage and usage[-1].usage.input_tokens == 10 and usage[-1].turn_id == "t1"
 
 
-@pytest.mark.parametrize("allow", [True, False])
+@pytest.mark.parametrize(("allow", "option"), [(True, ""), (False, ""), (True, "always")])
 async def test_permission_request_becomes_an_approval(
-    prof: ConformanceProfile, tmp_path: Path, allow: bool
+    prof: ConformanceProfile, tmp_path: Path, allow: bool, option: str
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with serving(prof, tmp_path) as sup:
             session = await sup.open("t", prof.options())
-            result = await turn(session, "t1", "tool", approve=allow)
+            result = await turn(session, "t1", "tool", approve=allow, option=option)
     assert result.end is not None and result.end.status == "success", result.end
     kinds = [
         type(e).__name__ for e in result.events if isinstance(e, (ChunkEvent, ApprovalRequest))
@@ -115,10 +118,19 @@ async def test_permission_request_becomes_an_approval(
     approval = next(e for e in result.events if isinstance(e, ApprovalRequest))
     assert approval.tool == "touch x"
     assert approval.input == {"command": "touch x"}
-    assert "Always Allow" in approval.description
+    assert [(o.id, o.label, o.kind) for o in approval.options] == [
+        ("always", "Always Allow", "allow_always"),
+        ("allow", "Allow", "allow_once"),
+        ("reject", "Reject", "reject_once"),
+    ]
     got = chunks(result)
     assert got[0] == ToolCall(call_id="call-1", name="touch x", input={"command": "touch x"})
-    if allow:
+    if option == "always":  # the window chose the agent's "always" option
+        assert got[1:] == [
+            ToolResult(call_id="call-1", output="done"),
+            TextDelta(text="Tool ran (always)."),
+        ]
+    elif allow:  # plain allow: the agent's allow-once option
         assert got[1:] == [ToolResult(call_id="call-1", output="done"), TextDelta(text="Tool ran.")]
     else:
         assert got[1:] == [

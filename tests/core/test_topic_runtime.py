@@ -44,6 +44,7 @@ from hostd_protocol.client_messages import (
     UsageUpdated,
 )
 from hostd_protocol.common import (
+    ApprovalOption,
     Capabilities,
     CompactionAnchor,
     TextDelta,
@@ -792,6 +793,34 @@ def test_approval_first_answer_wins() -> None:
         h.rt.answer_approval("ap1", False, h.now, by="w2")
     with pytest.raises(NotFound, match=r"^approval nope does not exist in topic T$"):
         h.rt.answer_approval("nope", False, h.now)
+
+
+def test_approval_options_pass_through_and_are_checked() -> None:
+    h = Harness()
+    h.send("U1")
+    options = [
+        ApprovalOption(id="always", label="Always Allow", kind="allow_always"),
+        ApprovalOption(id="allow", label="Allow", kind="allow_once"),
+        ApprovalOption(id="reject", label="Reject", kind="reject_once"),
+    ]
+    effects = h.ev(
+        ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="bash", options=options)
+    )
+    (requested,) = h.events(ApprovalRequested, effects)
+    assert requested.approval.options == options
+    with pytest.raises(
+        InvalidArgument, match=r"^approval ap1 has no option 'never' \(options: always, allow, reject\)$"
+    ):
+        h.rt.answer_approval("ap1", True, h.now, option_id="never")
+    with pytest.raises(InvalidArgument, match=r"^option 'reject' \(reject_once\) does not allow$"):
+        h.rt.answer_approval("ap1", True, h.now, option_id="reject")
+    effects = h.call("answer_approval", "ap1", True, by="w1", option_id="always")
+    assert h.commands(ApprovalResponse, effects) == [
+        ApprovalResponse(approval_id="ap1", allow=True, option_id="always")
+    ]
+    resolved = h.events(ApprovalResolved, effects)[0]
+    assert (resolved.status, resolved.option_id) == ("allowed", "always")
+    assert h.of(SaveApproval, effects)[0].approval.option_id == "always"
 
 
 def test_approvals_are_independent_and_time_out() -> None:

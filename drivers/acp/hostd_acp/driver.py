@@ -84,6 +84,7 @@ from hostd_acp.schema import (
 )
 from hostd_acp.translate import Output, UpdateTranslator
 from hostd_protocol.common import (
+    ApprovalOption,
     Capabilities,
     TextDelta,
     ThinkingDelta,
@@ -686,16 +687,23 @@ class AcpDriver(DriverBase):
             await self._deliver(turn, out)
         tool = prompt.translator.tool_name(call.tool_call_id) or call.title or "tool"
         tool_input = call.raw_input if isinstance(call.raw_input, dict) else {}
-        choices = ", ".join(o.name or o.option_id for o in req.options)
-        description = (call.title or tool) + (f" (agent options: {choices})" if choices else "")
+        options = [
+            ApprovalOption(id=o.option_id, label=o.name or o.option_id, kind=o.kind)
+            for o in req.options
+        ]
         timeout = self._opts.approval_timeout
         with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
-            answer = await turn.request_approval(tool, dict(tool_input), description)
+            answer = await turn.request_approval(
+                tool, dict(tool_input), call.title or tool, options=options
+            )
         if scope.cancelled_caught:
             option = choose_option(req.options, allow=False)
             return permission_selected(option) if option else PERMISSION_CANCELLED
         if turn.interrupted:
             return PERMISSION_CANCELLED
+        chosen = {o.option_id for o in req.options}
+        if answer.option_id in chosen:
+            return permission_selected(answer.option_id)
         option = choose_option(req.options, allow=answer.allow)
         if option is None:
             return PERMISSION_CANCELLED

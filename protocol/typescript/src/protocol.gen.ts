@@ -115,6 +115,8 @@ export interface AnswerApproval {
   readonly approval_id: string;
   readonly id: number;
   /** Default: `""` (omitted on the wire). */
+  readonly option_id?: string;
+  /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
   readonly topic_id: string;
 }
@@ -341,6 +343,20 @@ export interface TopicListResult {
   readonly topics: TopicInfo[];
 }
 
+/**
+ * One answer a driver offers for an approval (e.g. an ACP agent's permission options).
+ *
+ * `kind` is "allow_once", "allow_always", "reject_once" or "reject_always" (other values
+ * are possible from newer drivers: a window shows `label` and treats the kind as opaque).
+ */
+export interface ApprovalOption {
+  readonly id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly kind?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly label?: string;
+}
+
 /** A tool-permission request from a driver, answerable by any window. */
 export interface ApprovalInfo {
   /** Default: `""` (omitted on the wire). */
@@ -352,6 +368,10 @@ export interface ApprovalInfo {
   readonly id: string;
   /** Default: `{}` (omitted on the wire). */
   readonly input?: Record<string, unknown>;
+  /** Default: `""` (omitted on the wire). */
+  readonly option_id?: string;
+  /** Default: `[]` (omitted on the wire). */
+  readonly options?: ApprovalOption[];
   /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
   /** Default: `"open"` (omitted on the wire). */
@@ -796,6 +816,8 @@ export interface ApprovalResolved {
   /** Default: `""` (omitted on the wire). */
   readonly answered_by?: string;
   readonly approval_id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly option_id?: string;
   /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
   readonly seq: number;
