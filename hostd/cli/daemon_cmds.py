@@ -197,10 +197,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         return st
     assert isinstance(st, StatusResult)
     log_file = str(paths_from(args).log_path)
+    # Probed here, as the same user on the same machine the daemon runs on: the wire's
+    # status stays as it is (no daemon-side field to keep in step with the clients).
+    from hostd.shell.drivers.sandbox import probe
+
+    sandbox = probe().summary()
     if args.json:
         from hostd.cli.common import plain, print_json
 
-        print_json({**plain(st), "log": log_file})
+        print_json({**plain(st), "log": log_file, "sandbox": sandbox})
         return 0
     rows = [
         ("pid", st.pid),
@@ -214,6 +219,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("socket", st.socket_path),
         ("data", st.data_dir),
         ("log", log_file),
+        ("sandbox", sandbox),
     ]
     if st.schedules:
         from hostd.cli.schedule_cmds import due_text, local_zone

@@ -91,8 +91,12 @@ def run(args: argparse.Namespace) -> int:
             "the daemon is not running: checked with this shell's environment (a daemon uses "
             "the environment it was started with)"
         )
+    from hostd.shell.drivers.sandbox import probe
+
+    # Whether a `confined` sandbox policy can run here (the same for every driver).
+    sandbox = probe().summary()
     if getattr(args, "json", False):
-        print_json({"drivers": infos, "checked_in": where})
+        print_json({"drivers": infos, "checked_in": where, "sandbox": sandbox})
         return 0
     rows = []
     for info in infos:
@@ -114,5 +118,6 @@ def run(args: argparse.Namespace) -> int:
         if info.fix:
             label = "fix" if not info.credential_ok else "warning"
             o.print(f"{info.name}: {label}: {info.fix}", markup=False)
+    o.print(f"sandbox (option sandbox=confined): {sandbox}", markup=False)
     o.print(f"({where})", markup=False)
     return 0

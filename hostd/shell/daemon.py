@@ -143,11 +143,15 @@ def default_runtime_factory(
 
 
 def default_supervisor_factory(
-    registry: DriverRegistry, *, workdir_root: str | None = None
+    registry: DriverRegistry,
+    *,
+    workdir_root: str | None = None,
+    sandbox_hidden: tuple[str, ...] = (),
 ) -> Supervisor:
+    from hostd.shell.drivers.sandbox import Sandbox
     from hostd.shell.drivers.supervisor import Supervisor
 
-    return Supervisor(registry, workdir_root=workdir_root)
+    return Supervisor(registry, workdir_root=workdir_root, sandbox=Sandbox(sandbox_hidden))
 
 
 @dataclass(frozen=True)
@@ -748,7 +752,10 @@ async def serve_daemon(
                     # Per-topic working directories live under the data dir, so HOSTD_HOME
                     # (and every test's temp home) holds them too.
                     supervisor = default_supervisor_factory(
-                        registry, workdir_root=str(paths.data_dir / "workdirs")
+                        registry,
+                        workdir_root=str(paths.data_dir / "workdirs"),
+                        # A confined driver sees neither the store nor the socket.
+                        sandbox_hidden=(str(paths.data_dir), str(paths.runtime_dir)),
                     )
                 else:
                     supervisor = supervisor_factory(registry)

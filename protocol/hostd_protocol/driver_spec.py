@@ -73,6 +73,19 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
                 names.append(value)
         return names
 
+    #: Under a confined sandbox policy: paths outside the working directory this driver needs
+    #: to read (its login or config), e.g. `~/.claude` or `$CLAUDE_CONFIG_DIR`; `~` and
+    #: `$NAME` expand against the driver's environment, a path naming an unset variable is
+    #: skipped. The user's home is otherwise hidden. The interpreter and its packages are
+    #: always visible; nothing needs declaring for them.
+    sandbox_read: tuple[str, ...] = ()
+    #: Like `sandbox_read`, but writable (a cache the driver must keep between runs).
+    sandbox_write: tuple[str, ...] = ()
+
+    def sandbox_paths(self, environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        """(read-only, read-write) absolute paths of `sandbox_read` / `sandbox_write`."""
+        return _expand_all(self.sandbox_read, environ), _expand_all(self.sandbox_write, environ)
+
     #: Optional credential check, "module:function": called in the daemon with the
     #: environment the driver would get (a `Mapping[str, str]`), returns a
     #: `CredentialStatus`. Must be quick, offline, and import nothing heavy.
@@ -141,3 +154,29 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
         site-packages (editable installs included, through their `.pth` files).
         """
         return [python or sys.executable, "-I", "-m", self.module, *self.args]
+
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _expand(path: str, environ: Mapping[str, str]) -> str | None:
+    missing = False
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal missing
+        value = environ.get(m.group(1) or m.group(2), "")
+        missing = missing or not value
+        return value
+
+    out = _VAR.sub(sub, path)
+    if out == "~" or out.startswith("~/"):
+        home = environ.get("HOME", "")
+        missing = missing or not home
+        out = home + out[1:]
+    if missing or not out.startswith("/"):
+        return None
+    return out
+
+
+def _expand_all(paths: tuple[str, ...], environ: Mapping[str, str]) -> list[str]:
+    return [p for p in (_expand(x, environ) for x in paths) if p is not None]

@@ -245,6 +245,14 @@ class DriverUnavailable(DriverError):
     code = "driver_unavailable"
 
 
+class SandboxUnavailable(DriverUnavailable):
+    """The topic's sandbox policy cannot be honoured here (bubblewrap missing, user
+    namespaces off, a network mode hostd cannot give, a working directory the sandbox would
+    hide). The turn is refused; the driver never runs unconfined instead."""
+
+    code = "sandbox_unavailable"
+
+
 class AuthRequired(DriverError):
     """The driver has no usable credential (not logged in, no API key, key refused). The
     message names the fix; `hostd drivers` shows which credential each driver would use."""

@@ -67,4 +67,8 @@ SPEC = DriverSpec(
     check="hostd_claude_code.credentials:check",
     options_type="hostd_claude_code.config:ClaudeCodeOptions",
     options_help=OPTIONS_HELP,
+    # The user's own `claude` login (see `credentials`): read-only under a confined sandbox,
+    # so the CLI answers with the user's login but cannot change it (token refreshes then
+    # happen outside the sandbox, by the user's own `claude`).
+    sandbox_read=("$CLAUDE_CONFIG_DIR", "~/.claude", "~/.claude.json"),
 )

@@ -7,6 +7,7 @@ overridden per turn by `Send.options`) are listed in README.md.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import struct
@@ -119,6 +120,8 @@ class ScriptedDriver(DriverBase):
         self.connected = False
         self.turns = 0
         self.children: list[trio.Process] = []
+        #: Left running on purpose when the driver exits (`/orphan`).
+        self.orphans: list[trio.Process] = []
         self._ids = itertools.count(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -457,6 +460,61 @@ class _Player:
         print(f"scripted: started child pid {proc.pid}", file=sys.stderr, flush=True)
         await self.turn.chunk(TextDelta(text=f"child {proc.pid}"))
 
+    # --- reaching outside (sandbox tests): each answers what happened, never fails the turn --
+
+    async def do_readfile(self, step: Step) -> None:
+        """`/readfile PATH`: `read N bytes: <start>` or `read-error <ERRNO>`."""
+        try:
+            data = await trio.Path(step.arg(0)).read_bytes()
+        except OSError as exc:
+            text = f"read-error {_errno_name(exc)}"
+        else:
+            text = f"read {len(data)} bytes: {data[:80].decode('utf-8', 'replace')}"
+        await self.turn.chunk(TextDelta(text=text))
+
+    async def do_writefile(self, step: Step) -> None:
+        """`/writefile PATH [text=TEXT]`: `wrote PATH` or `write-error <ERRNO>`."""
+        path = step.arg(0)
+        body = step.kw.get("text", "written by hostd-scripted")
+        try:
+            await trio.Path(path).write_text(body)
+        except OSError as exc:
+            text = f"write-error {_errno_name(exc)}"
+        else:
+            text = f"wrote {path}"
+        await self.turn.chunk(TextDelta(text=text))
+
+    async def do_connect(self, step: Step) -> None:
+        """`/connect HOST PORT`: `connected HOST:PORT` or `connect-error <ERRNO>` (5 s bound)."""
+        host, port = step.arg(0, "127.0.0.1"), int(step.arg(1, "0"))
+        sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+        try:
+            with trio.fail_after(5):
+                await sock.connect((host, port))
+        except OSError as exc:
+            text = f"connect-error {_errno_name(exc)}"
+        except trio.TooSlowError:
+            text = "connect-error timeout"
+        else:
+            text = f"connected {host}:{port}"
+        finally:
+            sock.close()
+        await self.turn.chunk(TextDelta(text=text))
+
+    async def do_orphan(self, step: Step) -> None:
+        """`/orphan MARKER`: a child in its own session (out of the driver's process group,
+        not waited for) that sleeps 600 s with MARKER in its argv, so a test can look for it
+        after the driver is gone. Answers `orphan <pid>` (a pid in the driver's namespace)."""
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-c", "import time; time.sleep(600)", step.arg(0, "hostd-orphan")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.driver.orphans.append(proc)
+        await self.turn.chunk(TextDelta(text=f"orphan {proc.pid}"))
+
     async def do_stderr(self, step: Step) -> None:
         print(step.rest(), file=sys.stderr, flush=True)
 
@@ -539,3 +597,7 @@ async def _late_event(turn: TurnContext) -> None:
         await turn.emit(ChunkEvent(turn_id=turn.turn_id, chunk=TextDelta(text="late")))
     except (trio.ClosedResourceError, trio.BrokenResourceError):
         pass
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno)) if exc.errno else type(exc).__name__

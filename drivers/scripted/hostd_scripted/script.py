@@ -82,6 +82,10 @@ KNOWN: dict[str, int | None] = {
     "echo": 0,
     "stderr": None,
     "child": 0,
+    "readfile": 1,
+    "writefile": 1,
+    "connect": 2,
+    "orphan": 1,
     "freeze": 1,
     "burst": 1,
 }

@@ -36,8 +36,10 @@ import msgspec
 import trio
 
 from hostd.core.redaction import credential_values
+from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd_protocol.common import PROTOCOL_VERSION
@@ -46,6 +48,7 @@ from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import (
     DriverCrashed,
     DriverError,
+    DriverUnavailable,
     HostdError,
     InvalidArgument,
     TopicClosed,
@@ -187,6 +190,8 @@ class Supervisor:
         prewarm_on_idle: start a warm spare when the idle TTL closes a session.
         close_timeout / terminate_timeout: bounds on `Close` -> exit and SIGTERM -> exit.
         python: the interpreter drivers run with (default: the daemon's).
+        sandbox: how a confined session's driver is wrapped (bubblewrap) and what it hides;
+            the `sandbox` option of a session picks the policy (`hostd.core.sandbox_policy`).
     """
 
     def __init__(
@@ -205,8 +210,10 @@ class Supervisor:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         event_buffer: int = 1024,
         python: str | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._registry = registry
+        self._sandbox = sandbox or Sandbox()
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._handshake_timeout = handshake_timeout
         self._workdir_root = workdir_root or os.path.join(
@@ -452,14 +459,16 @@ class Supervisor:
             working_dir=opts.working_dir,
             resume_token=token,
             system_prompt=opts.system_prompt,
-            options=dict(opts.options),
+            options=driver_options(opts.options),
             state_dir=opts.state_dir,
         )
+        env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
+        argv = await self._sandboxed(spec, opts, env)
         session = DriverSession(
             driver=opts.driver,
-            argv=spec.argv(self._python),
+            argv=argv,
             init=init,
-            env=driver_env(spec.env_names(opts.options), self._base_env, opts.secrets),
+            env=env,
             cwd=opts.working_dir or None,
             topic_id=topic_id,
             handshake_timeout=self._handshake_timeout,
@@ -484,6 +493,35 @@ class Supervisor:
         self._spawned += 1
         started: DriverSession = await nursery.start(session.run)
         return started
+
+    async def _sandboxed(
+        self, spec: DriverSpec, opts: SessionOptions, env: Mapping[str, str]
+    ) -> list[str]:
+        """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
+        malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
+        session never starts unconfined instead."""
+        policy = policy_of(opts.options)
+        argv = spec.argv(self._python)
+        if not policy.confined:
+            return argv
+        # The binds need their sources: the working dir (the session would create it anyway)
+        # and the state dir (else the driver's files would land in the sandbox's tmpfs).
+        for path in (opts.working_dir, opts.state_dir):
+            if path:
+                try:
+                    await trio.Path(path).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DriverUnavailable(
+                        f"cannot create {path!r} for driver {spec.name!r}: {exc}",
+                        driver=spec.name,
+                    ) from None
+        sandbox = self._sandbox
+        return await trio.to_thread.run_sync(
+            lambda: sandbox.wrap(
+                argv, policy, spec=spec, environ=env, working_dir=opts.working_dir,
+                state_dir=opts.state_dir, python=self._python,
+            )
+        )
 
     async def _prewarm(
         self, opts: SessionOptions, token: str | None, *, for_topic: str

@@ -153,6 +153,10 @@ export class DriverError extends HostdError {
 export class DriverUnavailable extends DriverError {
   static override readonly code: string = "driver_unavailable";
 }
+/** The topic's sandbox policy cannot be honoured here; the turn is refused, never run unconfined. */
+export class SandboxUnavailable extends DriverUnavailable {
+  static override readonly code: string = "sandbox_unavailable";
+}
 /** The driver has no usable credential (not logged in, no API key, key refused); the message names the fix. */
 export class AuthRequired extends DriverError {
   static override readonly code: string = "auth_required";
@@ -228,6 +232,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, typeof HostdError> = new Map(
     PermissionDenied,
     DriverError,
     DriverUnavailable,
+    SandboxUnavailable,
     AuthRequired,
     DriverCrashed,
     DriverTimeout,

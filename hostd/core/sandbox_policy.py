@@ -1,0 +1,214 @@
+"""Sandbox policy: what confinement a topic's driver runs in, and the bubblewrap argv for it.
+
+A policy is the `sandbox` option of an assistant or a topic (merged like every option, the
+topic winning): `"none"` (the default: the driver runs as the user, as before), `"confined"`,
+or a table `{mode = "confined", network = "shared" | "loopback" | "none"}`.
+
+Rules this module guards:
+
+- A policy never claims a confinement it does not give: a policy this machine or this
+  version cannot honour is refused (`SandboxUnavailable`), never run unconfined.
+  `network = "loopback"` is refused: with `--unshare-net` the sandbox has its own `lo`, not
+  the host's, and hostd has no bridge to the host's loopback yet (so "loopback" would be
+  "none" in disguise, and "shared" would be more than was asked for).
+- Under `confined` the driver and everything it starts (vendor CLI, MCP servers, tools) see:
+  the whole file system read-only; a private `/tmp`; the user's home, the daemon's own
+  folders (store, runtime socket) and `/run/user/<uid>` hidden behind empty tmpfs; then, on
+  top, read-only the interpreter and packages the driver runs from plus what its spec
+  declares (`DriverSpec.sandbox_read`), and read-write the working directory, the topic's
+  driver-state folder and what the spec declares writable. A deeper bind wins over a
+  shallower one, so binds are emitted shortest path first.
+- The sandbox is its own pid namespace whose init dies with the daemon's child
+  (`--unshare-pid --die-with-parent`): a grandchild that called `setsid` dies with it, which
+  `--die-with-parent` alone does not give. `--new-session` keeps it off the daemon's tty.
+- The environment is not touched here: the session already gives the driver the minimal one.
+- Pure: the shell finds the paths (interpreter, home, data dirs) and checks bwrap works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from hostd_protocol.errors import InvalidArgument, SandboxUnavailable
+
+Mode = Literal["none", "confined"]
+Network = Literal["shared", "loopback", "none"]
+
+MODES: tuple[Mode, ...] = ("none", "confined")
+NETWORKS: tuple[Network, ...] = ("shared", "loopback", "none")
+#: The option key that holds the policy (assistant `[options]`, `hostd new --option`).
+OPTION = "sandbox"
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """How a topic's driver is confined. `network` matters only when `mode` is confined."""
+
+    mode: Mode = "none"
+    network: Network = "none"
+
+    @property
+    def confined(self) -> bool:
+        return self.mode == "confined"
+
+    def describe(self) -> str:
+        """One line for a step record or an error: `none` or `confined (network none)`."""
+        return "none" if not self.confined else f"confined (network {self.network})"
+
+
+UNCONFINED = SandboxPolicy()
+
+
+def parse_policy(value: object) -> SandboxPolicy:
+    """The policy an option value says. Raises `InvalidArgument` naming what is wrong."""
+    if value is None or value == "":
+        return UNCONFINED
+    if isinstance(value, str):
+        if value not in MODES:
+            raise InvalidArgument(
+                f"sandbox {value!r} is not a policy; use one of {', '.join(MODES)} "
+                "or a table {mode = \"confined\", network = \"shared|loopback|none\"}"
+            )
+        return SandboxPolicy(mode=value)
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"sandbox must be a string or a table, not {type(value).__name__}")
+    unknown = sorted(set(value) - {"mode", "network"})
+    if unknown:
+        raise InvalidArgument(f"sandbox has unknown keys {unknown}; known: mode, network")
+    mode = value.get("mode", "confined")
+    network = value.get("network", "none")
+    if mode not in MODES:
+        raise InvalidArgument(f"sandbox mode {mode!r} is not one of {', '.join(MODES)}")
+    if network not in NETWORKS:
+        raise InvalidArgument(f"sandbox network {network!r} is not one of {', '.join(NETWORKS)}")
+    return SandboxPolicy(mode=mode, network=network)
+
+
+def policy_of(options: Mapping[str, Any]) -> SandboxPolicy:
+    """The policy in a session's merged driver options (`sandbox` key)."""
+    return parse_policy(options.get(OPTION))
+
+
+def driver_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options the driver itself gets: the policy is the host's business, not its."""
+    return {k: v for k, v in options.items() if k != OPTION}
+
+
+@dataclass(frozen=True)
+class SandboxMounts:
+    """What the shell found for one driver launch (absolute, normalised paths)."""
+
+    #: The user's home, hidden (its contents are not the driver's business).
+    home: str
+    #: More folders to hide: the daemon's data and runtime dirs, `/run/user/<uid>`.
+    hidden: tuple[str, ...] = ()
+    #: Exposed read-only on top (interpreter, packages, the spec's `sandbox_read`).
+    read_only: tuple[str, ...] = ()
+    #: Exposed read-write on top (the spec's `sandbox_write`, the state dir). The working
+    #: directory is added by `bwrap_argv` itself.
+    read_write: tuple[str, ...] = ()
+
+
+def _norm(path: str) -> str:
+    return str(PurePosixPath("/", path))
+
+
+def _within(path: str, parent: str) -> bool:
+    p, q = PurePosixPath(path), PurePosixPath(parent)
+    return p == q or q in p.parents
+
+
+def check_policy(policy: SandboxPolicy, working_dir: str, mounts: SandboxMounts) -> None:
+    """Refuse what cannot be honoured (before anything starts). Raises `SandboxUnavailable`."""
+    if not policy.confined:
+        return
+    if policy.network == "loopback":
+        raise SandboxUnavailable(
+            "sandbox network 'loopback' cannot be honoured: a confined driver gets its own "
+            "network namespace whose loopback is not the host's, and hostd has no bridge to "
+            "the host's loopback yet; use network 'none' (no network) or 'shared'"
+        )
+    if not working_dir or not working_dir.startswith("/"):
+        raise SandboxUnavailable(
+            f"a confined driver needs an absolute working directory, not {working_dir!r}"
+        )
+    wd = _norm(working_dir)
+    for hidden in (mounts.home, *mounts.hidden):
+        if hidden and _within(hidden, wd):
+            raise SandboxUnavailable(
+                f"a confined driver cannot work in {wd}: it contains {hidden}, which the "
+                "sandbox hides; give the topic a project folder (hostd new --cwd DIR)"
+            )
+
+
+def _binds(flag: str, paths: Iterable[str]) -> list[tuple[str, str]]:
+    return [(flag, _norm(p)) for p in paths if p]
+
+
+def bwrap_argv(
+    bwrap: str,
+    command: Sequence[str],
+    policy: SandboxPolicy,
+    *,
+    working_dir: str,
+    mounts: SandboxMounts,
+) -> list[str]:
+    """`command` wrapped in bubblewrap per `policy` (`command` itself when unconfined).
+
+    Checks the policy first (`check_policy`). Paths that may not exist use the `-try`
+    variants; the working directory must exist (the shell creates it).
+    """
+    if not policy.confined:
+        return list(command)
+    check_policy(policy, working_dir, mounts)
+    wd = _norm(working_dir)
+    argv = [
+        bwrap,
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+    ]
+    if policy.network != "shared":
+        argv.append("--unshare-net")
+    hidden = sorted({_norm(h) for h in (mounts.home, *mounts.hidden) if h}, key=len)
+    for path in hidden:
+        # A folder that is not there has nothing to hide (and --tmpfs would create it).
+        argv += ["--tmpfs", path]
+    binds = _binds("--ro-bind-try", mounts.read_only)
+    binds += _binds("--bind-try", mounts.read_write)
+    binds.append(("--bind", wd))
+    # Shortest first, so a deeper bind is mounted over a shallower one; at equal paths the
+    # later (writable, then the working dir) wins.
+    order = {"--ro-bind-try": 0, "--bind-try": 1, "--bind": 2}
+    seen: dict[str, str] = {}
+    for flag, path in sorted(binds, key=lambda b: (len(PurePosixPath(b[1]).parts), order[b[0]])):
+        seen[path] = flag
+    for path, flag in sorted(seen.items(), key=lambda kv: len(PurePosixPath(kv[0]).parts)):
+        argv += [flag, path, path]
+    argv += ["--chdir", wd, "--", *command]
+    return argv
+
+
+__all__ = [
+    "MODES",
+    "NETWORKS",
+    "OPTION",
+    "UNCONFINED",
+    "SandboxMounts",
+    "SandboxPolicy",
+    "bwrap_argv",
+    "check_policy",
+    "driver_options",
+    "parse_policy",
+    "policy_of",
+]

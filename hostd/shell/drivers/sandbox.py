@@ -1,0 +1,183 @@
+"""Launching a driver inside bubblewrap: is it available here, and which paths to expose.
+
+The policy and the argv are pure (`hostd.core.sandbox_policy`); this module finds what they
+need on this machine: the `bwrap` binary and whether it works (unprivileged user namespaces
+may be off: a probe run says so), the user's home, the daemon's folders to hide, and the
+interpreter and packages a driver runs from (they may live under the hidden home: pyenv,
+~/.local, a venv in a project).
+
+Rules this module guards:
+
+- Availability is a real run of bwrap with the flags a confined driver gets (`--unshare-pid
+  --unshare-net`), not just "the binary exists"; its result and reason are what
+  `hostd drivers` and `hostd status` show, and what a refused turn says.
+- No trio here: the CLI imports it for its one-shot commands; the daemon calls the blocking
+  probe once, in a thread, and caches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hostd.core.sandbox_policy import SandboxMounts, SandboxPolicy, bwrap_argv, check_policy
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import SandboxUnavailable
+
+#: What `apt-get` calls it (the fix a "not available" reason names).
+PACKAGE = "bubblewrap"
+PROBE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class SandboxSupport:
+    """Whether confined policies can run here, and why not."""
+
+    available: bool
+    bwrap: str = ""
+    version: str = ""
+    reason: str = ""
+
+    def summary(self) -> str:
+        if self.available:
+            return f"available (bubblewrap {self.version or '?'} at {self.bwrap})"
+        return f"unavailable: {self.reason}"
+
+
+def probe(bwrap: str | None = None) -> SandboxSupport:
+    """Run bwrap once with the confined flags (blocking, bounded) and say what happened."""
+    path = bwrap or shutil.which("bwrap")
+    if not path:
+        return SandboxSupport(
+            False,
+            reason=f"bwrap is not installed (apt-get install {PACKAGE}, or run scripts/setup)",
+        )
+    try:
+        ver = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT
+        )
+        version = ver.stdout.strip().removeprefix("bubblewrap").strip()
+        run = subprocess.run(
+            [path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+             "--", "/bin/true"],
+            capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return SandboxSupport(False, path, reason=f"{path} could not run: {exc}")
+    if run.returncode != 0:
+        err = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
+        return SandboxSupport(
+            False, path, version,
+            reason=f"bwrap cannot create a sandbox here ({err}); unprivileged user "
+            "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone / "
+            "user.max_user_namespaces)",
+        )
+    return SandboxSupport(True, path, version)
+
+
+@lru_cache(maxsize=8)
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """Folders `python -I` imports from, plus its prefixes: what a driver needs to start.
+
+    Asked of the interpreter itself (isolated, as drivers run), once per interpreter: editable
+    installs add their source folders through `.pth` files only it knows about.
+    """
+    code = (
+        "import json, sys; print(json.dumps([sys.prefix, sys.exec_prefix, sys.base_prefix, "
+        "sys.base_exec_prefix, *sys.path]))"
+    )
+    found: list[str] = [os.path.dirname(os.path.realpath(python)), os.path.dirname(python)]
+    try:
+        run = subprocess.run(
+            [python, "-I", "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT
+        )
+        found += [p for p in json.loads(run.stdout) if isinstance(p, str)]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        found += [sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path]
+    out: list[str] = []
+    for p in found:
+        if p and os.path.isabs(p) and p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def user_home(environ: Mapping[str, str]) -> str:
+    home = environ.get("HOME") or ""
+    if not home:
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            home = ""
+    return os.path.realpath(home) if home else ""
+
+
+def _existing(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(os.path.realpath(p) for p in paths if p and os.path.isdir(p))
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one daemon: its probe result (cached) and the folders it hides.
+
+    Args:
+        hidden: the daemon's own folders (data, runtime): a driver never sees the store or
+            the socket (a socket on a read-only mount still accepts connections).
+        bwrap: the binary (default: found on PATH).
+    """
+
+    hidden: Sequence[str] = ()
+    bwrap: str | None = None
+    _support: SandboxSupport | None = None
+
+    def support(self) -> SandboxSupport:
+        """The probe result, run once (blocking; call from a thread in the daemon)."""
+        if self._support is None:
+            self._support = probe(self.bwrap)
+        return self._support
+
+    def wrap(
+        self,
+        command: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        spec: DriverSpec,
+        environ: Mapping[str, str],
+        working_dir: str,
+        state_dir: str = "",
+        python: str | None = None,
+    ) -> list[str]:
+        """`command` as the policy says: itself, or inside bwrap. Raises `SandboxUnavailable`
+        when the policy cannot be honoured (never falls back to unconfined)."""
+        if not policy.confined:
+            return list(command)
+        home = user_home(environ)
+        uid_run = f"/run/user/{os.getuid()}"
+        mounts = SandboxMounts(
+            home=home,
+            hidden=_existing([*self.hidden, uid_run]),
+            read_only=(*interpreter_paths(python or sys.executable),
+                       *spec.sandbox_paths({**environ, "HOME": home})[0]),
+            read_write=tuple(
+                p for p in (*spec.sandbox_paths({**environ, "HOME": home})[1], state_dir) if p
+            ),
+        )
+        wd = os.path.realpath(working_dir) if working_dir else ""
+        check_policy(policy, wd, mounts)  # what the policy asks, before what the machine has
+        support = self.support()
+        if not support.available:
+            raise SandboxUnavailable(
+                f"sandbox policy {policy.describe()} cannot be honoured: {support.reason}",
+                driver=spec.name,
+            )
+        return bwrap_argv(support.bwrap, command, policy, working_dir=wd, mounts=mounts)
+
+
+__all__ = ["PACKAGE", "Sandbox", "SandboxSupport", "interpreter_paths", "probe", "user_home"]

@@ -1,0 +1,121 @@
+"""The sandbox policy model and the bubblewrap argv it builds (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hostd.core.sandbox_policy import (
+    UNCONFINED,
+    SandboxMounts,
+    SandboxPolicy,
+    bwrap_argv,
+    driver_options,
+    parse_policy,
+    policy_of,
+)
+from hostd_protocol.errors import InvalidArgument, SandboxUnavailable
+
+MOUNTS = SandboxMounts(
+    home="/home/u",
+    hidden=("/home/u/.local/share/hostd", "/run/user/1000"),
+    read_only=("/home/u/.venv", "/usr/lib/python3", "/home/u/.claude"),
+    read_write=("/home/u/.local/share/hostd/driver-state/t1",),
+)
+CMD = ["/home/u/.venv/bin/python", "-I", "-m", "drv"]
+
+
+def pairs(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+@pytest.mark.parametrize(
+    ("value", "policy"),
+    [
+        (None, UNCONFINED),
+        ("", UNCONFINED),
+        ("none", UNCONFINED),
+        ("confined", SandboxPolicy("confined", "none")),
+        ({"mode": "confined", "network": "shared"}, SandboxPolicy("confined", "shared")),
+        ({"network": "loopback"}, SandboxPolicy("confined", "loopback")),
+    ],
+)
+def test_parse(value: object, policy: SandboxPolicy) -> None:
+    assert parse_policy(value) == policy
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("jail", r"^sandbox 'jail' is not a policy; use one of none, confined"),
+        ({"mode": "confined", "net": "x"}, r"^sandbox has unknown keys \['net'\]"),
+        ({"network": "lan"}, r"^sandbox network 'lan' is not one of shared, loopback, none$"),
+        (3, r"^sandbox must be a string or a table, not int$"),
+    ],
+)
+def test_bad_policies_are_typed_errors(value: object, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        parse_policy(value)
+
+
+def test_the_policy_is_an_option_the_driver_never_sees() -> None:
+    opts = {"sandbox": "confined", "scenario": "echo"}
+    assert policy_of(opts).confined
+    assert driver_options(opts) == {"scenario": "echo"}
+
+
+def test_unconfined_is_the_command_itself() -> None:
+    assert bwrap_argv("bwrap", CMD, UNCONFINED, working_dir="", mounts=MOUNTS) == CMD
+
+
+def test_confined_argv() -> None:
+    argv = bwrap_argv(
+        "/usr/bin/bwrap", CMD, SandboxPolicy("confined", "none"),
+        working_dir="/srv/project", mounts=MOUNTS,
+    )
+    assert argv[0] == "/usr/bin/bwrap"
+    assert argv[-5:] == ["--", *CMD]
+    for flag in ("--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net"):
+        assert flag in argv
+    assert pairs(argv, "--ro-bind") == ["/"]
+    assert pairs(argv, "--tmpfs") == [
+        "/tmp", "/home/u", "/run/user/1000", "/home/u/.local/share/hostd",
+    ]
+    # Everything exposed comes after everything hidden, shallow before deep.
+    last_hide = max(i for i, a in enumerate(argv) if a == "--tmpfs")
+    first_bind = min(i for i, a in enumerate(argv) if a.startswith(("--bind", "--ro-bind-try")))
+    assert last_hide < first_bind
+    assert pairs(argv, "--bind") == ["/srv/project"]
+    assert pairs(argv, "--bind-try") == ["/home/u/.local/share/hostd/driver-state/t1"]
+    assert pairs(argv, "--ro-bind-try") == ["/home/u/.venv", "/usr/lib/python3", "/home/u/.claude"]
+    assert pairs(argv, "--chdir") == ["/srv/project"]
+
+
+def test_shared_network_keeps_the_host_network() -> None:
+    argv = bwrap_argv(
+        "bwrap", CMD, SandboxPolicy("confined", "shared"), working_dir="/srv/p", mounts=MOUNTS
+    )
+    assert "--unshare-net" not in argv
+
+
+def test_a_deeper_writable_bind_wins_over_a_read_only_parent() -> None:
+    mounts = SandboxMounts(home="/home/u", read_only=("/srv/p",), read_write=())
+    argv = bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir="/srv/p/sub",
+                      mounts=mounts)
+    assert argv.index("/srv/p") < argv.index("/srv/p/sub")
+
+
+def test_loopback_is_refused_not_faked() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"^sandbox network 'loopback' cannot be honoured"):
+        bwrap_argv("bwrap", CMD, SandboxPolicy("confined", "loopback"), working_dir="/srv/p",
+                   mounts=MOUNTS)
+
+
+@pytest.mark.parametrize("wd", ["/home/u", "/home", "/", "/home/u/.local/share/hostd"])
+def test_a_working_dir_that_would_expose_what_is_hidden_is_refused(wd: str) -> None:
+    with pytest.raises(SandboxUnavailable, match=r"^a confined driver cannot work in "):
+        bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir=wd, mounts=MOUNTS)
+
+
+def test_a_relative_working_dir_is_refused() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"^a confined driver needs an absolute working"):
+        bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir="p", mounts=MOUNTS)
