@@ -39,6 +39,7 @@ from hostd.core.payload_bounds import (
     fit_topics,
     row_piece,
 )
+from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.schedules import ScheduleBook
 from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
 from hostd.shell.daemon_turns import DaemonTurns
@@ -467,8 +468,12 @@ class Daemon:
         one (stored as "" so the role keeps deciding), else the first ready built-in default
         (`DEFAULT_DRIVER_PREFERENCE`)."""
         environ_of = self.supervisor.driver_environ
+        # The sandbox policy is the host's option, not the driver's: checked here (a bad one
+        # is refused at creation), kept out of the driver's option check.
+        policy_of(msg.options)
+        options = driver_options(msg.options)
         if driver:
-            self.registry.require_ready(driver, environ_of).check_options(msg.options)
+            self.registry.require_ready(driver, environ_of).check_options(options)
             return driver
         try:
             resolved = self.bridge.resolve_driver(msg.assistant, msg.model)
@@ -476,9 +481,9 @@ class Daemon:
             if msg.assistant:
                 raise
             chosen = self.registry.pick_default(environ_of)
-            self.registry.get(chosen).check_options(msg.options)
+            self.registry.get(chosen).check_options(options)
             return chosen
-        self.registry.require_ready(resolved, environ_of).check_options(msg.options)
+        self.registry.require_ready(resolved, environ_of).check_options(options)
         return ""
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:

@@ -24,6 +24,7 @@ from hostd.shell.drivers.sandbox import probe
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
 from hostd_protocol.common import TextDelta
+from hostd_protocol.errors import InvalidArgument
 from tests.e2e import daemon_proc
 
 pytestmark = pytest.mark.e2e
@@ -166,3 +167,20 @@ async def test_an_unhonourable_policy_refuses_the_turn(home: Path, user_home: Pa
         finally:
             assert await d.terminate() == 0
     assert not (project / "ran.txt").exists()
+
+
+async def test_the_policy_is_checked_at_creation_and_is_no_driver_option(
+    home: Path, user_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # claude-code declares its options (`options_type`): `sandbox` is the host's, not its.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    with trio.fail_after(60):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(Paths.under(home)) as c:
+                t = await c.create_topic(driver="claude-code", options={"sandbox": "confined"})
+                assert t.options == {"sandbox": "confined"}
+                with pytest.raises(InvalidArgument, match=r"^sandbox 'jail' is not a policy"):
+                    await c.create_topic(driver="scripted", options={"sandbox": "jail"})
+        finally:
+            assert await d.terminate() == 0
