@@ -23,6 +23,7 @@ Rules this module guards:
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from hostd_protocol.errors import (
     InvalidMessage,
     PayloadTooLarge,
     ProtocolError,
+    TruncatedFrame,
     UnknownRequest,
     VersionMismatch,
 )
@@ -74,6 +76,14 @@ HARD_QUEUE_FACTOR = 4
 RECEIVE_SIZE = 64 * 1024
 #: How long a closing connection may take to deliver its last frames (e.g. the error reply).
 CLOSE_FLUSH_TIMEOUT = 2.0
+#: A new connection must send `hello` within this (seconds); a silent one holds a descriptor.
+HELLO_TIMEOUT = 10.0
+#: A frame, once its first byte arrived, must be complete within this (seconds): a peer that
+#: starts an 8 MiB frame and stalls would hold the memory forever.
+FRAME_TIMEOUT = 60.0
+#: Before `hello` frames are at most this big (a hello is tiny): a connection cannot make
+#: the daemon buffer megabytes before it even said who it is.
+HELLO_MAX_FRAME = 64 * 1024
 
 _CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
 
@@ -148,6 +158,8 @@ class Connection:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
         peer_uid: int | None = None,
+        hello_timeout: float = HELLO_TIMEOUT,
+        frame_timeout: float = FRAME_TIMEOUT,
     ) -> None:
         self.id = connection_id
         self.peer_uid = peer_uid
@@ -158,7 +170,11 @@ class Connection:
         self.max_frame_size = max_frame_size
         self.max_queue_bytes = max_queue_bytes
         self._hard_limit = max(MIN_HARD_QUEUE_BYTES, HARD_QUEUE_FACTOR * max_queue_bytes)
-        self._frames = FrameDecoder(max_frame_size)
+        self._frames = FrameDecoder(min(max_frame_size, HELLO_MAX_FRAME))
+        self._hello_timeout = hello_timeout
+        self._frame_timeout = frame_timeout
+        #: trio time the current partial frame started (inf: none pending).
+        self._partial_since = math.inf
         self._codec: Codec[ClientMessage] | None = None
         self._encoding: Encoding = "msgpack"
         self.client_name = ""
@@ -368,10 +384,19 @@ class Connection:
             await trio.aclose_forcefully(self._stream)
 
     async def _reader(self) -> None:
+        opened = trio.current_time()
         while not self._closing:
+            if not self.welcomed:
+                deadline = opened + self._hello_timeout
+            else:
+                deadline = self._partial_since + self._frame_timeout
             try:
-                data = await self._stream.receive_some(RECEIVE_SIZE)
+                with trio.move_on_at(deadline) as waiting:
+                    data = await self._stream.receive_some(RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if waiting.cancelled_caught:
+                self._fatal(self._timed_out())
                 return
             if not data:
                 try:
@@ -392,6 +417,17 @@ class Connection:
             except ProtocolError as exc:
                 self._fatal(exc)
                 return
+            if not self._frames.buffered:
+                self._partial_since = math.inf
+            elif self._partial_since == math.inf:
+                self._partial_since = trio.current_time()
+
+    def _timed_out(self) -> HostdError:
+        if not self.welcomed:
+            return HandshakeError(f"no hello within {self._hello_timeout:g}s; closing")
+        return TruncatedFrame(
+            f"a frame started {self._frame_timeout:g}s ago and is still incomplete; closing"
+        )
 
     def _fatal(self, exc: HostdError, request_id: int | None = None) -> None:
         log.info("%r: closing after protocol error: %s", self, exc)
@@ -458,6 +494,7 @@ class Connection:
             )
             return False
         self.welcomed = True
+        self._frames.max_frame_size = self.max_frame_size  # the full limit from now on
         self.client_name = msg.client
         self.send_message(
             Welcome(

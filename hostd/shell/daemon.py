@@ -41,7 +41,12 @@ from hostd.core.payload_bounds import (
 )
 from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.schedules import ScheduleBook
-from hostd.shell.connection import DEFAULT_MAX_QUEUE_BYTES, Connection
+from hostd.shell.connection import (
+    DEFAULT_MAX_QUEUE_BYTES,
+    FRAME_TIMEOUT,
+    HELLO_TIMEOUT,
+    Connection,
+)
 from hostd.shell.daemon_turns import DaemonTurns
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, encoded_size
@@ -57,6 +62,7 @@ from hostd.shell.server import (
     DaemonLock,
     PeerUidLookup,
     bind_unix_listener,
+    default_max_connections,
     default_peer_uid,
     serve_unix,
 )
@@ -166,6 +172,13 @@ class DaemonConfig:
     default_driver: str = ""
     #: How long a graceful shutdown waits for stopped turns to end.
     shutdown_grace: float = 5.0
+    #: Connections served at once; more are refused with `too_many_connections`
+    #: (0: derived from the descriptor limit, `server.default_max_connections`).
+    max_connections: int = 0
+    #: A new connection must say hello within this; a frame once started must complete
+    #: within `frame_timeout` (seconds).
+    hello_timeout: float = HELLO_TIMEOUT
+    frame_timeout: float = FRAME_TIMEOUT
 
 
 class Daemon:
@@ -315,6 +328,8 @@ class Daemon:
             max_frame_size=self.config.max_frame_size,
             max_queue_bytes=self.config.max_queue_bytes,
             peer_uid=uid,
+            hello_timeout=self.config.hello_timeout,
+            frame_timeout=self.config.frame_timeout,
         )
         self.connections.add(conn)
         try:
@@ -562,9 +577,16 @@ class Daemon:
             # unique key when the client gave none: it dedups nothing).
             client_msg_id = client_msg_id or new_id("h")
             self.bridge.remember_history(msg.topic_id, client_msg_id, msg.history)
-        return await host.send(
-            msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
-        )
+        try:
+            return await host.send(
+                msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
+            )
+        except BaseException:
+            # Refused (busy, store error, ...): what it brought along is released now, not
+            # kept until evicted (40 refused sends once held hundreds of MB).
+            if msg.history:
+                self.bridge.forget_history(msg.topic_id, client_msg_id)
+            raise
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
         host = await self.host(msg.topic_id)
@@ -840,6 +862,7 @@ async def _accept(
             daemon.handle_connection,
             handler_nursery=conn_nursery,
             peer_uid=peer_uid,
+            max_connections=daemon.config.max_connections or default_max_connections(),
             task_status=task_status,
         )
 

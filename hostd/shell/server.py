@@ -32,7 +32,7 @@ import trio
 
 from hostd.shell.fanout import SERVER_CODECS
 from hostd_protocol.client_messages import ErrorReply
-from hostd_protocol.errors import AccessDenied, HostdError
+from hostd_protocol.errors import AccessDenied, HostdError, TooManyConnections
 
 log = logging.getLogger(__name__)
 
@@ -163,12 +163,10 @@ async def bind_unix_listener(path: Path, backlog: int = LISTEN_BACKLOG) -> trio.
     return trio.SocketListener(sock)
 
 
-async def _refuse(stream: trio.SocketStream, uid: int | None) -> None:
-    err = AccessDenied(
-        f"this hostd serves uid {os.getuid()} only" + (f"; you are uid {uid}" if uid is not None else "")
-    )
+async def _refuse(stream: trio.SocketStream, err: HostdError) -> None:
+    """Tell the peer why in one frame (bounded in time: it may not read), then close."""
     frame = SERVER_CODECS["msgpack"].encode_frame(
-        ErrorReply(code=err.code, message=err.message, id=None)
+        ErrorReply(code=err.code, message=err.message, id=None, details=dict(err.details))
     )
     with trio.move_on_after(1.0):
         try:
@@ -178,20 +176,40 @@ async def _refuse(stream: trio.SocketStream, uid: int | None) -> None:
     await trio.aclose_forcefully(stream)
 
 
+#: Back-off of the accept loop while out of descriptors (seconds).
+ACCEPT_BACKOFF_MIN = 0.05
+ACCEPT_BACKOFF_MAX = 2.0
+
+
+def default_max_connections() -> int:
+    """Half the descriptor limit (the rest is for drivers' pipes, the store, logs), at least
+    16, at most 4096: past it a client gets a clear refusal instead of the daemon running
+    out of descriptors for everyone."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(16, min(4096, soft // 2 - 32))
+
+
 async def serve_unix(
     listener: trio.SocketListener,
     handler: ConnectionHandler,
     *,
     handler_nursery: trio.Nursery,
     peer_uid: PeerUidLookup = default_peer_uid,
+    max_connections: int = 1024,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections until cancelled; each runs `handler(stream, uid)` as a task of
     `handler_nursery` (as `trio.serve_listeners` does), so cancelling the accept loop stops
     new connections while existing ones drain."""
     own_uid = os.getuid()
+    active = 0
 
     async def one(stream: trio.SocketStream) -> None:
+        nonlocal active
         try:
             uid: int | None = peer_uid(stream.socket)
         except OSError as exc:
@@ -199,10 +217,25 @@ async def serve_unix(
             uid = None
         if uid is None or uid != own_uid:
             log.warning("refusing a connection from uid %s", uid)
-            await _refuse(stream, uid)
+            await _refuse(stream, AccessDenied(
+                f"this hostd serves uid {os.getuid()} only"
+                + (f"; you are uid {uid}" if uid is not None else "")
+            ))
             return
-        await handler(stream, uid)
+        if active >= max_connections:
+            log.warning("refusing a connection: %d connections already (the maximum)", active)
+            await _refuse(stream, TooManyConnections(
+                f"hostd already serves {active} connections, its maximum; close some windows "
+                "or clients and try again", details={"max": max_connections},
+            ))
+            return
+        active += 1
+        try:
+            await handler(stream, uid)
+        finally:
+            active -= 1
 
+    backoff = ACCEPT_BACKOFF_MIN
     async with listener:
         task_status.started()
         while True:
@@ -210,10 +243,16 @@ async def serve_unix(
                 stream = await listener.accept()
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    # Out of descriptors: back off instead of spinning; we recover when
-                    # connections close.
-                    log.error("accept failed (%s); retrying shortly", exc)
-                    await trio.sleep(0.1)
+                    # Out of descriptors: back off (doubling, bounded) instead of spinning
+                    # and logging 10 times a second; we recover when connections close.
+                    if backoff == ACCEPT_BACKOFF_MIN:
+                        log.error("accept failed (%s); backing off until descriptors free up",
+                                  exc)
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX)
                     continue
                 raise
+            if backoff != ACCEPT_BACKOFF_MIN:
+                log.warning("accepting connections again")
+                backoff = ACCEPT_BACKOFF_MIN
             handler_nursery.start_soon(one, stream)

@@ -178,6 +178,10 @@ class TurnBridge:
         while len(self._transcripts) > MAX_PENDING_TRANSCRIPTS:
             self._transcripts.popitem(last=False)
 
+    def forget_history(self, topic_id: str, client_msg_id: str) -> None:
+        """The send that remembered this transcript was refused: release it now."""
+        self._transcripts.pop((topic_id, client_msg_id), None)
+
     def prepare_send(
         self,
         topic: TopicInfo,

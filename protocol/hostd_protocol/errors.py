@@ -99,6 +99,13 @@ class ConnectionBroken(ProtocolError):
     code = "connection_broken"
 
 
+class TooManyConnections(ProtocolError):
+    """The daemon serves its maximum number of connections; this one is closed. Close some
+    windows or clients, then connect again."""
+
+    code = "too_many_connections"
+
+
 class EventGap(ProtocolError):
     """A window's topic events skipped a `seq` (or the host sent `Resync`): its transcript is
     no longer complete. Reattach with `Attach(since=<last seq>)`, or take a fresh snapshot."""

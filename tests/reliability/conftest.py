@@ -57,7 +57,12 @@ class InProcess:
 
 
 async def start_in_process(
-    nursery: trio.Nursery, paths: Paths, *, handshake_timeout: float = 2.0, **sup_kw: Any
+    nursery: trio.Nursery,
+    paths: Paths,
+    *,
+    handshake_timeout: float = 2.0,
+    config: DaemonConfig | None = None,
+    **sup_kw: Any,
 ) -> InProcess:
     """`serve_daemon` in this process (real socket, store, supervisor and scripted driver
     processes), with a handshake timeout short enough for tests."""
@@ -69,7 +74,7 @@ async def start_in_process(
         try:
             await serve_daemon(
                 paths,
-                config=DaemonConfig(default_driver="scripted"),
+                config=config or DaemonConfig(default_driver="scripted"),
                 registry=DriverRegistry.from_specs(SCRIPTED),
                 supervisor_factory=lambda r: Supervisor(
                     r, handshake_timeout=handshake_timeout, **sup_kw

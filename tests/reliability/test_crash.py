@@ -85,8 +85,8 @@ async def test_driver_process_groups_die_with_a_killed_daemon(home: Path) -> Non
                     async for ev in sub:
                         if isinstance(ev, RowAppended) and "frozen" in str(ev.chunk):
                             break
-            doomed = daemon.driver_pids() | {child}
-            assert len(doomed) >= 3, doomed  # two drivers (and the watchdog), the child
+            doomed = daemon.child_pids() | {child}
+            assert len(daemon.driver_pids()) == 2 and len(doomed) == 4, doomed
         finally:
             await daemon.kill9()
         left = await wait_pids_gone(doomed, timeout=10)

@@ -185,7 +185,13 @@ class DaemonProcess:
         return ProcSample(trio.current_time(), rss, fds, threads)
 
     def driver_pids(self) -> set[int]:
-        """The daemon's child processes (its drivers)."""
+        """The daemon's child processes that are drivers (not its group watchdog)."""
+        if not self.running:
+            return set()
+        return {pid for pid in child_pids(self.pid) if not _is_watchdog(pid)}
+
+    def child_pids(self) -> set[int]:
+        """Every child process of the daemon (drivers and the group watchdog)."""
         return child_pids(self.pid) if self.running else set()
 
     def log_text(self) -> str:
@@ -197,6 +203,16 @@ class DaemonProcess:
             except FileNotFoundError:
                 pass
         return "\n".join(parts)
+
+
+def _is_watchdog(pid: int) -> bool:
+    """`hostd.shell.drivers.reaper`'s watchdog: `python -I -S -c <script>`."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return argv[1:4] == [b"-I", b"-S", b"-c"]
 
 
 def pids_under(folder: Path) -> set[int]:

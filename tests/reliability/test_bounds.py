@@ -1,0 +1,106 @@
+"""Memory and descriptors stay bounded whatever connections do (issue 14, item 7): silent
+connections, stalled partial frames, more connections than the daemon serves, and refused
+sends that brought megabytes along. Real daemon (in process), real sockets."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+import trio.testing
+
+from hostd.client import open_client
+from hostd.shell.daemon import DaemonConfig
+from hostd.shell.paths import Paths
+from hostd_protocol.client_messages import ErrorReply
+from hostd_protocol.common import HistoryMessage
+from hostd_protocol.errors import TopicBusy
+from tests.reliability.conftest import start_in_process
+from tests.shell.test_bad_input import Raw
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = DaemonConfig(default_driver="scripted", hello_timeout=0.5, frame_timeout=0.5,
+                      max_connections=8)
+
+
+async def test_silent_and_stalled_connections_are_closed_with_a_reason(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths, config=CONFIG)
+        silent = await Raw.connect(paths)  # never says hello
+        reply = await silent.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "handshake_error"
+        assert reply.message == "no hello within 0.5s; closing"
+        await silent.expect_eof()
+
+        big_first = await Raw.connect(paths)  # announces 8 MiB before its hello
+        await big_first.send(struct.pack(">I", 8 * 1024 * 1024) + b"\x80")
+        reply = await big_first.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "frame_too_large"
+
+        stalled = await Raw.connect(paths)  # says hello, then starts a frame and stalls
+        await stalled.hello()
+        await stalled.send(struct.pack(">I", 1024 * 1024) + b"\x82" + b"x" * 1000)
+        reply = await stalled.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "truncated_frame"
+        assert reply.message == ("a frame started 0.5s ago and is still incomplete; closing")
+        await stalled.expect_eof()
+
+        # A welcomed window that is merely idle stays.
+        async with open_client(paths) as c:
+            with trio.move_on_after(1.5):
+                await trio.sleep_forever()  # idle, well past both timeouts
+            assert await c.ping()
+        for raw in (silent, big_first, stalled):
+            await raw.stream.aclose()
+        await d.stop()
+
+
+async def test_connections_beyond_the_cap_get_a_clear_refusal(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths, config=CONFIG)
+        held = []
+        for _ in range(CONFIG.max_connections):
+            raw = await Raw.connect(paths)
+            await raw.hello()
+            held.append(raw)
+        extra = await Raw.connect(paths)
+        reply = await extra.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "too_many_connections"
+        assert reply.message.startswith("hostd already serves 8 connections, its maximum")
+        await extra.expect_eof()
+        await extra.stream.aclose()
+        await held.pop().stream.aclose()
+        # A slot is free again once the daemon read that EOF (the connection is gone from
+        # its set, which happens just before the slot is released).
+        while len(d.daemon.connections) >= CONFIG.max_connections:
+            d.daemon._connections_changed = changed = trio.Event()
+            await changed.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        async with open_client(paths) as c:
+            assert await c.ping()
+        for raw in held:
+            await raw.stream.aclose()
+        await d.stop()
+
+
+async def test_refused_sends_release_what_they_brought(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            await c.send(t.id, "/wait\nq", "start")
+            history = [HistoryMessage(role="user", text="h" * 1_000_000)]
+            for _ in range(10):
+                with pytest.raises(TopicBusy):
+                    await c.send(t.id, "again", "start", history=history)
+            assert not d.daemon.bridge._transcripts  # nothing kept for refused sends
+            await c.stop(t.id)
+        await d.stop()
