@@ -354,7 +354,8 @@ class Client:
                 driver=driver,
                 model=model,
                 assistant=assistant,
-                working_dir=working_dir,
+                # Relative to this client's cwd (the daemon's cwd means nothing to the user).
+                working_dir=_absolute(working_dir),
                 options=options or {},
             )
         )
@@ -791,3 +792,8 @@ def _join_pieces(head: Chunk, tail: Chunk) -> Chunk:
         return ToolResult(call_id=head.call_id, output=head.output + tail.output,
                           is_error=head.is_error)
     raise ProtocolError("read-row continued a part with a part of another kind")
+
+
+def _absolute(path: str) -> str:
+    """A working directory relative to this process's cwd, made absolute ("" stays "")."""
+    return os.path.abspath(path) if path else ""

@@ -448,6 +448,14 @@ class Daemon:
     # --- request handlers -----------------------------------------------------------------
 
     async def _create_topic(self, conn: Connection, msg: CreateTopic) -> Result:
+        if msg.working_dir and not os.path.isabs(msg.working_dir):
+            # It would resolve against the daemon's cwd, which is not the user's: the client
+            # resolves it (hostd.client does) or names an absolute path.
+            raise InvalidArgument(
+                f"working_dir must be an absolute path, not {msg.working_dir!r} (resolve it "
+                "against your current directory first)",
+                details={"working_dir": msg.working_dir},
+            )
         return TopicResult(topic=await self.create_topic(msg))
 
     async def create_topic(self, msg: CreateTopic) -> TopicInfo:

@@ -7,6 +7,10 @@ Limits are in `hostd_protocol.limits` and docs/protocol.md ("Limits").
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import msgspec
 import pytest
 import trio
 
@@ -302,3 +306,34 @@ async def test_deep_or_huge_request_fields_are_refused_and_never_break_a_listing
                 async with c.attach("tp-deep") as sub:
                     assert sub.snapshot is not None
             await d.stop()
+
+
+async def test_low_items_before_position_and_relative_working_dir(
+    nursery: trio.Nursery, paths: Paths, tmp_path: Path
+) -> None:
+    """Issue 14 item 10: `before_position` >= 2**63 is a typed error (not internal_error); a
+    relative working_dir is refused by the daemon and resolved by the client library."""
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            for bad in (2**63, 2**64 - 1, -1):
+                with pytest.raises(InvalidArgument, match=r"^before_position must be between"):
+                    await c.history(t.id, before_position=bad)
+            raw = await Raw.connect(paths)
+            await raw.hello()
+            await raw.send_body(msgspec.msgpack.encode(
+                {"type": "create-topic", "id": 5, "driver": "scripted", "working_dir": "rel/dir"}
+            ))
+            reply = await raw.recv()
+            assert isinstance(reply, ErrorReply) and reply.code == "invalid_argument", reply
+            assert reply.message.startswith("working_dir must be an absolute path")
+            await raw.stream.aclose()
+            here = os.getcwd()
+            os.chdir(tmp_path)
+            try:
+                rel = await c.create_topic(driver="scripted", working_dir="proj")
+            finally:
+                os.chdir(here)
+            assert rel.working_dir == str(tmp_path / "proj")
+        await d.stop()
