@@ -10,9 +10,12 @@ import msgspec
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
 from hostd_protocol.common import Chunk, CompactionAnchor
 
-_parts_encoder = msgspec.msgpack.Encoder()
-_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
-_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
+# Parts and anchors are JSON text (readable with sqlite3 / json_extract); databases from
+# before schema 4 held msgpack blobs, which migration 4 rewrites (bytes are still read).
+_parts_decoder = msgspec.json.Decoder(list[Chunk])
+_anchor_decoder = msgspec.json.Decoder(CompactionAnchor)
+_old_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
+_old_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
 json_encoder = msgspec.json.Encoder()
 dict_decoder = msgspec.json.Decoder(dict[str, Any])
 
@@ -31,10 +34,10 @@ def row_values(row: MessageRow) -> tuple[Any, ...]:
         row.status,
         row.position,
         row.turn_id,
-        _parts_encoder.encode(row.parts),
+        json_encoder.encode(row.parts).decode(),
         row.error,
         row.error_code,
-        _parts_encoder.encode(row.anchor) if row.anchor is not None else None,
+        json_encoder.encode(row.anchor).decode() if row.anchor is not None else None,
         int(row.empty),
         row.created_at,
         row.updated_at,
@@ -66,10 +69,16 @@ def row_from(values: Sequence[Any]) -> MessageRow:
         status=status,
         position=position,
         turn_id=turn_id,
-        parts=_parts_decoder.decode(parts),
+        parts=(_old_parts_decoder if isinstance(parts, bytes) else _parts_decoder).decode(parts),
         error=error,
         error_code=error_code,
-        anchor=_anchor_decoder.decode(anchor) if anchor is not None else None,
+        anchor=(
+            None
+            if anchor is None
+            else (_old_anchor_decoder if isinstance(anchor, bytes) else _anchor_decoder).decode(
+                anchor
+            )
+        ),
         empty=bool(empty),
         created_at=created_at,
         updated_at=updated_at,

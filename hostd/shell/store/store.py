@@ -133,7 +133,29 @@ def _apply_bestpractice() -> None:
             _bestpractice_applied = True
 
 
-MIGRATIONS: tuple[str, ...] = (
+def _parts_to_json(db: apsw.Connection) -> None:
+    """Migration 4: message parts and anchors from msgpack blobs to JSON text, so `sqlite3`,
+    Datasette or `json_extract` read a user's history (as `llm` stores its logs)."""
+    import msgspec
+
+    from hostd_protocol.common import Chunk, CompactionAnchor
+
+    parts_of = msgspec.msgpack.Decoder(list[Chunk])
+    anchor_of = msgspec.msgpack.Decoder(CompactionAnchor)
+    encode = msgspec.json.Encoder().encode
+    updates = []
+    for rid, parts, anchor in db.execute("SELECT id, parts, anchor FROM rows"):
+        new_parts = encode(parts_of.decode(parts)).decode() if isinstance(parts, bytes) else parts
+        new_anchor = (
+            encode(anchor_of.decode(anchor)).decode() if isinstance(anchor, bytes) else anchor
+        )
+        updates.append((new_parts, new_anchor, rid))
+    db.executemany("UPDATE rows SET parts = ?, anchor = ? WHERE id = ?", updates)
+
+
+#: Schema migrations in order: SQL text, or a function of the connection (run inside the
+#: migration's transaction) for a step SQL cannot express.
+MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # 1: the first schema.
     """
     CREATE TABLE topics (
@@ -267,6 +289,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE schedules_3 RENAME TO schedules;
     CREATE INDEX schedules_by_topic ON schedules(topic_id);
     """,
+    # 4: rows' parts and anchors become JSON text (they were msgpack blobs).
+    _parts_to_json,
 )
 
 
@@ -309,7 +333,11 @@ class Store:
             )
         for version in range(current + 1, len(MIGRATIONS) + 1):
             with self._db:  # one transaction per migration, version bump included
-                self._db.execute(MIGRATIONS[version - 1])
+                step = MIGRATIONS[version - 1]
+                if isinstance(step, str):
+                    self._db.execute(step)
+                else:
+                    step(self._db)
                 self._db.pragma("user_version", version)
             log.info("store: migrated %s to schema version %d", self.path, version)
 
