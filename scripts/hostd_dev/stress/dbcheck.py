@@ -17,7 +17,9 @@ from hostd_protocol.common import Chunk, TextDelta
 
 __all__ = ["StoredRow", "db_bytes_contain", "integrity_check", "read_rows", "row_text"]
 
-_parts = msgspec.msgpack.Decoder(list[Chunk])
+# Parts are JSON text since schema 4 (msgpack blobs before it).
+_parts = msgspec.json.Decoder(list[Chunk])
+_old_parts = msgspec.msgpack.Decoder(list[Chunk])
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def read_rows(path: Path, *, readonly: bool = False) -> dict[str, list[StoredRow
         )
         for rid, tid, role, status, pos, turn, parts, err, code in cur:
             out.setdefault(tid, []).append(
-                StoredRow(rid, tid, role, status, pos, turn, _parts.decode(parts), err, code)
+                StoredRow(rid, tid, role, status, pos, turn, (_old_parts if isinstance(parts, bytes) else _parts).decode(parts), err, code)
             )
         return out
     finally:
