@@ -40,6 +40,7 @@ from hostd_dev.stress.fuzz import (
     encode_body,
     frame,
     hello_body,
+    idle_storm,
     run_case,
     run_fuzz,
 )
@@ -217,6 +218,10 @@ async def test_random_fuzz_and_a_connection_storm_leave_no_trace(home: Path, see
             assert report.pings_answered > 300
 
             await _storm(daemon.paths.socket_path, 2000, seed, t.id)
+
+            # Many idle connections at once (never a hello): the daemon keeps serving.
+            idle = await idle_storm(daemon.paths.socket_path, 300)
+            assert idle.opened == 300 and idle.pings_during == 20, idle
 
             async with open_client(daemon.paths) as c:
                 while (await c.status()).connections > 1:

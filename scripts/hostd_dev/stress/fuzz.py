@@ -28,11 +28,19 @@ from typing import Any, Literal
 import msgspec
 import trio
 
+from hostd.shell.connection import HELLO_MAX_FRAME
 from hostd.shell.server import DaemonAlreadyRunning
 from hostd_protocol.client_messages import ErrorReply, Pong, Reply, ServerMessage
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.errors import HostdError, ProtocolError, error_classes
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder, detect_encoding
+from hostd_protocol.limits import (
+    MAX_DEPTH,
+    MAX_FIELD_CHARS,
+    MAX_OPTIONS_BYTES,
+    MAX_SEND_BYTES,
+    MAX_SEND_HISTORY_BYTES,
+)
 
 __all__ = [
     "Case",
@@ -148,7 +156,9 @@ def _client_stream_encoding(case: Case, *, with_ping: bool = False) -> Encoding:
     chunks = list(case.chunks)
     if with_ping:
         chunks.append(_ping(_client_stream_encoding(case)))
-    decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+    # Before a hello the daemon takes frames of at most HELLO_MAX_FRAME: a bigger first frame
+    # is refused (in msgpack) before its body, so before its encoding, is known.
+    decoder = FrameDecoder(HELLO_MAX_FRAME)
     for chunk in chunks:
         try:
             bodies = decoder.feed(chunk)
@@ -280,6 +290,54 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
     return bytes(b)
 
 
+#: Requests with a free-form field the fuzzer nests deeply (none stores anything: the topic
+#: does not exist, or the depth is refused before the handler).
+DEEP_TEMPLATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("options", {"type": "create-topic", "id": 40, "driver": "scripted"}),
+    ("options", {"type": "send", "id": 41, "topic_id": MISSING_TOPIC, "text": "hi"}),
+)
+
+
+def _deep_body(template: tuple[str, dict[str, Any]], depth: int, encoding: Encoding) -> bytes:
+    """`template` with `field` = {"a": {"a": ... {}}} `depth` deep, built as bytes (encoding
+    that much nesting needs as much stack as decoding it)."""
+    field_name, msg = template
+    if encoding == "json":
+        head = encode_body(msg, "json")[:-1]
+        return head + f',"{field_name}":'.encode() + b'{"a":' * depth + b"{}" + b"}" * depth + b"}"
+    head = encode_body(msg, "msgpack")
+    count = len(msg) + 1
+    assert count < 16 and head[0] == 0x80 | len(msg)
+    key = msgspec.msgpack.encode(field_name)
+    return bytes([0x80 | count]) + head[1:] + key + b"\x81\xa1a" * depth + b"\x80"
+
+
+def _near_limit_body(rng: random.Random, encoding: Encoding, max_frame: int) -> bytes:
+    """A request just over one of the explicit limits (docs/protocol.md, "Limits"), or a
+    whole frame just under the frame limit: each is refused with a typed error and nothing
+    is stored (the topic does not exist, and the limits are checked first)."""
+    which = rng.choice(("send", "history", "title", "options") * 3 + ("frame",))
+    msg: dict[str, Any]
+    if which == "send":
+        msg = {"type": "send", "id": 42, "topic_id": MISSING_TOPIC,
+               "text": "s" * (MAX_SEND_BYTES + 1)}
+    elif which == "history":
+        msg = {"type": "send", "id": 43, "topic_id": MISSING_TOPIC, "text": "h",
+               "history": [{"role": "user", "text": "h" * (MAX_SEND_HISTORY_BYTES // 2 + 1)}] * 2}
+    elif which == "title":
+        msg = {"type": "rename-topic", "id": 44, "topic_id": MISSING_TOPIC,
+               "title": "t" * (MAX_FIELD_CHARS + 1)}
+    elif which == "options":
+        msg = {"type": "send", "id": 45, "topic_id": MISSING_TOPIC, "text": "o",
+               "options": {"o": "o" * MAX_OPTIONS_BYTES}}
+    else:
+        msg = {"type": "edit-queued", "id": 46, "topic_id": MISSING_TOPIC, "row_id": "r",
+               "text": ""}
+        overhead = len(encode_body(msg, encoding))
+        msg["text"] = "e" * (max_frame - overhead - 64)
+    return encode_body(msg, encoding)
+
+
 def random_case(
     rng: random.Random, existing_topics: Sequence[str] = (), max_frame: int = DEFAULT_MAX_FRAME_SIZE
 ) -> Case:
@@ -287,7 +345,8 @@ def random_case(
     encoding: Encoding = rng.choice(("msgpack", "msgpack", "json"))
     hello = rng.random() < 0.85
     kind = rng.choice(("valid", "wrong-type", "mutated", "random", "oversized", "truncated",
-                       "before-hello", "second-hello", "bad-version", "existing", "many"))
+                       "before-hello", "second-hello", "bad-version", "existing", "many",
+                       "deep", "near-limit"))
     template = dict(rng.choice(TEMPLATES))
     if kind == "existing" and existing_topics:
         template = {**rng.choice(EXISTING_TEMPLATES), "topic_id": rng.choice(existing_topics)}
@@ -319,6 +378,12 @@ def random_case(
         hello = False
         v = rng.choice(([0, 1], [2, 0], [99, 99], [-1, 0]))
         chunks = [frame(encode_body({"type": "hello", "protocol_version": v}, encoding))]
+    elif kind == "deep":
+        # A free-form field nested past the request limit, or past the decoder's stack.
+        depth = rng.choice((MAX_DEPTH + 1, 200, 5000))
+        chunks = [frame(_deep_body(rng.choice(DEEP_TEMPLATES), depth, encoding))]
+    elif kind == "near-limit":
+        chunks = [frame(_near_limit_body(rng, encoding, max_frame))]
     elif kind == "many":
         chunks = [frame(encode_body(dict(rng.choice(TEMPLATES)), encoding))
                   for _ in range(rng.randint(2, 30))]
@@ -391,4 +456,52 @@ async def run_fuzz(
     async with trio.open_nursery() as nursery:
         for case in cases:
             nursery.start_soon(one, case)
+    return report
+
+
+@dataclass
+class IdleReport:
+    opened: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+    pings_during: int = 0
+
+
+async def idle_storm(socket_path: Path, n: int, *, pings: int = 20) -> IdleReport:
+    """`n` connections that connect and say nothing, all held open at once, while a real
+    client pings `pings` times: the daemon must keep answering (descriptors and memory stay
+    bounded; connections over its cap get a typed refusal, not a hang or a crash). The idle
+    ones are closed by us afterwards (the daemon closes them itself after its hello
+    timeout)."""
+    report = IdleReport()
+    streams: list[trio.SocketStream] = []
+    try:
+        for _ in range(n):
+            try:
+                streams.append(await trio.open_unix_socket(str(socket_path)))
+            except OSError as exc:
+                report.refused[type(exc).__name__] = report.refused.get(type(exc).__name__, 0) + 1
+        report.opened = len(streams)
+        ping = _ping("msgpack")
+        for _ in range(pings):
+            stream = await trio.open_unix_socket(str(socket_path))
+            async with stream:
+                await stream.send_all(frame(hello_body("msgpack")) + ping)
+                decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE)
+                codec: Codec[Any] = Codec(ServerMessage, "msgpack", DEFAULT_MAX_FRAME_SIZE)
+                done = False
+                while not done:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        break
+                    for body in decoder.feed(data):
+                        msg = codec.decode(body)
+                        if isinstance(msg, ErrorReply):
+                            report.refused[msg.code] = report.refused.get(msg.code, 0) + 1
+                            done = True
+                        elif isinstance(msg, Reply) and msg.id == PING_ID:
+                            report.pings_during += 1
+                            done = True
+    finally:
+        for stream in streams:
+            await trio.aclose_forcefully(stream)
     return report
