@@ -92,9 +92,14 @@ def policy_of(options: Mapping[str, Any]) -> SandboxPolicy:
     return parse_policy(options.get(OPTION))
 
 
+#: Options the host acts on and the driver never sees: the sandbox policy and the
+#: standalone workspace policy (`hostd.core.workspaces`).
+HOST_OPTIONS: frozenset[str] = frozenset({OPTION, "workspace"})
+
+
 def driver_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options the driver itself gets: the policy is the host's business, not its."""
-    return {k: v for k, v in options.items() if k != OPTION}
+    """The options the driver itself gets: the host's own (`HOST_OPTIONS`) are not its."""
+    return {k: v for k, v in options.items() if k not in HOST_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,7 @@ def bwrap_argv(
 
 
 __all__ = [
+    "HOST_OPTIONS",
     "MODES",
     "NETWORKS",
     "OPTION",

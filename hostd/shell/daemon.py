@@ -41,6 +41,7 @@ from hostd.core.payload_bounds import (
 )
 from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.schedules import ScheduleBook
+from hostd.core.workspaces import workspace_of
 from hostd.shell.connection import (
     DEFAULT_MAX_QUEUE_BYTES,
     FRAME_TIMEOUT,
@@ -491,9 +492,10 @@ class Daemon:
         one (stored as "" so the role keeps deciding), else the first ready built-in default
         (`DEFAULT_DRIVER_PREFERENCE`)."""
         environ_of = self.supervisor.driver_environ
-        # The sandbox policy is the host's option, not the driver's: checked here (a bad one
-        # is refused at creation), kept out of the driver's option check.
+        # The sandbox and workspace policies are the host's options, not the driver's:
+        # checked here (a bad one is refused at creation), kept out of the driver's check.
         policy_of(msg.options)
+        workspace_of(msg.options)
         options = driver_options(msg.options)
         if driver:
             self.registry.require_ready(driver, environ_of).check_options(options)

@@ -1,0 +1,120 @@
+"""The Claude Code driver under a confined sandbox policy, through the real daemon, against
+the fake Messages API (issue 23).
+
+The fake API listens on the host's 127.0.0.1, which a sandbox with its own network namespace
+cannot reach (hostd has no loopback bridge, so the `loopback` network is refused): the
+confined policy here uses `network = "shared"`. The CLI's Bash tool then tries to read a
+canary file in the user's home (a folder outside /tmp, given to the daemon as HOME): under
+`confined` the home is an empty tmpfs; unconfined, the same turn reads the canary.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.shell.daemon import DaemonConfig, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.sandbox import Sandbox, probe
+from hostd.shell.drivers.supervisor import Supervisor
+from hostd.shell.paths import Paths
+from hostd_claude_code.spec import SPEC
+from hostd_protocol.client_messages import ApprovalRequested, TurnEnded
+from hostd_protocol.common import ToolResult
+from tests.claude.driver_peer import offline_env
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, has_tool_result, text, tool_use
+
+pytestmark = [pytest.mark.claude, pytest.mark.e2e]
+
+SUPPORT = probe()
+TIMEOUT = 90
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="hdcs", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def user_home() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="hdcs", dir="/var/tmp"))
+    (root / "home").mkdir()
+    (root / "home" / "canary.txt").write_text("canary-secret")
+    try:
+        yield root / "home"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param(
+            {"mode": "confined", "network": "shared"},
+            marks=pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason),
+            id="confined",
+        ),
+        pytest.param("none", id="none"),
+    ],
+)
+async def test_claude_tool_cannot_read_the_users_home_when_confined(
+    home: Path, user_home: Path, policy: Any
+) -> None:
+    paths = Paths.under(home)
+    canary = user_home / "canary.txt"
+    rules = [
+        Rule(has_tool_result, text("Done.")),
+        Rule(lambda req: True, tool_use("Bash", {"command": f"cat {canary}"})),
+    ]
+    with FakeAnthropicAPI(rules) as api:
+        env = offline_env(api.base_url, HOME=str(user_home))
+        registry = DriverRegistry.from_specs(SPEC)
+        sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        paths,
+                        config=DaemonConfig(default_driver="claude-code"),
+                        registry=registry,
+                        supervisor_factory=lambda r: Supervisor(r, base_env=env, sandbox=sandbox),
+                        task_status=task_status,
+                    )
+                )
+                async with open_client(paths) as client:
+                    topic = await client.create_topic(
+                        driver="claude-code", working_dir=str(home / "work"),
+                        options={"sandbox": policy},
+                    )
+                    async with client.attach(topic.id) as sub:
+                        await client.send(topic.id, "read the canary", intent="start")
+                        async for item in sub:
+                            if isinstance(item, ApprovalRequested):
+                                await client.answer_approval(
+                                    topic.id, item.approval.id, allow=True
+                                )
+                            if isinstance(item, TurnEnded):
+                                ended = item
+                                break
+                        rows = sub.transcript.rows()
+                    await client.shutdown()
+    assert ended.status == "success", ended
+    outputs = [p.output for r in rows for p in r.parts if isinstance(p, ToolResult)]
+    assert outputs, rows
+    if policy == "none":
+        assert "canary-secret" in outputs[0]
+    else:
+        assert "canary-secret" not in outputs[0]
+        assert "No such file or directory" in outputs[0]
+    assert rows[-1].role == "assistant"
