@@ -46,8 +46,9 @@ DEFAULT = [
     "acp-ttft",
     "openai-loop",
 ]
-#: Slow and outside hostd's own data path: skipped by a bare `--quick` (the smoke test).
-OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop"}
+#: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap): skipped by a
+#: bare `--quick` (the smoke test).
+OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft"}
 
 
 def machine() -> dict[str, Any]:
