@@ -56,6 +56,12 @@ def _add_turn(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> 
     turn_cmds.register(sub, handlers)
 
 
+def _add_topic_ops(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    from hostd.cli import topic_ops_cmds  # `hostd rewind / regenerate / resend / fork`
+
+    topic_ops_cmds.register(sub, handlers)
+
+
 def _add_daemon(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
     # Daemon-core commands; their modules import rich/trio only when they run.
     from hostd.cli.parsers import add_daemon_parsers
@@ -86,6 +92,7 @@ _GROUPS = (
     _add_assistants,
     _add_chat,
     _add_turn,
+    _add_topic_ops,
     _add_daemon,
     _add_topic,
     _add_schedule,
@@ -103,6 +110,10 @@ COMMAND_GROUPS = {
     "demo": _add_chat,
     "continue": _add_turn,
     "usage": _add_turn,
+    "rewind": _add_topic_ops,
+    "regenerate": _add_topic_ops,
+    "resend": _add_topic_ops,
+    "fork": _add_topic_ops,
     "serve": _add_daemon,
     "status": _add_daemon,
     "stop": _add_daemon,

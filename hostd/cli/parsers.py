@@ -100,6 +100,10 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
     p.add_argument("topic", help="topic id")
     p.add_argument("--limit", type=int, default=100, help="newest messages to print (default 100)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--all", action="store_true",
+                   help="include rows a rewind removed (marked superseded); shows row ids")
+    p.add_argument("--ids", action="store_true",
+                   help="show each row's id (for rewind, fork, resend)")
     handlers["history"] = _lazy("topic_cmds", "cmd_history")
 
     p = sub.add_parser("attach", parents=[_common()], help="print a topic's live stream until the turn ends (Ctrl-C)")

@@ -178,7 +178,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    page = request(args, History(id=0, topic_id=args.topic, limit=args.limit))
+    show_all = getattr(args, "all", False)
+    page = request(args, History(id=0, topic_id=args.topic, limit=args.limit, all=show_all))
     if isinstance(page, int):
         return page
     assert isinstance(page, HistoryResult)
@@ -189,7 +190,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if page.has_more:
         o.print(f"(older messages not shown; --limit {args.limit})", style="dim", markup=False)
     for row in page.rows:
-        print_row(row, o)
+        print_row(row, o, ids=show_all or getattr(args, "ids", False))
     return 0
 
 
@@ -223,11 +224,15 @@ def row_text(row: MessageRow) -> str:
     return "".join(out)
 
 
-def print_row(row: MessageRow, c: Output | None = None) -> None:
-    """One row: `role (status):`, its text, its error. On `c`, else the rich console."""
+def print_row(row: MessageRow, c: Output | None = None, *, ids: bool = False) -> None:
+    """One row: `role (status):`, its text, its error. On `c`, else the rich console.
+    With `ids`: `role (status) [id]:`, and `superseded` for a row a rewind removed."""
     c = c or console()
     status = "" if row.status == "success" else f" ({row.status})"
-    c.print(f"{row.role}{status}:", style="bold", markup=False)
+    if row.superseded:
+        status += " (superseded)"
+    ident = f" [{row.id}]" if ids else ""
+    c.print(f"{row.role}{status}{ident}:", style="bold", markup=False)
     if row.anchor is not None:
         c.print(f"  [compaction: {row.anchor.tokens_before} -> {row.anchor.tokens_after} tokens]",
                 markup=False)

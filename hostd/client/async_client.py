@@ -47,6 +47,7 @@ from hostd.client.sync_wire import (
     start_daemon,
 )
 from hostd.client.sync_wire import not_running as _not_running
+from hostd.client.topic_ops import TOPIC_OP_METHODS, TopicOps
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AddSchedule,
@@ -219,7 +220,7 @@ class Subscription:
             return event
 
 
-class Client:
+class Client(TopicOps):
     """One connection to the daemon. Use `open_client()` to get one."""
 
     def __init__(self, stream: trio.abc.Stream, *, encoding: Encoding = "msgpack") -> None:
@@ -696,6 +697,7 @@ class SyncClient:
             "pause_schedule",
             "resume_schedule",
             "run_schedule_now",
+            *TOPIC_OP_METHODS,
         }
     )
 

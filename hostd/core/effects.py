@@ -20,6 +20,9 @@ order, without interpreting them:
   the row was removed meanwhile), so a long answer is copied once per flush, not per chunk.
   Status and position changes still come as `SaveRow(durable=True)` with the full row.
 - `SaveTopic`: persist the topic record (rename).
+- `ResetSession`: the history changed under the vendor session (a rewind): close the topic's
+  driver session and forget its resume token, both before any later `StartTurn`, so the next
+  turn opens a fresh vendor session, which the shell feeds the remaining history.
 - `SetTimer`: call `TopicRuntime.tick(now)` at or after `deadline` (monotonic seconds, the
   same clock as the `now` arguments). A later `SetTimer` with the same `name` replaces it;
   `deadline=None` cancels it.
@@ -96,6 +99,11 @@ class ToDriver:
 
 
 @dataclass(frozen=True, slots=True)
+class ResetSession:
+    """Replace the vendor session: close it and drop the resume token (see module doc)."""
+
+
+@dataclass(frozen=True, slots=True)
 class SetTimer:
     name: str
     deadline: float | None
@@ -112,5 +120,6 @@ Effect = (
     | SaveTurn
     | StartTurn
     | ToDriver
+    | ResetSession
     | SetTimer
 )

@@ -51,6 +51,8 @@ class Turn:
     steers: list[Steer] = field(default_factory=list)
     #: Anchors stored as markers in this turn, so a repeated completion stores nothing.
     anchors: list[CompactionAnchor] = field(default_factory=list)
+    #: A rewind asked with stop: (row id, include) applied when the turn has ended.
+    rewind_to: tuple[str, bool] | None = None
 
     def steer_rows(self) -> set[str]:
         return {s.row_id for s in self.steers}

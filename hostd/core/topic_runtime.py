@@ -47,6 +47,7 @@ from hostd.core.effects import (
 )
 from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
 from hostd.core.runtime_outbox import NoticeLevel, Outbox
+from hostd.core.runtime_rewind import RewindOps, rewind_target
 from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.core.runtime_turn import Steer, Turn
 from hostd.core.transcript import LiveRow
@@ -139,7 +140,7 @@ _SEND: dict[tuple[str, str], SendDisposition | None] = {
 _TurnRule = Literal["none", "match", "match-or-blank"]
 
 
-class TopicRuntime:
+class TopicRuntime(RewindOps):
     """Everything that happens to one topic, as a pure synchronous state machine.
 
     Every method returns the effects to carry out, in order, or raises a typed
@@ -184,6 +185,7 @@ class TopicRuntime:
         #: The row `send_now` picked to run when the current turn has ended.
         self._next_up: str | None = None
         self._announced: TopicState = "idle"
+        self.last_rewound: list[str] = []
         #: Results by client_msg_id, so a resend is not stored twice.
         self._sent: dict[str, SendResult] = {}
         for row in rows:
@@ -725,6 +727,10 @@ class TopicRuntime:
             empty=not turn.output,
         )
         self._turn = None
+        if turn.rewind_to is not None:
+            row_id, include = turn.rewind_to
+            if row_id in self._book:
+                self._cut(rewind_target(self._book, self._tid, row_id, include))
         self._chain(turn, status)
 
     def _chain(self, ended: Turn, status: TurnStatus) -> None:

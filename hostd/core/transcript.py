@@ -43,6 +43,7 @@ from hostd_protocol.client_messages import (
     RowAppended,
     RowOpened,
     RowRemoved,
+    RowsRemoved,
     RowUpdated,
     Snapshot,
     StateChanged,
@@ -230,6 +231,9 @@ class Transcript:
             self._update_row(event)
         elif isinstance(event, RowRemoved):
             self._rows.pop(event.row_id, None)
+        elif isinstance(event, RowsRemoved):
+            for row_id in event.row_ids:
+                self._rows.pop(row_id, None)
         elif isinstance(event, TurnStarted):
             self.active_turn_id = event.turn_id
         elif isinstance(event, TurnEnded):

@@ -21,6 +21,7 @@ runtime, the replay buffer and the subscriptions. Loading is single-flight per t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -69,6 +70,7 @@ from hostd.shell.server import (
 )
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import TopicHost, new_id
+from hostd.shell.topic_ops import topic_op_handlers
 from hostd.shell.turn_bridge import TurnBridge
 from hostd_protocol.client_messages import (
     AnswerApproval,
@@ -253,6 +255,7 @@ class Daemon:
             **schedule_handlers(self, self.scheduler),
             WatchTopics: self._watch_topics,
             UnwatchTopics: self._unwatch_topics,
+            **topic_op_handlers(self),
         }
 
     # --- lifetime -------------------------------------------------------------------------
@@ -480,10 +483,15 @@ class Daemon:
         )
         gen = self.writer.put(st.PutTopic(info), durable=True)
         await self.writer.wait_committed(gen)
-        self._records[info.id] = st.TopicRecord(info, 0, None)
-        host = await self._start_host(info, [], [], 0, None)
-        self._topics_changed("created", info.id, host.topic_info())
+        host = await self.add_topic(info, [])
         return host.topic_info()
+
+    async def add_topic(self, info: TopicInfo, rows: list[MessageRow]) -> TopicHost:
+        """Serve a topic just stored (created, or forked with its copied rows)."""
+        self._records[info.id] = st.TopicRecord(info, 0, None)
+        host = await self._start_host(info, rows, [], 0, None)
+        self._topics_changed("created", info.id, host.topic_info())
+        return host
 
     def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
         """The driver to store for a new topic, refusing now (not at the first send) when the
@@ -649,7 +657,7 @@ class Daemon:
         # the page is as fresh as the live stream.
         await self.writer.wait_committed()
         rows, has_more = await self.reader.run(
-            self.reader.sync.history_page,
+            functools.partial(self.reader.sync.history_page, include_superseded=msg.all),
             msg.topic_id,
             msg.before_position,
             msg.limit,

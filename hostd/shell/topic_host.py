@@ -38,6 +38,7 @@ from hostd.core.effects import (
     DeleteRow,
     Effect,
     Emit,
+    ResetSession,
     SaveApproval,
     SaveResumeToken,
     SaveRow,
@@ -199,8 +200,13 @@ class TopicHost:
         self._turns = turns
         self.delegate_session: DriverSession | None = None
         self._interrupt_grace = interrupt_grace
-        self._ops_send, self._ops_recv = trio.open_memory_channel[StartTurn | ToDriver](math.inf)
+        self._ops_send, self._ops_recv = trio.open_memory_channel[
+            StartTurn | ToDriver | ResetSession
+        ](math.inf)
         self._session: DriverSession | None = None
+        #: The open session started without a resume token and has had no turn yet: the
+        #: vendor knows nothing of this topic, so its first turn is fed the stored history.
+        self._fresh_session = False
         self._timers: dict[str, float] = {}
         self._timers_changed = trio.Event()
         self._idle = trio.Event()
@@ -308,6 +314,12 @@ class TopicHost:
                 )
             elif isinstance(eff, (StartTurn, ToDriver)):
                 self._ops_send.send_nowait(eff)
+            elif isinstance(eff, ResetSession):
+                # The token goes now (a restart must not resume the cut conversation); the
+                # session closes in order with the driver commands, before the next turn.
+                self._resume_token = None
+                durable_gen = writer.put(st.PutResumeToken(tid, "", time.time()), durable=True)
+                self._ops_send.send_nowait(eff)
             elif isinstance(eff, SetTimer):
                 if eff.deadline is None:
                     self._timers.pop(eff.name, None)
@@ -360,6 +372,14 @@ class TopicHost:
         self._check_open()
         effects: list[Effect] = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
         await self._commit(self.apply(effects))
+
+    async def request(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A runtime request that returns `(result, effects)` (rewind, regenerate, resend);
+        answered with the result once its effects are committed."""
+        self._check_open()
+        result, effects = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
+        await self._writer.wait_committed(self.apply(effects) or None)
+        return result
 
     def attach(self, conn: Connection, request_id: int, since: int | None, max_rows: int) -> None:
         """Reply to `Attach` and subscribe `conn`, in one synchronous step (no gap, no dup)."""
@@ -446,7 +466,12 @@ class TopicHost:
             except Exception as exc:  # the turn boundary's map: see turn_failure
                 self._lost(turn_failure(exc, self.topic_id))
 
-    async def _run_op(self, op: StartTurn | ToDriver) -> None:
+    async def _run_op(self, op: StartTurn | ToDriver | ResetSession) -> None:
+        if isinstance(op, ResetSession):
+            session, self._session = self._session, None
+            if session is not None:
+                await self._supervisor.close(self.topic_id)
+            return
         if isinstance(op, StartTurn):
             send = op.send
             if self._turns is not None:
@@ -458,6 +483,13 @@ class TopicHost:
             if session is None:
                 return
             self._supervisor.mark_busy(self.topic_id)
+            if self._fresh_session and not session.capabilities.needs_history:
+                # A new vendor session (rewind, fork, lost resume token): it gets the host's
+                # history, so the model sees what the windows see.
+                send = msgspec.structs.replace(
+                    send, history=self.runtime.history_for(send.message_id)
+                )
+            self._fresh_session = False
             if self._prepare_send is not None:
                 try:
                     row = self.runtime.row(send.message_id)
@@ -520,6 +552,7 @@ class TopicHost:
             self._lost(exc)
             return None
         self._session = session
+        self._fresh_session = not self._resume_token
         self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
         assert self._nursery is not None
         self._nursery.start_soon(self._pump, session)
@@ -551,8 +584,9 @@ class TopicHost:
                 self.feed(batch, trio.current_time())
                 if self.runtime.active_turn_id is None:
                     self._supervisor.mark_idle(self.topic_id)
-        if self._session is session:
-            self._session = None
+        if self._session is not session:
+            return  # replaced on purpose (a rewind) or closed with the host: not a failure
+        self._session = None
         error = ended.error if ended is not None else None
         if error is None and self.runtime.active_turn_id is not None:
             error = DriverCrashed(

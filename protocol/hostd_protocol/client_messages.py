@@ -79,6 +79,9 @@ class MessageRow(_Frozen, frozen=True):
     #: Set on a finished assistant row that produced no output at all.
     empty: bool = False
     meta: dict[str, Any] = {}
+    #: The row left the visible history (a rewind, regenerate or edit-and-resend removed
+    #: it). Only `History(all=True)` returns such rows; a snapshot never holds one.
+    superseded: bool = False
 
 
 ApprovalStatus = Literal["open", "allowed", "denied", "timed_out", "cancelled"]
@@ -253,12 +256,63 @@ class ContinueTurn(_Frozen, frozen=True, tag="continue"):
 
 
 class History(_Frozen, frozen=True, tag="history"):
-    """A page of rows, newest first from `before_position` (exclusive), returned oldest first."""
+    """A page of rows, newest first from `before_position` (exclusive), returned oldest first.
+    `all`: superseded rows (removed by a rewind) are included, marked `superseded`."""
 
     id: int
     topic_id: str
     before_position: int | None = None
     limit: int = 100
+    all: bool = False
+
+
+class Rewind(_Frozen, frozen=True, tag="rewind"):
+    """Remove every history row after `row_id` (and `row_id` itself when `include`) from the
+    visible history. The rows stay in the store as superseded (`History(all=True)`); windows
+    get `RowsRemoved`. The vendor session is replaced, so the next turn starts from the
+    history that is left. Refused (`topic_busy`) while a turn runs, unless `stop`: then the
+    turn is stopped and the rewind happens at its end. Answered by `RewindResult`."""
+
+    id: int
+    topic_id: str
+    row_id: str
+    include: bool = False
+    stop: bool = False
+
+
+class Regenerate(_Frozen, frozen=True, tag="regenerate"):
+    """Answer the last user message again: it and everything after it are superseded (as by
+    `Rewind(include=True)`) and its text is sent again as a new message, in one request.
+    `stop` as for `Rewind`. Answered by `SendResult`."""
+
+    id: int
+    topic_id: str
+    stop: bool = False
+    client_msg_id: str = ""
+
+
+class EditResend(_Frozen, frozen=True, tag="edit-resend"):
+    """Edit a sent user message and send it again: `row_id` and everything after it are
+    superseded, then `text` is sent as a new message (with the old row's options). `stop` as
+    for `Rewind`. Answered by `SendResult`."""
+
+    id: int
+    topic_id: str
+    row_id: str
+    text: str
+    stop: bool = False
+    client_msg_id: str = ""
+
+
+class ForkTopic(_Frozen, frozen=True, tag="fork-topic"):
+    """A new topic whose history is `topic_id`'s up to and including `row_id` (a finished
+    row), with the same assistant, driver, model, working dir and options. The original is
+    untouched. `title` defaults to one naming the origin. Answered by `TopicResult`."""
+
+    id: int
+    topic_id: str
+    row_id: str
+    title: str = ""
 
 
 class ReadRow(_Frozen, frozen=True, tag="read-row"):
@@ -433,6 +487,10 @@ ClientMessage = (
     | SendNow
     | ContinueTurn
     | History
+    | Rewind
+    | Regenerate
+    | EditResend
+    | ForkTopic
     | ReadRow
     | PrewarmTopic
     | Status
@@ -488,6 +546,12 @@ class SendResult(_Frozen, frozen=True, tag="sent"):
     disposition: SendDisposition
     turn_id: str = ""
     position: int = 0
+
+
+class RewindResult(_Frozen, frozen=True, tag="rewound"):
+    """Answer to `Rewind`: the rows that left the visible history, in position order."""
+
+    row_ids: list[str] = []
 
 
 class HistoryResult(_Frozen, frozen=True, tag="history-page"):
@@ -562,6 +626,7 @@ Result = (
     | TopicListResult
     | AttachResult
     | SendResult
+    | RewindResult
     | HistoryResult
     | RowContent
     | StatusResult
@@ -633,6 +698,16 @@ class RowRemoved(_Frozen, frozen=True, tag="row-removed"):
     topic_id: str
     seq: int
     row_id: str
+
+
+class RowsRemoved(_Frozen, frozen=True, tag="rows-removed"):
+    """Rows left the visible history (`reason` "rewind"); they are kept in the store as
+    superseded. Drop them from the window's transcript."""
+
+    topic_id: str
+    seq: int
+    row_ids: list[str]
+    reason: str = ""
 
 
 class TurnStarted(_Frozen, frozen=True, tag="turn-started"):
@@ -770,6 +845,7 @@ TopicEvent = (
     | RowAppended
     | RowUpdated
     | RowRemoved
+    | RowsRemoved
     | TurnStarted
     | DriverReady
     | TurnEnded
@@ -793,6 +869,7 @@ ServerMessage = (
     | RowAppended
     | RowUpdated
     | RowRemoved
+    | RowsRemoved
     | TurnStarted
     | TurnEnded
     | StateChanged

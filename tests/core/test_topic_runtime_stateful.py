@@ -4,6 +4,7 @@ Three parties drive it, synchronously:
 
 - clients: sends of every intent (and idempotent resends), stop, approval answers, queue edits,
   discards and send-now (on any row, valid or not), resume_queue, time passing (tick);
+  rewinds, regenerates, edit-and-resends (with and without stop) and forks at any row;
 - a well-behaved fake driver that obeys the runtime's effects (StartTurn, Redirect, Interrupt,
   ApprovalResponse): it streams chunks, injects steers in order, reports boundaries, compacts,
   asks for approvals, ends turns (reporting undelivered steers first) or crashes;
@@ -31,13 +32,26 @@ from hypothesis.stateful import (
     rule,
 )
 
-from hostd.core.effects import Effect, Emit, SaveApproval, SaveTurn, StartTurn, ToDriver
+from hostd.core.effects import (
+    DeleteRow,
+    Effect,
+    Emit,
+    SaveApproval,
+    SaveRow,
+    SaveTurn,
+    StartTurn,
+    ToDriver,
+)
 from hostd.core.topic_runtime import TopicRuntime
 from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,
     Rolled,
+    RowAppended,
+    RowOpened,
+    RowsRemoved,
+    RowUpdated,
     TopicEvent,
     TopicInfo,
     TurnEnded,
@@ -93,6 +107,10 @@ CLIENT_ACTIONS = [
     "attach",
     "detach",
     "restart",
+    *["rewind"] * 2,
+    "regenerate",
+    "edit_resend",
+    "fork",
 ]
 DRIVER_ACTIONS = [
     *["chunk"] * 3,
@@ -166,6 +184,8 @@ class TopicMachine(RuleBasedStateMachine):
         self.abandoned: set[str] = set()  # turns running when the daemon restarted
         self.uncertain: set[str] = set()  # rows whose delivery a restart cannot know
         self.picked: set[str] = set()  # rows started explicitly (send when idle, send-now)
+        self.stored: dict[str, MessageRow] = {}  # what the store holds (superseded included)
+        self.superseded: set[str] = set()  # rows a rewind cut: never seen again
 
     def new_id(self, prefix: str) -> str:
         self.ids += 1
@@ -210,6 +230,18 @@ class TopicMachine(RuleBasedStateMachine):
                     self.old_turns.append(ev.turn_id)
                 elif isinstance(ev, Rolled):
                     self.check_roll(ev)
+                elif isinstance(ev, RowsRemoved):
+                    self.superseded |= set(ev.row_ids)
+                    self._after_cut()
+                if isinstance(ev, (RowAppended, RowUpdated)):
+                    assert ev.row_id not in self.superseded, "a superseded row came back"
+                if isinstance(ev, RowOpened):
+                    assert ev.row.id not in self.superseded, "a superseded row came back"
+            elif isinstance(eff, SaveRow):
+                assert eff.row.id not in self.superseded, "a superseded row was saved again"
+                self.stored[eff.row.id] = eff.row
+            elif isinstance(eff, DeleteRow):
+                self.stored.pop(eff.row_id, None)
             elif isinstance(eff, SaveTurn):
                 self.turn_records.setdefault(eff.turn_id, []).append(eff)
             elif isinstance(eff, SaveApproval):
@@ -388,10 +420,107 @@ class TopicMachine(RuleBasedStateMachine):
         self.driver.ended()  # the driver died with the daemon
         # Idempotency keys live in their rows' meta: a discarded row's key is forgotten.
         self.client_ids = {k: r for k, r in self.client_ids.items() if r not in self.discarded}
+        self.stored = {
+            i: msgspec.structs.replace(r, status="error", error="the daemon restarted")
+            if r.status == "pending"
+            else r
+            for i, r in self.stored.items()
+        }
         self.rt = self.make_runtime(rows, list(self.stored_approvals.values()), snap.seq)
         self.windows = [Transcript(self.rt.snapshot())]
         self.events = []
         self.apply(self.rt.resume_queue(self.now))
+
+    def _any_row(self, data: st.DataObject) -> str:
+        rows = [r.id for r in self.rt.snapshot(10_000).rows]
+        return data.draw(st.sampled_from([*rows[-6:], "bogus"]), label="row")
+
+    def _cut(self, effects: list[Effect]) -> set[str]:
+        return {
+            r for e in effects if isinstance(e, Emit) and isinstance(e.event, RowsRemoved)
+            for r in e.event.row_ids
+        }
+
+    def _after_cut(self) -> None:
+        self.discarded |= {r for r in self.superseded if r in self.accepted}
+        self.client_ids = {k: r for k, r in self.client_ids.items() if r not in self.superseded}
+
+    def client_rewind(self, data: st.DataObject) -> None:
+        row_id = self._any_row(data)
+        include = data.draw(st.booleans(), label="include")
+        stop = data.draw(st.booleans(), label="stop")
+        row = self.rt.row(row_id)
+        busy = self.rt.active_turn_id is not None
+        expect = [
+            r.id
+            for r in self.rt.snapshot(10_000).rows
+            if row is not None
+            and r.status not in ("queued", "draft")
+            and (r.position >= row.position if include else r.position > row.position)
+        ]
+        try:
+            cut, effects = self.rt.rewind(row_id, self.now, include=include, stop=stop)
+        except NotFound:
+            assert row is None
+            return
+        except InvalidArgument:
+            assert row is not None and row.status in ("queued", "draft")
+            return
+        except TopicBusy:
+            assert busy and not stop
+            return
+        assert row is not None and row.status not in ("queued", "draft")
+        assert cut == ([] if busy else expect)
+        self.apply(effects)
+        assert set(cut) == self._cut(effects)
+        self._after_cut()
+
+    def client_regenerate(self, data: st.DataObject) -> None:
+        self._resend(data, None)
+
+    def client_edit_resend(self, data: st.DataObject) -> None:
+        self._resend(data, self._any_row(data))
+
+    def _resend(self, data: st.DataObject, row_id: str | None) -> None:
+        stop = data.draw(st.booleans(), label="stop")
+        busy = self.rt.active_turn_id is not None
+        self.texts += 1
+        try:
+            if row_id is None:
+                result, effects = self.rt.regenerate(self.now, stop=stop)
+            else:
+                result, effects = self.rt.resend(row_id, f"e{self.texts}", self.now, stop=stop)
+        except (NotFound, InvalidArgument):
+            return
+        except TopicBusy:
+            assert busy and not stop
+            return
+        assert result.disposition == ("queued" if busy else "started")
+        self.accepted[result.row_id] = len(self.accepted)
+        self.picked.add(result.row_id)
+        self.apply(effects)
+        self._after_cut()
+
+    def client_fork(self, data: st.DataObject) -> None:
+        row_id = self._any_row(data)
+        before = self.rt.snapshot(10_000)
+        try:
+            rows = self.rt.fork_rows(row_id)
+        except (NotFound, InvalidArgument):
+            return
+        assert self.rt.snapshot(10_000) == before, "a fork leaves the original untouched"
+        target = self.rt.row(row_id)
+        assert target is not None and rows[-1].id == row_id
+        assert rows == [
+            r
+            for r in before.rows
+            if r.position <= target.position and r.status not in ("queued", "draft", "pending")
+        ]
+        # The fork's runtime shows exactly those rows to a window.
+        fork = TopicRuntime(
+            TopicInfo(id="F"), rows, [], 0, new_id=self.new_id, wall=lambda: 1.0
+        )
+        assert Transcript(fork.snapshot(10_000)).rows() == rows
 
     # --- the fake driver --------------------------------------------------------------------
 
@@ -488,6 +617,23 @@ class TopicMachine(RuleBasedStateMachine):
         snap = normalized(self.rt.snapshot(10_000))
         for window in self.windows:
             assert normalized(window.snapshot()) == snap
+
+    @invariant()
+    def windows_equal_the_stored_visible_history(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        visible = {i: r for i, r in self.stored.items() if not r.superseded}
+        for window in self.windows:
+            rows = window.rows()
+            assert {r.id for r in rows} == set(visible)
+            for row in rows:
+                stored = visible[row.id]
+                assert (stored.status, stored.position, stored.role) == (
+                    row.status,
+                    row.position,
+                    row.role,
+                )
+            assert not {r.id for r in rows} & self.superseded
 
     @invariant()
     def every_message_is_exactly_one_row(self) -> None:

@@ -380,6 +380,12 @@ class _Player:
         text = f"resumed {d.resumed_from}" if d.resumed_from else f"new session {d.session_token}"
         await self.turn.chunk(TextDelta(text=text))
 
+    async def do_history(self, step: Step) -> None:
+        # What the host sent as history (a stateless vendor, or a fresh session after a
+        # rewind or fork): one line per message, so tests see what the model would see.
+        lines = [f"{m.role}: {m.text}" for m in self.turn.send.history]
+        await self.turn.chunk(TextDelta(text="\n".join(lines) or "(no history)"))
+
     async def do_env(self, step: Step) -> None:
         name = step.arg(0)
         value = os.environ.get(name)

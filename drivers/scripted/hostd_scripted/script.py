@@ -72,6 +72,7 @@ KNOWN: dict[str, int | None] = {
     "stray": 0,
     "late": 0,
     "whoami": 0,
+    "history": 0,
     "env": 1,
     "leak": 1,
     "huge": 2,

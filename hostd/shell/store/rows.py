@@ -22,7 +22,7 @@ dict_decoder = msgspec.json.Decoder(dict[str, Any])
 
 ROW_COLUMNS = (
     "id, topic_id, role, status, position, turn_id, parts, error, error_code, anchor, empty, "
-    "created_at, updated_at, meta"
+    "created_at, updated_at, meta, superseded"
 )
 
 
@@ -42,6 +42,7 @@ def row_values(row: MessageRow) -> tuple[Any, ...]:
         row.created_at,
         row.updated_at,
         json_encoder.encode(row.meta).decode(),
+        int(row.superseded),
     )
 
 
@@ -61,6 +62,7 @@ def row_from(values: Sequence[Any]) -> MessageRow:
         created_at,
         updated_at,
         meta,
+        superseded,
     ) = values
     return MessageRow(
         id=rid,
@@ -83,6 +85,7 @@ def row_from(values: Sequence[Any]) -> MessageRow:
         created_at=created_at,
         updated_at=updated_at,
         meta=dict_decoder.decode(meta),
+        superseded=bool(superseded),
     )
 
 

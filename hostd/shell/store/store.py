@@ -291,6 +291,10 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     """,
     # 4: rows' parts and anchors become JSON text (they were msgpack blobs).
     _parts_to_json,
+    # 5: a rewind keeps the rows it cuts, marked superseded (out of the visible history).
+    """
+    ALTER TABLE rows ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -356,7 +360,8 @@ class Store:
 
     def load_rows(self, topic_id: str) -> list[MessageRow]:
         cur = self._db.execute(
-            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? ORDER BY position, created_at",
+            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND superseded = 0 "
+            "ORDER BY position, created_at",
             (topic_id,),
         )
         return [row_from(v) for v in cur]
@@ -393,9 +398,16 @@ class Store:
         ]
 
     def history_page(
-        self, topic_id: str, before_position: int | None, limit: int, max_bytes: int = 1 << 62
+        self,
+        topic_id: str,
+        before_position: int | None,
+        limit: int,
+        max_bytes: int = 1 << 62,
+        *,
+        include_superseded: bool = False,
     ) -> tuple[list[MessageRow], bool]:
         """Up to `limit` rows before `before_position`, oldest first, and whether more exist.
+        Superseded rows (cut by a rewind) only with `include_superseded`.
 
         Stops early once the rows read hold about `max_bytes` of content (at least one row is
         always read), so a page of huge rows never loads them all; the caller fits the page
@@ -404,8 +416,8 @@ class Store:
         bound = before_position if before_position is not None else 2**62
         cur = self._db.execute(
             f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
-            "ORDER BY position DESC LIMIT ?",
-            (topic_id, bound, limit + 1),
+            "AND superseded <= ? ORDER BY position DESC LIMIT ?",
+            (topic_id, bound, int(include_superseded), limit + 1),
         )
         rows: list[MessageRow] = []
         size = 0
@@ -531,13 +543,13 @@ class Store:
                 if rs := groups.get(PutRow):
                     db.executemany(
                         f"INSERT INTO rows ({ROW_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
                         "role = excluded.role, status = excluded.status, "
                         "position = excluded.position, turn_id = excluded.turn_id, "
                         "parts = excluded.parts, error = excluded.error, "
                         "error_code = excluded.error_code, anchor = excluded.anchor, "
                         "empty = excluded.empty, updated_at = excluded.updated_at, "
-                        "meta = excluded.meta",
+                        "meta = excluded.meta, superseded = excluded.superseded",
                         [row_values(op.row) for op in rs],
                     )
                 if aps := groups.get(PutApproval):

@@ -458,16 +458,87 @@ export class Client {
   /** A page of rows before `beforePosition` (exclusive), oldest first. */
   history(
     topicId: string,
-    options: CallOptions & { beforePosition?: number; limit?: number } = {},
+    options: CallOptions & { beforePosition?: number; limit?: number; all?: boolean } = {},
   ): Promise<HistoryResult> {
-    const { signal, beforePosition, limit } = options;
+    const { signal, beforePosition, limit, all } = options;
     const body = {
       type: "history",
       topic_id: topicId,
       ...(beforePosition !== undefined ? { before_position: beforePosition } : {}),
       ...(limit !== undefined ? { limit } : {}),
+      ...(all ? { all } : {}),
     } as const;
     return this.call(body, "history-page", { signal });
+  }
+
+  /**
+   * Cut the history after `rowId` (and `rowId` itself with `include`); resolves with the ids
+   * cut (kept in the store as superseded). With `stop`, a running turn is stopped first.
+   */
+  async rewind(
+    topicId: string,
+    rowId: string,
+    options: CallOptions & { include?: boolean; stop?: boolean } = {},
+  ): Promise<string[]> {
+    const { signal, include, stop } = options;
+    const body = {
+      type: "rewind",
+      topic_id: topicId,
+      row_id: rowId,
+      ...(include ? { include } : {}),
+      ...(stop ? { stop } : {}),
+    } as const;
+    return (await this.call(body, "rewound", { signal })).row_ids ?? [];
+  }
+
+  /** Answer the last user message again (it and its answer are superseded). */
+  regenerate(
+    topicId: string,
+    options: CallOptions & { stop?: boolean; clientMsgId?: string } = {},
+  ): Promise<SendResult> {
+    const { signal, stop, clientMsgId } = options;
+    const body = {
+      type: "regenerate",
+      topic_id: topicId,
+      ...(stop ? { stop } : {}),
+      ...(clientMsgId ? { client_msg_id: clientMsgId } : {}),
+    } as const;
+    return this.call(body, "sent", { signal });
+  }
+
+  /** Replace the sent message `rowId` (and everything after it) by `text`, sent anew. */
+  editResend(
+    topicId: string,
+    rowId: string,
+    text: string,
+    options: CallOptions & { stop?: boolean; clientMsgId?: string } = {},
+  ): Promise<SendResult> {
+    const { signal, stop, clientMsgId } = options;
+    const body = {
+      type: "edit-resend",
+      topic_id: topicId,
+      row_id: rowId,
+      text,
+      ...(stop ? { stop } : {}),
+      ...(clientMsgId ? { client_msg_id: clientMsgId } : {}),
+    } as const;
+    return this.call(body, "sent", { signal });
+  }
+
+  /** A new topic with the history of `topicId` up to and including `rowId`. */
+  async forkTopic(
+    topicId: string,
+    rowId: string,
+    options: CallOptions & { title?: string } = {},
+  ): Promise<TopicInfo> {
+    const { signal, title } = options;
+    const body = {
+      type: "fork-topic",
+      topic_id: topicId,
+      row_id: rowId,
+      ...(title ? { title } : {}),
+    } as const;
+    return (await this.call(body, "topic", { signal })).topic;
   }
 
   /** Every row of a topic, oldest first (pages through `history`). */

@@ -151,14 +151,83 @@ export interface ContinueTurn {
   readonly topic_id: string;
 }
 
-/** A page of rows, newest first from `before_position` (exclusive), returned oldest first. */
+/**
+ * A page of rows, newest first from `before_position` (exclusive), returned oldest first.
+ * `all`: superseded rows (removed by a rewind) are included, marked `superseded`.
+ */
 export interface History {
   readonly type: "history";
+  /** Default: `false` (omitted on the wire). */
+  readonly all?: boolean;
   /** Default: `null` (omitted on the wire). */
   readonly before_position?: number | null;
   readonly id: number;
   /** Default: `100` (omitted on the wire). */
   readonly limit?: number;
+  readonly topic_id: string;
+}
+
+/**
+ * Remove every history row after `row_id` (and `row_id` itself when `include`) from the
+ * visible history. The rows stay in the store as superseded (`History(all=True)`); windows
+ * get `RowsRemoved`. The vendor session is replaced, so the next turn starts from the
+ * history that is left. Refused (`topic_busy`) while a turn runs, unless `stop`: then the
+ * turn is stopped and the rewind happens at its end. Answered by `RewindResult`.
+ */
+export interface Rewind {
+  readonly type: "rewind";
+  readonly id: number;
+  /** Default: `false` (omitted on the wire). */
+  readonly include?: boolean;
+  readonly row_id: string;
+  /** Default: `false` (omitted on the wire). */
+  readonly stop?: boolean;
+  readonly topic_id: string;
+}
+
+/**
+ * Answer the last user message again: it and everything after it are superseded (as by
+ * `Rewind(include=True)`) and its text is sent again as a new message, in one request.
+ * `stop` as for `Rewind`. Answered by `SendResult`.
+ */
+export interface Regenerate {
+  readonly type: "regenerate";
+  /** Default: `""` (omitted on the wire). */
+  readonly client_msg_id?: string;
+  readonly id: number;
+  /** Default: `false` (omitted on the wire). */
+  readonly stop?: boolean;
+  readonly topic_id: string;
+}
+
+/**
+ * Edit a sent user message and send it again: `row_id` and everything after it are
+ * superseded, then `text` is sent as a new message (with the old row's options). `stop` as
+ * for `Rewind`. Answered by `SendResult`.
+ */
+export interface EditResend {
+  readonly type: "edit-resend";
+  /** Default: `""` (omitted on the wire). */
+  readonly client_msg_id?: string;
+  readonly id: number;
+  readonly row_id: string;
+  /** Default: `false` (omitted on the wire). */
+  readonly stop?: boolean;
+  readonly text: string;
+  readonly topic_id: string;
+}
+
+/**
+ * A new topic whose history is `topic_id`'s up to and including `row_id` (a finished
+ * row), with the same assistant, driver, model, working dir and options. The original is
+ * untouched. `title` defaults to one naming the origin. Answered by `TopicResult`.
+ */
+export interface ForkTopic {
+  readonly type: "fork-topic";
+  readonly id: number;
+  readonly row_id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly title?: string;
   readonly topic_id: string;
 }
 
@@ -450,6 +519,8 @@ export interface MessageRow {
   readonly position: number;
   readonly role: "assistant" | "marker" | "user";
   readonly status: "draft" | "error" | "pending" | "queued" | "stopped" | "success";
+  /** Default: `false` (omitted on the wire). */
+  readonly superseded?: boolean;
   readonly topic_id: string;
   /** Default: `""` (omitted on the wire). */
   readonly turn_id?: string;
@@ -494,6 +565,13 @@ export interface SendResult {
   readonly row_id: string;
   /** Default: `""` (omitted on the wire). */
   readonly turn_id?: string;
+}
+
+/** Answer to `Rewind`: the rows that left the visible history, in position order. */
+export interface RewindResult {
+  readonly type: "rewound";
+  /** Default: `[]` (omitted on the wire). */
+  readonly row_ids?: string[];
 }
 
 /**
@@ -677,7 +755,7 @@ export interface ScheduleListResult {
 export interface Reply {
   readonly type: "reply";
   readonly id: number;
-  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | HistoryResult | RowContent | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
+  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | RewindResult | HistoryResult | RowContent | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
 }
 
 /** A typed error. `id` is None for errors not tied to a request (e.g. framing). */
@@ -733,6 +811,19 @@ export interface RowUpdated {
 export interface RowRemoved {
   readonly type: "row-removed";
   readonly row_id: string;
+  readonly seq: number;
+  readonly topic_id: string;
+}
+
+/**
+ * Rows left the visible history (`reason` "rewind"); they are kept in the store as
+ * superseded. Drop them from the window's transcript.
+ */
+export interface RowsRemoved {
+  readonly type: "rows-removed";
+  /** Default: `""` (omitted on the wire). */
+  readonly reason?: string;
+  readonly row_ids: string[];
   readonly seq: number;
   readonly topic_id: string;
 }
@@ -919,6 +1010,10 @@ export type ClientMessage =
   | SendNow
   | ContinueTurn
   | History
+  | Rewind
+  | Regenerate
+  | EditResend
+  | ForkTopic
   | ReadRow
   | PrewarmTopic
   | Status
@@ -952,6 +1047,10 @@ export const CLIENT_MESSAGE_TYPES = [
   "send-now",
   "continue",
   "history",
+  "rewind",
+  "regenerate",
+  "edit-resend",
+  "fork-topic",
   "read-row",
   "prewarm",
   "status",
@@ -976,6 +1075,7 @@ export type ServerMessage =
   | RowAppended
   | RowUpdated
   | RowRemoved
+  | RowsRemoved
   | TurnStarted
   | TurnEnded
   | StateChanged
@@ -1000,6 +1100,7 @@ export const SERVER_MESSAGE_TYPES = [
   "row-appended",
   "row-updated",
   "row-removed",
+  "rows-removed",
   "turn-started",
   "turn-ended",
   "state-changed",

@@ -203,6 +203,9 @@ export class Transcript {
       case "row-removed":
         this.liveRows.delete(event.row_id);
         break;
+      case "rows-removed":
+        for (const rowId of event.row_ids) this.liveRows.delete(rowId);
+        break;
       case "turn-started":
         this.activeTurnId = event.turn_id;
         if (event.capabilities_known) this.capabilities = event.capabilities ?? {};

@@ -1,0 +1,121 @@
+"""Request handlers for topic operations: rewind, regenerate, edit-and-resend, fork.
+
+The decisions (which rows go, which are copied, what is refused) are the runtime's
+(`hostd.core.runtime_rewind`); this module only carries them out around the daemon:
+
+- Rewind / regenerate / edit-and-resend answer after their effects are committed. With
+  `stop` while a turn runs, the runtime cuts at that turn's end; a rewind then answers once
+  the turn has ended, with the ids that were cut.
+- Fork writes the new topic and its copied rows durably before it answers, then loads it like
+  any topic. Copies get new ids (a row belongs to one topic) and keep positions, roles,
+  statuses, turn ids and content; idempotency keys are not copied (they belong to the
+  original's sends). The fork has no resume token, so its first turn opens a fresh vendor
+  session that the host feeds the copied history (`TopicHost`), whatever the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from hostd.core.payload_bounds import check_text
+from hostd.shell.store import store as st
+from hostd.shell.topic_host import new_id
+from hostd_protocol.client_messages import (
+    EditResend,
+    ForkTopic,
+    MessageRow,
+    Regenerate,
+    Result,
+    Rewind,
+    RewindResult,
+    TopicInfo,
+    TopicResult,
+)
+from hostd_protocol.limits import MAX_SEND_BYTES
+
+if TYPE_CHECKING:
+    from hostd.shell.connection import Connection
+    from hostd.shell.daemon import Daemon
+
+__all__ = ["fork_title", "topic_op_handlers"]
+
+
+def fork_title(origin: TopicInfo, rows: list[MessageRow]) -> str:
+    """Where a fork came from, in words: the origin's title (or id) and the message count."""
+    return f"Fork of {origin.title or origin.id} at message {len(rows)}"
+
+
+def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], Any]]:
+    """The handlers of `rewind`, `regenerate`, `edit-resend` and `fork-topic`."""
+
+    async def rewind(conn: Connection, msg: Rewind) -> Result:
+        host = await daemon.host(msg.topic_id)
+        running = host.runtime.active_turn_id
+        cut: list[str] = await host.request(
+            "rewind", msg.row_id, include=msg.include, stop=msg.stop
+        )
+        if running is not None:
+            await host.wait_turn_over(running)
+            cut = list(host.runtime.last_rewound)
+            await daemon.writer.wait_committed()
+        return RewindResult(row_ids=cut)
+
+    async def regenerate(conn: Connection, msg: Regenerate) -> Result:
+        host = await daemon.host(msg.topic_id)
+        daemon.bridge.check(conn.peer_uid, host.topic_info())
+        result: Result = await host.request(
+            "regenerate", stop=msg.stop, client_msg_id=msg.client_msg_id
+        )
+        return result
+
+    async def edit_resend(conn: Connection, msg: EditResend) -> Result:
+        check_text("the message", msg.text, MAX_SEND_BYTES)
+        host = await daemon.host(msg.topic_id)
+        daemon.bridge.check(conn.peer_uid, host.topic_info())
+        result: Result = await host.request(
+            "resend", msg.row_id, msg.text, stop=msg.stop, client_msg_id=msg.client_msg_id
+        )
+        return result
+
+    async def fork(conn: Connection, msg: ForkTopic) -> Result:
+        check_text("the title", msg.title, MAX_SEND_BYTES)
+        host = await daemon.host(msg.topic_id)
+        rows = host.runtime.fork_rows(msg.row_id)
+        origin = host.topic_info()
+        now = time.time()
+        info = TopicInfo(
+            id=new_id("tp"),
+            title=msg.title or fork_title(origin, rows),
+            assistant=origin.assistant,
+            driver=origin.driver,
+            model=origin.model,
+            working_dir=origin.working_dir,
+            options=origin.options,
+            created_at=now,
+            updated_at=now,
+        )
+        copies = [
+            msgspec.structs.replace(
+                row,
+                id=new_id("r"),
+                topic_id=info.id,
+                meta={k: v for k, v in row.meta.items() if k != "client_msg_id"},
+            )
+            for row in rows
+        ]
+        writer = daemon.writer
+        writer.put(st.PutTopic(info), durable=True)
+        gen = 0
+        for row in copies:
+            gen = writer.put(st.PutRow(row), durable=True)
+        await writer.wait_committed(gen or None)
+        with trio.CancelScope(shield=True):  # stored: it must be served too
+            new_host = await daemon.add_topic(info, copies)
+        return TopicResult(topic=new_host.topic_info())
+
+    return {Rewind: rewind, Regenerate: regenerate, EditResend: edit_resend, ForkTopic: fork}
