@@ -1123,6 +1123,7 @@ export const TOPIC_EVENT_TYPES = [
   "row-appended",
   "row-updated",
   "row-removed",
+  "rows-removed",
   "turn-started",
   "turn-ended",
   "state-changed",
