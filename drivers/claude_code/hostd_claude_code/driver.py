@@ -51,7 +51,7 @@ from hostd_protocol.common import (
     TurnStatus,
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
-from hostd_protocol.driver_messages import Init, Log, Notice, Redirect
+from hostd_protocol.driver_messages import Init, Log, Notice, Redirect, Send
 from hostd_protocol.errors import AuthRequired, InvalidArgument
 
 if TYPE_CHECKING:
@@ -88,6 +88,20 @@ def format_steers(steers: list[Redirect]) -> str:
     return (
         "The user sent new messages while you were working. Take them into account "
         f"from now on:\n{joined}"
+    )
+
+
+def prompt_of(send: Send) -> str:
+    """What the CLI is sent for a turn. The host sends `history` only to a fresh session
+    (after a rewind or fork, or a lost resume token): the CLI has no transcript of it, so the
+    earlier conversation goes first, in tags the model reads as context. A slash command
+    (`/compact`) must stay the whole prompt, so it never carries history."""
+    if not send.history or send.text.lstrip().startswith("/"):
+        return send.text
+    turns = "\n".join(f"<{m.role}>\n{m.text}\n</{m.role}>" for m in send.history)
+    return (
+        "This conversation continues an earlier one; here it is, oldest first:\n"
+        f"<conversation>\n{turns}\n</conversation>\n\n{send.text}"
     )
 
 
@@ -429,14 +443,14 @@ class ClaudeCodeDriver(DriverBase):
         # resume it (a preset `session_id` that already exists is refused).
         self._resumable = True
         try:
-            await client.query(turn.send.text)
+            await client.query(prompt_of(turn.send))
         except CLIConnectionError:
             self._client_ok = False
             client = await self._ensure_client()
             for event in self._take_deferred(turn.turn_id):
                 await turn.emit(event)
             await self._apply_turn_options(client, turn)
-            await client.query(turn.send.text)
+            await client.query(prompt_of(turn.send))
         return client
 
     async def _apply_turn_options(self, client: ClaudeSDKClient, turn: TurnContext) -> None:
