@@ -84,6 +84,9 @@ HELP = """\
   [bold cyan]/send N[/bold cyan]        send unsent message N now (stops the running answer)
   [bold cyan]/edit N[/bold cyan]        put unsent message N back on the input line
   [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny [reason])
+  [bold cyan]/regenerate[/bold cyan]    answer the last message again (stops a running answer)
+  [bold cyan]/undo[/bold cyan]          remove the last message and its answer from the history
+  [bold cyan]/fork[/bold cyan]          copy this topic (up to the last finished row) into a new one
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
   [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
 
@@ -99,7 +102,10 @@ class Command:
     arg: str = ""
 
 
-COMMANDS = frozenset({"help", "quit", "stop", "discard", "send", "edit", "allow", "deny"})
+COMMANDS = frozenset(
+    {"help", "quit", "stop", "discard", "send", "edit", "allow", "deny", "regenerate", "undo",
+     "fork"}
+)
 _ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
 
 
@@ -503,11 +509,36 @@ class ChatApp:
                 await c.send_now(tid, row.id)
         elif cmd.name == "discard-quiet":
             await c.discard_queued(tid, cmd.arg)
+        elif cmd.name in ("regenerate", "undo", "fork"):
+            await self._topic_op(cmd.name)
         elif cmd.name in ("allow", "deny"):
             await self._answer(cmd.name == "allow", cmd.arg)
         elif cmd.name == "drain":
             await self._wait_idle()
             raise Quit(0)
+
+    async def _topic_op(self, name: str) -> None:
+        """`/regenerate`, `/undo` (rewind before the last message), `/fork` (at the last
+        finished row): the topic operations, one request each."""
+        c, tid = self.client, self.topic_id
+        sent = [r for r in self.transcript.rows() if r.status not in ("queued", "draft")]
+        if name == "regenerate":
+            await c.regenerate(tid, stop=True)
+            return
+        if name == "undo":
+            users = [r for r in sent if r.role == "user"]
+            if not users:
+                self.note_text("nothing to undo")
+                return
+            cut = await c.rewind(tid, users[-1].id, include=True, stop=True)
+            self.note_text(f"removed {len(cut)} row(s) from the history")
+            return
+        done = [r for r in sent if r.status != "pending"]
+        if not done:
+            self.note_text("nothing to fork yet")
+            return
+        fork = await c.fork_topic(tid, done[-1].id)
+        self.note_text(f"forked into {fork.id} ({fork.title}): hostd chat {fork.id}")
 
     async def _answer(self, allow: bool, reason: str) -> None:
         approvals = self.transcript.approvals()

@@ -212,3 +212,32 @@ async def test_chat_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> No
     assert proc.returncode == 1
     assert "hostd is not running" in out
     assert "hostd serve --detach" in out
+
+
+async def test_chat_undo_regenerate_and_fork(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon, "/echo")
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "100"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic_id],
+            stdin=b"first question\n/undo\nsecond question\n/regenerate\n/fork\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert "row(s) from the history" in out
+    assert "forked into tp" in out
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(topic_id)).rows
+        # /undo cut the first exchange; /regenerate answered the second again (new rows).
+        assert [r.role for r in rows[:1]] == ["user"]
+        assert row_text(rows[0]) == "second question"
+        everything = (await c.history_all(topic_id)).rows
+        assert any(r.superseded and row_text(r) == "first question" for r in everything)
+        topics = await c.list_topics()
+        fork = next(t for t in topics if t.id != topic_id)
+        forked = (await c.history(fork.id)).rows
+        assert row_text(forked[0]) == "second question"
