@@ -256,3 +256,41 @@ test("watching the topic list: creates, renames and deletes by another window", 
     other.close();
   }
 });
+
+test("rewind, regenerate, fork: the reducer equals the stored visible history", async () => {
+  const client = await daemon.connect();
+  try {
+    const topic = await client.createTopic({ title: "ops", driver: "scripted" });
+    const sub = await client.attach(topic.id);
+    for (const text of ["/text one", "/text two"]) {
+      await client.send(topic.id, text);
+      await until(sub, turnEnded);
+    }
+    const rows = await client.allRows(topic.id);
+    const cut = await client.rewind(topic.id, rows[1]!.id);
+    assert.deepEqual(cut, [rows[2]!.id, rows[3]!.id]);
+    await until(sub, (item) => item.type === "rows-removed");
+    assert.deepEqual(comparable(sub.transcript!.rows()), comparable(await client.allRows(topic.id)));
+    const all = await client.history(topic.id, { all: true });
+    assert.deepEqual(
+      all.rows.map((r) => r.superseded ?? false),
+      [false, false, true, true],
+    );
+    const regen = await client.regenerate(topic.id);
+    assert.equal(regen.disposition, "started");
+    await until(sub, turnEnded);
+    assert.deepEqual(comparable(sub.transcript!.rows()), comparable(await client.allRows(topic.id)));
+    // Regenerate answered "one" again in new rows (the old ones are superseded).
+    const now = await client.allRows(topic.id);
+    assert.deepEqual(now.map((r) => textOf(r)), ["/text one", "one"]);
+    assert.notEqual(now[0]!.id, rows[0]!.id);
+    const fork = await client.forkTopic(topic.id, now[0]!.id, { title: "branch" });
+    assert.equal(fork.title, "branch");
+    assert.deepEqual(
+      (await client.allRows(fork.id)).map((r) => textOf(r)),
+      ["/text one"],
+    );
+  } finally {
+    client.close();
+  }
+});
