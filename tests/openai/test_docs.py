@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hostd.core.assistants import parse_assistant
 from hostd_openai.config import OpenAIOptions, parse_options
-from hostd_openai.spec import OPTIONS_HELP
+from hostd_openai.spec import OPTIONS_HELP, SPEC
+from hostd_protocol.errors import InvalidArgument
 
 README = Path(__file__).resolve().parents[2] / "drivers" / "openai" / "README.md"
 
@@ -52,3 +55,15 @@ def test_hostd_drivers_openai_shows_the_options() -> None:
     assert bad.returncode == 1
     assert bad.stderr.startswith("hostd: no driver named 'nope' is installed")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_options_are_checked_before_the_driver_starts() -> None:
+    SPEC.check_options({"base_url": "http://127.0.0.1:1/v1", "allowed_tools": ["t__*"]})
+    with pytest.raises(
+        InvalidArgument,
+        match=r"^unknown option 'api_key' for driver 'openai' "
+        r"\(did you mean 'api_key_env'\?\)",
+    ):
+        SPEC.check_options({"api_key": "sk-..."})
+    with pytest.raises(InvalidArgument):
+        SPEC.check_options({"max_steps": "many"})

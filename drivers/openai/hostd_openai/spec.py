@@ -61,4 +61,7 @@ SPEC = DriverSpec(
     env=ENV,
     env_options=("api_key_env",),
     options_help=OPTIONS_HELP,
+    # Checked when a topic is created (unknown names with a did-you-mean, wrong types);
+    # config.py imports only msgspec and the protocol.
+    options_type="hostd_openai.config:OpenAIOptions",
 )
