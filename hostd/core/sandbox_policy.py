@@ -8,9 +8,11 @@ Rules this module guards:
 
 - A policy never claims a confinement it does not give: a policy this machine or this
   version cannot honour is refused (`SandboxUnavailable`), never run unconfined.
-  `network = "loopback"` is refused: with `--unshare-net` the sandbox has its own `lo`, not
-  the host's, and hostd has no bridge to the host's loopback yet (so "loopback" would be
-  "none" in disguise, and "shared" would be more than was asked for).
+  `network = "loopback"` gives the sandbox its own network namespace (its `lo` is not the
+  host's) plus a bridge for the declared `ports` of the host's 127.0.0.1 only: in the
+  sandbox a forwarder listens on `127.0.0.1:<port>` and relays through a Unix socket the
+  daemon binds in, which the daemon relays to the host's `127.0.0.1:<port>`. Without ports
+  it is refused (it would be "none" in disguise).
 - Under `confined` the driver and everything it starts (vendor CLI, MCP servers, tools) see:
   the whole file system read-only; a private `/tmp`; the user's home, the daemon's own
   folders (store, runtime socket) and `/run/user/<uid>` hidden behind empty tmpfs; then, on
@@ -41,6 +43,10 @@ MODES: tuple[Mode, ...] = ("none", "confined")
 NETWORKS: tuple[Network, ...] = ("shared", "loopback", "none")
 #: The option key that holds the policy (assistant `[options]`, `hostd new --option`).
 OPTION = "sandbox"
+#: Where the daemon's loopback bridge folder appears inside the sandbox (its private /tmp).
+BRIDGE_INSIDE = "/tmp/.hostd-loopback"
+#: The module that forwards the sandbox's 127.0.0.1:<port> to that folder's sockets.
+LOOPBACK_INSIDE = "hostd.shell.drivers.loopback_inside"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,9 @@ class SandboxPolicy:
 
     mode: Mode = "none"
     network: Network = "none"
+    #: With `network = "loopback"`: the ports of the host's 127.0.0.1 the sandbox may reach
+    #: (bridged; see `hostd.shell.drivers.loopback_bridge`). Nothing else is reachable.
+    ports: tuple[int, ...] = ()
 
     @property
     def confined(self) -> bool:
@@ -56,7 +65,10 @@ class SandboxPolicy:
 
     def describe(self) -> str:
         """One line for a step record or an error: `none` or `confined (network none)`."""
-        return "none" if not self.confined else f"confined (network {self.network})"
+        if not self.confined:
+            return "none"
+        ports = f" ports {','.join(map(str, self.ports))}" if self.ports else ""
+        return f"confined (network {self.network}{ports})"
 
 
 UNCONFINED = SandboxPolicy()
@@ -75,16 +87,23 @@ def parse_policy(value: object) -> SandboxPolicy:
         return SandboxPolicy(mode=value)
     if not isinstance(value, Mapping):
         raise InvalidArgument(f"sandbox must be a string or a table, not {type(value).__name__}")
-    unknown = sorted(set(value) - {"mode", "network"})
+    unknown = sorted(set(value) - {"mode", "network", "ports"})
     if unknown:
-        raise InvalidArgument(f"sandbox has unknown keys {unknown}; known: mode, network")
+        raise InvalidArgument(f"sandbox has unknown keys {unknown}; known: mode, network, ports")
     mode = value.get("mode", "confined")
     network = value.get("network", "none")
     if mode not in MODES:
         raise InvalidArgument(f"sandbox mode {mode!r} is not one of {', '.join(MODES)}")
     if network not in NETWORKS:
         raise InvalidArgument(f"sandbox network {network!r} is not one of {', '.join(NETWORKS)}")
-    return SandboxPolicy(mode=mode, network=network)
+    ports = value.get("ports", [])
+    if not isinstance(ports, (list, tuple)) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports
+    ):
+        raise InvalidArgument(f"sandbox ports must be a list of TCP ports, not {ports!r}")
+    if ports and network != "loopback":
+        raise InvalidArgument("sandbox ports are only used with network 'loopback'")
+    return SandboxPolicy(mode=mode, network=network, ports=tuple(sorted(set(ports))))
 
 
 def policy_of(options: Mapping[str, Any]) -> SandboxPolicy:
@@ -130,11 +149,11 @@ def check_policy(policy: SandboxPolicy, working_dir: str, mounts: SandboxMounts)
     """Refuse what cannot be honoured (before anything starts). Raises `SandboxUnavailable`."""
     if not policy.confined:
         return
-    if policy.network == "loopback":
+    if policy.network == "loopback" and not policy.ports:
         raise SandboxUnavailable(
-            "sandbox network 'loopback' cannot be honoured: a confined driver gets its own "
-            "network namespace whose loopback is not the host's, and hostd has no bridge to "
-            "the host's loopback yet; use network 'none' (no network) or 'shared'"
+            "sandbox network 'loopback' needs the ports of the host's 127.0.0.1 to reach "
+            "(ports = [8080]): a confined driver has its own network namespace, and only "
+            "declared ports are bridged to the host's loopback"
         )
     if not working_dir or not working_dir.startswith("/"):
         raise SandboxUnavailable(
@@ -160,11 +179,15 @@ def bwrap_argv(
     *,
     working_dir: str,
     mounts: SandboxMounts,
+    bridge: str = "",
+    python: str = "",
 ) -> list[str]:
     """`command` wrapped in bubblewrap per `policy` (`command` itself when unconfined).
 
     Checks the policy first (`check_policy`). Paths that may not exist use the `-try`
-    variants; the working directory must exist (the shell creates it).
+    variants; the working directory must exist (the shell creates it). With
+    `network = "loopback"`, `bridge` is the daemon's bridge folder (bound at `BRIDGE_INSIDE`)
+    and `python` runs the in-sandbox forwarder (`LOOPBACK_INSIDE`) in front of the command.
     """
     if not policy.confined:
         return list(command)
@@ -200,12 +223,20 @@ def bwrap_argv(
         seen[path] = flag
     for path, flag in sorted(seen.items(), key=lambda kv: len(PurePosixPath(kv[0]).parts)):
         argv += [flag, path, path]
+    if policy.network == "loopback":
+        if not bridge or not python:
+            raise SandboxUnavailable("sandbox network 'loopback' needs the daemon's bridge")
+        argv += ["--bind", bridge, BRIDGE_INSIDE]
+        command = [python, "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
+                   ",".join(map(str, policy.ports)), "--", *command]
     argv += ["--chdir", wd, "--", *command]
     return argv
 
 
 __all__ = [
+    "BRIDGE_INSIDE",
     "HOST_OPTIONS",
+    "LOOPBACK_INSIDE",
     "MODES",
     "NETWORKS",
     "OPTION",

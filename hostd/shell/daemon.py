@@ -157,11 +157,13 @@ def default_supervisor_factory(
     *,
     workdir_root: str | None = None,
     sandbox_hidden: tuple[str, ...] = (),
+    bridge_parent: str | None = None,
 ) -> Supervisor:
     from hostd.shell.drivers.sandbox import Sandbox
     from hostd.shell.drivers.supervisor import Supervisor
 
-    return Supervisor(registry, workdir_root=workdir_root, sandbox=Sandbox(sandbox_hidden))
+    sandbox = Sandbox(sandbox_hidden, bridge_parent=bridge_parent)
+    return Supervisor(registry, workdir_root=workdir_root, sandbox=sandbox)
 
 
 @dataclass(frozen=True)
@@ -801,6 +803,7 @@ async def serve_daemon(
                         workdir_root=str(paths.data_dir / "workdirs"),
                         # A confined driver sees neither the store nor the socket.
                         sandbox_hidden=(str(paths.data_dir), str(paths.runtime_dir)),
+                        bridge_parent=str(paths.runtime_dir),
                     )
                 else:
                     supervisor = supervisor_factory(registry)

@@ -2,10 +2,10 @@
 the fake Messages API (issue 23).
 
 The fake API listens on the host's 127.0.0.1, which a sandbox with its own network namespace
-cannot reach (hostd has no loopback bridge, so the `loopback` network is refused): the
-confined policy here uses `network = "shared"`. The CLI's Bash tool then tries to read a
-canary file in the user's home (a folder outside /tmp, given to the daemon as HOME): under
-`confined` the home is an empty tmpfs; unconfined, the same turn reads the canary.
+reaches only through the loopback bridge: the confined policies here are `network =
+"loopback"` with the fake's port, and `network = "shared"`. The CLI's Bash tool then tries to
+read a canary file in the user's home (a folder outside /tmp, given to the daemon as HOME):
+under `confined` the home is an empty tmpfs; unconfined, the same turn reads the canary.
 """
 
 from __future__ import annotations
@@ -61,9 +61,14 @@ def user_home() -> Iterator[Path]:
     "policy",
     [
         pytest.param(
+            {"mode": "confined", "network": "loopback"},
+            marks=pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason),
+            id="confined-loopback",
+        ),
+        pytest.param(
             {"mode": "confined", "network": "shared"},
             marks=pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason),
-            id="confined",
+            id="confined-shared",
         ),
         pytest.param("none", id="none"),
     ],
@@ -78,6 +83,8 @@ async def test_claude_tool_cannot_read_the_users_home_when_confined(
         Rule(lambda req: True, tool_use("Bash", {"command": f"cat {canary}"})),
     ]
     with FakeAnthropicAPI(rules) as api:
+        if isinstance(policy, dict) and policy["network"] == "loopback":
+            policy = {**policy, "ports": [int(api.base_url.rsplit(":", 1)[1].strip("/"))]}
         env = offline_env(api.base_url, HOME=str(user_home))
         registry = DriverRegistry.from_specs(SPEC)
         sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))

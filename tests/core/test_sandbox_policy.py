@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hostd.core.sandbox_policy import (
+    BRIDGE_INSIDE,
+    LOOPBACK_INSIDE,
     UNCONFINED,
     SandboxMounts,
     SandboxPolicy,
@@ -104,10 +106,36 @@ def test_a_deeper_writable_bind_wins_over_a_read_only_parent() -> None:
     assert argv.index("/srv/p") < argv.index("/srv/p/sub")
 
 
-def test_loopback_is_refused_not_faked() -> None:
-    with pytest.raises(SandboxUnavailable, match=r"^sandbox network 'loopback' cannot be honoured"):
+def test_loopback_without_ports_is_refused_not_faked() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"^sandbox network 'loopback' needs the ports"):
         bwrap_argv("bwrap", CMD, SandboxPolicy("confined", "loopback"), working_dir="/srv/p",
                    mounts=MOUNTS)
+
+
+def test_loopback_bridges_the_declared_ports_only() -> None:
+    policy = parse_policy({"network": "loopback", "ports": [8080, 11434, 8080]})
+    assert policy == SandboxPolicy("confined", "loopback", (8080, 11434))
+    argv = bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
+                      bridge="/run/hostd/loopback-x", python="/usr/bin/python3")
+    assert "--unshare-net" in argv
+    i = argv.index("/run/hostd/loopback-x")
+    assert argv[i - 1:i + 2] == ["--bind", "/run/hostd/loopback-x", BRIDGE_INSIDE]
+    tail = argv[argv.index("--") + 1:]
+    assert tail == ["/usr/bin/python3", "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
+                    "8080,11434", "--", *CMD]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"network": "loopback", "ports": [0]}, r"^sandbox ports must be a list of TCP ports"),
+        ({"network": "loopback", "ports": "80"}, r"^sandbox ports must be a list of TCP ports"),
+        ({"network": "none", "ports": [80]}, r"^sandbox ports are only used with network"),
+    ],
+)
+def test_bad_ports(value: object, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        parse_policy(value)
 
 
 @pytest.mark.parametrize("wd", ["/home/u", "/home", "/", "/home/u/.local/share/hostd"])

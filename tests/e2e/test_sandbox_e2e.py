@@ -163,7 +163,7 @@ async def test_an_unhonourable_policy_refuses_the_turn(home: Path, user_home: Pa
                             break
                 assert ev.status == "error"
                 assert ev.error_code == "sandbox_unavailable"
-                assert "sandbox network 'loopback' cannot be honoured" in ev.error
+                assert "sandbox network 'loopback' needs the ports" in ev.error
         finally:
             assert await d.terminate() == 0
     assert not (project / "ran.txt").exists()
@@ -184,3 +184,47 @@ async def test_the_policy_is_checked_at_creation_and_is_no_driver_option(
                     await c.create_topic(driver="scripted", options={"sandbox": "jail"})
         finally:
             assert await d.terminate() == 0
+
+
+@needs_bwrap
+async def test_loopback_reaches_the_declared_ports_of_the_hosts_loopback_only(
+    home: Path, user_home: Path
+) -> None:
+    project = home / "project"
+    allowed = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    other = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = allowed.socket.getsockname()[1]
+    other_port = other.socket.getsockname()[1]
+
+    async def echo_once(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        stream = await allowed.accept()
+        async with stream:
+            await stream.send_all(b"pong")
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(echo_once)
+            d = await daemon_proc.start(home)
+            try:
+                async with open_client(Paths.under(home)) as c:
+                    t = await c.create_topic(
+                        driver="scripted", working_dir=str(project),
+                        options={"sandbox": {"mode": "confined", "network": "loopback",
+                                             "ports": [port]}, "chunk_rate": 0},
+                    )
+                    text = await answer(c, t.id, "\n".join([
+                        f"/connect 127.0.0.1 {port}", "/text |",
+                        f"/connect 127.0.0.1 {other_port}", "/text |",
+                        f"/readfile {user_home / 'canary.txt'}",
+                    ]))
+            finally:
+                assert await d.terminate() == 0
+                await allowed.aclose()
+                await other.aclose()
+    parts = [p.strip() for p in text.split("|")]
+    # (`echo_once` returned, or the nursery would still wait: the connection crossed the
+    # bridge to the host's listener.)
+    assert parts[0] == f"connected 127.0.0.1:{port}"
+    assert parts[1] == "connect-error ECONNREFUSED"  # not declared: nothing listens inside
+    assert parts[2] == "read-error ENOENT"

@@ -131,10 +131,13 @@ class Sandbox:
         hidden: the daemon's own folders (data, runtime): a driver never sees the store or
             the socket (a socket on a read-only mount still accepts connections).
         bwrap: the binary (default: found on PATH).
+        bridge_parent: where loopback bridge folders go (never visible to a sandbox).
     """
 
     hidden: Sequence[str] = ()
     bwrap: str | None = None
+    #: Where loopback bridge folders go (the daemon's runtime dir; default: the temp dir).
+    bridge_parent: str | None = None
     _support: SandboxSupport | None = None
 
     def support(self) -> SandboxSupport:
@@ -153,9 +156,11 @@ class Sandbox:
         working_dir: str,
         state_dir: str = "",
         python: str | None = None,
+        bridge: str = "",
     ) -> list[str]:
         """`command` as the policy says: itself, or inside bwrap. Raises `SandboxUnavailable`
-        when the policy cannot be honoured (never falls back to unconfined)."""
+        when the policy cannot be honoured (never falls back to unconfined). `bridge`: the
+        folder of the session's `LoopbackBridge` (network "loopback")."""
         if not policy.confined:
             return list(command)
         home = user_home(environ)
@@ -177,7 +182,10 @@ class Sandbox:
                 f"sandbox policy {policy.describe()} cannot be honoured: {support.reason}",
                 driver=spec.name,
             )
-        return bwrap_argv(support.bwrap, command, policy, working_dir=wd, mounts=mounts)
+        return bwrap_argv(
+            support.bwrap, command, policy, working_dir=wd, mounts=mounts, bridge=bridge,
+            python=python or sys.executable,
+        )
 
 
 __all__ = ["PACKAGE", "Sandbox", "SandboxSupport", "interpreter_paths", "probe", "user_home"]

@@ -37,6 +37,7 @@ import trio
 
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import driver_options, policy_of
+from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
@@ -214,6 +215,8 @@ class Supervisor:
     ) -> None:
         self._registry = registry
         self._sandbox = sandbox or Sandbox()
+        #: Loopback bridges of live sessions (by `id(session)`), cancelled when they end.
+        self._bridges: dict[int, trio.CancelScope] = {}
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._handshake_timeout = handshake_timeout
         self._workdir_root = workdir_root or os.path.join(
@@ -463,7 +466,24 @@ class Supervisor:
             state_dir=opts.state_dir,
         )
         env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
-        argv = await self._sandboxed(spec, opts, env)
+        policy = policy_of(opts.options)
+        bridge: LoopbackBridge | None = None
+        bridge_scope = trio.CancelScope()
+        if policy.confined and policy.network == "loopback" and policy.ports:
+            # The session's own bridge to the declared ports of the host's loopback, for as
+            # long as the session lives (cancelled in `_on_end`, or below if it never starts).
+            bridge = LoopbackBridge(policy.ports, self._sandbox.bridge_parent)
+
+            async def serve_bridge(task_status: trio.TaskStatus[None]) -> None:
+                with bridge_scope:
+                    await bridge.serve(task_status=task_status)
+
+            await nursery.start(serve_bridge)
+        try:
+            argv = await self._sandboxed(spec, opts, env, bridge.folder if bridge else "")
+        except BaseException:
+            bridge_scope.cancel()
+            raise
         session = DriverSession(
             driver=opts.driver,
             argv=argv,
@@ -490,12 +510,19 @@ class Supervisor:
         session.on_turn_start = self._on_turn_start
         session.on_turn_end = self._on_turn_end
         session.on_end = self._on_end
+        if bridge is not None:
+            self._bridges[id(session)] = bridge_scope
         self._spawned += 1
-        started: DriverSession = await nursery.start(session.run)
+        try:
+            started: DriverSession = await nursery.start(session.run)
+        except BaseException:
+            self._bridges.pop(id(session), None)
+            bridge_scope.cancel()
+            raise
         return started
 
     async def _sandboxed(
-        self, spec: DriverSpec, opts: SessionOptions, env: Mapping[str, str]
+        self, spec: DriverSpec, opts: SessionOptions, env: Mapping[str, str], bridge: str = ""
     ) -> list[str]:
         """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
         malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
@@ -519,7 +546,7 @@ class Supervisor:
         return await trio.to_thread.run_sync(
             lambda: sandbox.wrap(
                 argv, policy, spec=spec, environ=env, working_dir=opts.working_dir,
-                state_dir=opts.state_dir, python=self._python,
+                state_dir=opts.state_dir, python=self._python, bridge=bridge,
             )
         )
 
@@ -589,6 +616,9 @@ class Supervisor:
             self._reschedule()
 
     def _on_end(self, session: DriverSession) -> None:
+        bridge = self._bridges.pop(id(session), None)
+        if bridge is not None:
+            bridge.cancel()
         if session.end_error is not None and session.ready_at:
             self._crashed += 1
         if self._is_live(session):
