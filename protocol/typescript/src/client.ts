@@ -629,6 +629,10 @@ export class Client {
     } catch (exc) {
       this.subs.delete(topicId);
       sub.end(null);
+      // Aborted while the daemon may still attach us: undo it (requests are served in order).
+      if (options.signal?.aborted && this.closedBy === null) {
+        this.request({ type: "detach", topic_id: topicId }).catch(() => undefined);
+      }
       throw exc;
     }
     const { signal } = options;

@@ -311,3 +311,29 @@ test("readRow joins a part delivered in pieces and stops when done", async () =>
     },
   );
 });
+
+test("an attach aborted before its reply is undone with a detach", async () => {
+  const types: string[] = [];
+  let arrived: () => void = () => undefined;
+  const attachSeen = new Promise<void>((resolve) => (arrived = resolve));
+  await withServer(
+    (msg, conn) => {
+      types.push(msg.type);
+      if (msg.type === "attach") arrived(); // never answered: the window goes away first
+      else conn.send({ type: "reply", id: msg["id"], result: { type: "empty" } });
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      const controller = new AbortController();
+      const attaching = client.attach("t1", { signal: controller.signal });
+      await attachSeen;
+      controller.abort(new Error("view closed"));
+      await assert.rejects(attaching, { message: "view closed" });
+      await client.request({ type: "ping" }); // served after the detach: it has arrived
+      assert.deepEqual(types, ["attach", "detach", "ping"]);
+      // The topic can be attached again on this connection.
+      void client.attach("t1").catch(() => undefined);
+      client.close();
+    },
+  );
+});
