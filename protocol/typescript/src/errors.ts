@@ -68,6 +68,10 @@ export class DaemonNotRunning extends ConnectionBroken {
 export class EventGap extends ProtocolError {
   static override readonly code: string = "event_gap";
 }
+/** The daemon serves its maximum number of connections; this one is closed. Close some windows, then connect again. */
+export class TooManyConnections extends ProtocolError {
+  static override readonly code: string = "too_many_connections";
+}
 /** The peer is not allowed to talk to this daemon (other uid, bad token). */
 export class AccessDenied extends ProtocolError {
   static override readonly code: string = "access_denied";
@@ -217,6 +221,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, typeof HostdError> = new Map(
     DaemonNotRunning,
     EventGap,
     AccessDenied,
+    TooManyConnections,
     RequestError,
     UnknownRequest,
     InvalidArgument,
