@@ -79,6 +79,7 @@ from hostd_acp.schema import (
     SessionNotification,
     SetModelParams,
     TextBlock,
+    UpdateKind,
     WriteTextFileParams,
     permission_selected,
 )
@@ -118,6 +119,27 @@ _notification_decoder = msgspec.json.Decoder(SessionNotification)
 _permission_decoder = msgspec.json.Decoder(RequestPermissionParams)
 _read_decoder = msgspec.json.Decoder(ReadTextFileParams)
 _write_decoder = msgspec.json.Decoder(WriteTextFileParams)
+
+
+#: Updates about the session rather than a prompt (agents send them between prompts, e.g.
+#: claude-agent-acp's command list right after session/new): not "late", just not shown.
+_SESSION_LEVEL = frozenset(
+    {
+        "available_commands_update",
+        "config_option_update",
+        "current_mode_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+_kind_decoder = msgspec.json.Decoder(UpdateKind)
+
+
+def _is_session_level(update: msgspec.Raw) -> bool:
+    try:
+        return _kind_decoder.decode(update).session_update in _SESSION_LEVEL
+    except msgspec.DecodeError:
+        return False
 
 
 class _Prompt:
@@ -659,7 +681,8 @@ class AcpDriver(DriverBase):
             return  # session/load replays the conversation hostd already has
         prompt = self._active
         if prompt is None or prompt.session_id != note.session_id:
-            await self._dropped("late update", "no prompt of this session is running")
+            if not _is_session_level(note.update):
+                await self._dropped("late update", "no prompt of this session is running")
             return
         for out in prompt.translator.feed(note.update):
             await self._deliver(prompt.turn, out, prompt)
