@@ -70,7 +70,13 @@ def test_error_classes_mirror_python() -> None:
         for code, cls in error_classes().items()
         if cls.__module__.startswith(("hostd_protocol", "hostd.client"))
     }
-    assert ts == py
+    missing = {code: parent for code, parent in py.items() if ts.get(code, "?") != parent}
+    extra = sorted(set(ts) - set(py))
+    assert not missing and not extra, (
+        "protocol/typescript/src/errors.ts does not mirror hostd_protocol.errors: add a class "
+        f"(and an ERROR_CLASSES entry) for each code -> parent code {missing}; "
+        f"remove {extra}"
+    )
 
 
 @pytest.mark.e2e
