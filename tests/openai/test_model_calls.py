@@ -22,6 +22,7 @@ from hostd_protocol.driver_messages import (
     Redirect,
     SteerBoundary,
     SteerInjected,
+    SteerUndelivered,
     UsageEvent,
 )
 from tests.fakes.openai_api import (
@@ -273,3 +274,28 @@ async def test_a_malformed_stream_ends_the_turn_clearly() -> None:
     assert end.status == "error"
     assert end.error.startswith("the model server sent a malformed stream: a stream event")
     assert text_of(events) == "Half "
+
+
+async def test_a_steer_pending_when_the_steps_run_out_becomes_the_next_turn() -> None:
+    gate = threading.Event()
+    rules = [Rule(user_says("talk"), Gate("Talking ", "and done.", gate))]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, max_steps=1) as (peer, _):
+            steered = False
+
+            async def on_event(event: Any) -> None:
+                nonlocal steered
+                if isinstance(event, ChunkEvent) and not steered:
+                    steered = True
+                    await peer.send(Redirect(turn_id="t1", steer_id="s1", text="and banana"))
+                    await peer.send(ApprovalResponse(approval_id="none", allow=False))
+                elif isinstance(event, Log) and "no open approval" in event.message:
+                    gate.set()
+
+            events = await peer.turn("t1", "talk", on_event=on_event)
+    assert end_of(events).status == "success"
+    assert text_of(events) == "Talking and done."
+    (undelivered,) = [e for e in events if isinstance(e, SteerUndelivered)]
+    assert undelivered.steer_ids == ["s1"]
+    assert not [e for e in events if isinstance(e, SteerInjected)]
+    assert len(api.chat_requests) == 1

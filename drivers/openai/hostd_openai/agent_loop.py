@@ -16,7 +16,8 @@ Rules this module guards:
   stream cut after output ends the turn `error` (the host keeps the partial answer); a context
   overflow compacts once (compaction events) or fails with a clear reason.
 - `max_steps` model calls at most; a model still asking for tools then ends the turn with a
-  clear reason.
+  clear reason. A finished answer with a steer still pending at the last step ends the turn
+  normally: the harness reports the steer undelivered and the host runs it as the next turn.
 - Usage comes from the stream (`stream_options.include_usage`), cumulative for the turn.
 """
 
@@ -182,7 +183,7 @@ class AgentLoop:
                         {"role": "tool", "tool_call_id": run.call.call_id, "content": run.output}
                     )
                 continue
-            if turn.has_pending_steers:
+            if turn.has_pending_steers and step + 1 < self.opts.max_steps:
                 continue
             if response.finish_reason == "length":
                 await turn.emit(
