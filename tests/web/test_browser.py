@@ -316,3 +316,47 @@ def test_a_fast_long_answer_reaches_both_pages_whole(stack: WebStack, pages: Cal
     assert len(stored[1]) == 4000 * 16
     assert [r["text"] for r in rows_of(a)] == stored
     assert [r["text"] for r in rows_of(b)] == stored
+
+
+def test_rewind_edit_regenerate_and_fork_from_the_page(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("ops", "echo")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "first")
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'success'")
+    type_and_send(a, "second")
+    wait_rows(a, "rows.length === 4 && rows[3].status === 'success'")
+    # Rewind to the first answer in A: both pages drop the rows after it.
+    answer = a.locator("[data-testid=row][data-label=A1]")
+    answer.hover()
+    answer.locator("[data-testid=rewind]").click()
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2")
+    assert [r["text"] for r in rows_of(b)] == ["first", "first"]
+    # Edit the first message in B and send it again: the old exchange is superseded.
+    b.on("dialog", lambda dialog: dialog.accept("first, edited"))
+    question = b.locator("[data-testid=row][data-label=U1]")
+    question.hover()
+    question.locator("[data-testid=edit-resend]").click()
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].text === 'first, edited' && rows[1].status === 'success'")
+    # Regenerate from A: the same question answered again (new rows).
+    before = [r.id for r in stack.history(topic)]
+    a.locator("[data-testid=regenerate]").click()
+    for page in (a, b):
+        page.wait_for_function(
+            "old => { const u = document.querySelector('[data-testid=row][data-label=U1]');"
+            " return u !== null && u.dataset.id !== old; }",
+            arg=before[0],
+        )
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+    after = stack.history(topic)
+    assert [row_text(r) for r in after] == ["first, edited", "first, edited"]
+    assert not {r.id for r in after} & set(before)
+    # Fork at the answer: the page opens the new topic with the history up to there.
+    a.locator("[data-testid=row][data-label=A1]").hover()
+    a.locator("[data-testid=row][data-label=A1] [data-testid=fork]").click()
+    a.wait_for_function(f"() => !location.hash.includes({js(topic)})")
+    wait_rows(a, "rows.length === 2")
+    assert [r["text"] for r in rows_of(a)] == ["first, edited", "first, edited"]
+    forked = a.evaluate("() => location.hash.split('=')[1]")
+    assert forked != topic and len(stack.history(forked)) == 2

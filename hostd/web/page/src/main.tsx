@@ -11,7 +11,7 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
 import { Session, type ViewState } from "./session";
-import { rowText, TranscriptView } from "./transcript_view";
+import { type RowActions, rowText, TranscriptView } from "./transcript_view";
 
 const session = new Session();
 
@@ -278,6 +278,42 @@ function Unsent({ topicId, rows }: { topicId: string; rows: MessageRow[] }) {
 
 // --- composer ----------------------------------------------------------------------------------
 
+/** Topic operations on a finished row while no turn runs: rewind to it, fork at it, and for
+ * a user message, edit and resend it (the daemon supersedes what followed). */
+function rowActions(s: ViewState): RowActions {
+  const idle = s.topicState === "idle" && s.activeTurnId === "";
+  const topicId = s.topicId;
+  return (row) => {
+    if (!idle || row.status === "pending") return null;
+    const fork = async () => {
+      const topic = await session.call((c) => c.forkTopic(topicId, row.id));
+      if (topic !== undefined) window.location.hash = `topic=${topic.id}`;
+    };
+    const edit = () => {
+      const text = window.prompt("Edit the message and send it again", rowText(row));
+      if (text && text.trim()) void session.call((c) => c.editResend(topicId, row.id, text));
+    };
+    return (
+      <span class="row-actions">
+        <button class="ghost small" data-testid="rewind" title="Remove every message after this one"
+          onClick={() => void session.call((c) => c.rewind(topicId, row.id))}>
+          Rewind here
+        </button>
+        <button class="ghost small" data-testid="fork" title="A new topic with the history up to here"
+          onClick={() => void fork()}>
+          Fork
+        </button>
+        {row.role === "user" && (
+          <button class="ghost small" data-testid="edit-resend" title="Edit this message and send it again"
+            onClick={edit}>
+            Edit
+          </button>
+        )}
+      </span>
+    );
+  };
+}
+
 function draftKey(topicId: string): string {
   return `hostd-composer:${topicId}`;
 }
@@ -332,6 +368,10 @@ function Composer({ s }: { s: ViewState }) {
         <button class="danger" data-testid="stop" disabled={!busy} onClick={stop} title="Esc">
           Stop
         </button>
+        <button class="ghost" data-testid="regenerate" title="Answer the last message again (stops a running answer)"
+          onClick={() => void session.call((c) => c.regenerate(s.topicId, { stop: true }))}>
+          Regenerate
+        </button>
       </div>
     </div>
   );
@@ -364,7 +404,7 @@ function TopicView({ s }: { s: ViewState }) {
           Compacting the conversation…
         </div>
       )}
-      <TranscriptView rows={s.rows} />
+      <TranscriptView rows={s.rows} actions={rowActions(s)} />
       <Approvals topicId={s.topicId} approvals={s.approvals} />
       <Unsent topicId={s.topicId} rows={s.rows} />
       <Composer key={s.topicId} s={s} />

@@ -1,5 +1,6 @@
 /** The transcript: rows with roll labels, Markdown answers, folded thinking, tool cards. */
 import type { Chunk, MessageRow, ToolCall, ToolResult } from "hostd-client";
+import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useRef } from "preact/hooks";
 
 import { rollLabels } from "./labels";
@@ -71,7 +72,10 @@ function AssistantParts({ row }: { row: MessageRow }) {
   );
 }
 
-function Row({ row, label }: { row: MessageRow; label: string }) {
+/** Buttons a row shows under its head (rewind here, fork, edit), or null. */
+export type RowActions = (row: MessageRow) => ComponentChildren;
+
+function Row({ row, label, actions }: { row: MessageRow; label: string; actions?: RowActions }) {
   if (row.role === "marker") {
     const a = row.anchor;
     return (
@@ -86,6 +90,7 @@ function Row({ row, label }: { row: MessageRow; label: string }) {
     <div
       class={`row ${row.role} status-${row.status}`}
       data-testid="row"
+      data-id={row.id}
       data-role={row.role}
       data-status={row.status}
       data-label={label}
@@ -97,6 +102,7 @@ function Row({ row, label }: { row: MessageRow; label: string }) {
         {row.status === "pending" && <span class="badge live">streaming</span>}
         {row.status === "stopped" && <span class="badge">stopped</span>}
         {row.status === "error" && <span class="badge err">error</span>}
+        {actions?.(row)}
       </div>
       {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} />}
       {row.error && <div class="row-error">{row.error}</div>}
@@ -104,7 +110,7 @@ function Row({ row, label }: { row: MessageRow; label: string }) {
   );
 }
 
-export function TranscriptView({ rows }: { rows: MessageRow[] }) {
+export function TranscriptView({ rows, actions }: { rows: MessageRow[]; actions?: RowActions }) {
   const shown = rows.filter((r) => r.status !== "queued" && r.status !== "draft");
   const labels = useMemo(() => rollLabels(rows), [rows]);
   const end = useRef<HTMLDivElement>(null);
@@ -125,7 +131,7 @@ export function TranscriptView({ rows }: { rows: MessageRow[] }) {
     >
       {shown.length === 0 && <div class="empty">No messages yet. Type below; Enter sends.</div>}
       {shown.map((r) => (
-        <Row key={r.id} row={r} label={labels.get(r.id) ?? ""} />
+        <Row key={r.id} row={r} label={labels.get(r.id) ?? ""} actions={actions} />
       ))}
       <div ref={end} />
     </div>
