@@ -60,10 +60,10 @@ def render_usage(totals: UsageTotals, console: Output) -> None:
         return f"{title}\n{text_table(headers, rows, right=range(1, 6))}"
 
     if not totals.topics:
-        console.print("no usage reported since the daemon started", markup=False)
+        console.print("no usage reported yet", markup=False)
         return
     topics = [row(topic_id, usage) for topic_id, usage in sorted(totals.topics.items())]
-    console.print(table("usage per topic (since the daemon started)", "topic", topics),
+    console.print(table("usage per topic", "topic", topics),
                   markup=False)
     if totals.turns:
         turns = [row(turn.turn_id, turn.usage) for turn in totals.turns]

@@ -440,7 +440,7 @@ class Client(TopicOps):
         return r
 
     async def usage(self, topic_id: str = "") -> UsageTotals:
-        """Token/cost totals per topic (and per turn of `topic_id`), since the daemon started."""
+        """Token/cost totals per topic (and per turn of `topic_id`), as stored per turn."""
         r = await self._request(GetUsage(id=0, topic_id=topic_id))
         assert isinstance(r, UsageTotals)
         return r

@@ -737,7 +737,7 @@ class Daemon:
         return Pong(time=time.time())
 
     async def _usage(self, conn: Connection, msg: GetUsage) -> Result:
-        usage = self.bridge.usage  # counted from UsageUpdated events, since daemon start
+        usage = self.bridge.usage  # stored per turn, plus UsageUpdated events since start
         if not msg.topic_id:
             return UsageTotals(topics=usage.topics())
         self._topic_info(msg.topic_id)  # unknown topic -> typed error
@@ -791,6 +791,7 @@ async def serve_daemon(
                 dataclasses.replace(r, info=bound_topic(r.info)) for r in store.load_topics()
             ]
             schedules = store.load_schedules()
+            stored_usage = store.load_usage()
             reader = st.AsyncStore(paths.db_path)
             try:
                 writer = st.StoreWriter(store, flush_interval=config.flush_interval)
@@ -819,6 +820,7 @@ async def serve_daemon(
                     schedules=schedules,
                 )
                 writer.on_health = daemon.store_health_changed
+                daemon.bridge.seed_usage(stored_usage)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(writer.serve)
                     await nursery.start(supervisor.serve)

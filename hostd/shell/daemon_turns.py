@@ -210,6 +210,9 @@ class DaemonTurns:
                 ),
             )
         elif isinstance(event, UsageUpdated):
+            # Kept per turn, so `hostd usage` survives a restart (batched, not durable: a
+            # later figure of the same turn replaces it anyway).
+            self.writer.put(st.PutTurnUsage(topic_id, event.turn_id, event.usage))
             live = self._live.get(topic_id)
             if live is not None and live.turn_id == event.turn_id:
                 self._notify("usage", live.info, event.usage)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
-from hostd_protocol.common import Capabilities, HistoryMessage, TextDelta
+from hostd_protocol.common import Capabilities, HistoryMessage, TextDelta, Usage
 from hostd_protocol.driver_messages import Send
 from hostd_protocol.errors import NotFound
 
@@ -253,6 +253,13 @@ class TurnBridge:
         )
 
     # --- observers ---------------------------------------------------------------------------
+
+    def seed_usage(self, stored: Sequence[tuple[str, str, Usage]]) -> None:
+        """The usage a previous daemon stored per turn (before any event of this one)."""
+        from hostd.shell.hooks import TurnInfo
+
+        for topic_id, turn_id, usage in stored:
+            self.usage.usage(TurnInfo(topic_id=topic_id, turn_id=turn_id, assistant=""), usage)
 
     def observe(self, topic_id: str, event: TopicEvent) -> None:
         """Feed emitted events to the built-in usage accounting (sync: runs inside `apply`)."""

@@ -345,8 +345,8 @@ class Ping(_Frozen, frozen=True, tag="ping"):
 
 
 class GetUsage(_Frozen, frozen=True, tag="get-usage"):
-    """Token and cost totals the daemon counted since it started: per topic, and per turn of
-    `topic_id` when one is given. Answered by `UsageTotals`."""
+    """Token and cost totals, stored per turn (they survive a restart): per topic, and per
+    turn of `topic_id` when one is given. Answered by `UsageTotals`."""
 
     id: int
     topic_id: str = ""

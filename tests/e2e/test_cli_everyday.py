@@ -195,3 +195,18 @@ def test_one_line_errors_without_a_daemon(hostd: Hostd) -> None:
             if stripped.startswith("--") and "  " not in stripped and "," not in stripped:
                 nxt = helped.stdout.split(line, 1)[1].splitlines()[1:2]
                 assert nxt and nxt[0].startswith(" " * 20), (command, line)
+
+
+def test_usage_survives_a_restart(hostd: Hostd) -> None:
+    hostd.ok("serve", "--detach")
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    hostd.ok("send", tid, "/text counted\n/usage 120 30", "--follow")
+    before = json.loads(hostd.ok("usage", tid, "--json"))
+    assert before["topics"][tid]["input_tokens"] == 120
+    assert before["topics"][tid]["output_tokens"] == 30
+    assert hostd.ok("stop").startswith("hostd stopped")
+    hostd.ok("serve", "--detach")
+    after = json.loads(hostd.ok("usage", tid, "--json"))
+    assert after["topics"] == before["topics"]
+    assert [t["turn_id"] for t in after["turns"]] == [t["turn_id"] for t in before["turns"]]
+    assert "usage per topic" in hostd.ok("usage")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
+from hostd_protocol.common import Usage
 
 # --- operations (what the writer batches) --------------------------------------------------------
 
@@ -76,6 +77,16 @@ class PutTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class PutTurnUsage:
+    """A turn's usage so far (a driver's usage figure is cumulative for its turn, so the
+    newest replaces the stored one). Only turns with a `turns` row keep it (root turns)."""
+
+    topic_id: str
+    turn_id: str
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
 class StepRow:
     """One step of a turn (`hook_create`, `llm`, `tool`, `hook_next`, `delegate`)."""
 
@@ -118,6 +129,7 @@ Op = (
     | PutApproval
     | PutResumeToken
     | PutTurn
+    | PutTurnUsage
     | PutSteps
     | PutSchedule
     | DeleteSchedule
@@ -142,6 +154,8 @@ def op_key(op: Op) -> tuple[str, str]:
         return ("token", op.topic_id)
     if isinstance(op, PutSteps):
         return ("steps", op.turn_id)
+    if isinstance(op, PutTurnUsage):
+        return ("usage", op.turn_id)
     if isinstance(op, PutSchedule):
         return ("schedule", op.schedule.id)
     if isinstance(op, DeleteSchedule):
@@ -156,7 +170,9 @@ def op_topic(op: Op) -> str | None:
         return op.row.topic_id
     if isinstance(op, PutApproval):
         return op.approval.topic_id
-    if isinstance(op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutSteps, TouchRow)):
+    if isinstance(
+        op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutTurnUsage, PutSteps, TouchRow)
+    ):
         return op.topic_id
     if isinstance(op, PutSchedule):
         return op.schedule.topic_id

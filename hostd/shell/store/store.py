@@ -35,6 +35,7 @@ from typing import Any
 
 import apsw
 import apsw.bestpractice
+import msgspec
 import trio
 
 from hostd.shell.store.ops import (
@@ -74,6 +75,9 @@ from hostd.shell.store.ops import (
     PutTurn as PutTurn,
 )
 from hostd.shell.store.ops import (
+    PutTurnUsage as PutTurnUsage,
+)
+from hostd.shell.store.ops import (
     ReconcileReport as ReconcileReport,
 )
 from hostd.shell.store.ops import (
@@ -108,6 +112,7 @@ from hostd.shell.store.rows import (
     topic_from,
 )
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo
+from hostd_protocol.common import Usage
 from hostd_protocol.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -295,6 +300,10 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     """
     ALTER TABLE rows ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: usage is kept per turn (JSON of `Usage`), so `hostd usage` survives a restart.
+    """
+    ALTER TABLE turns ADD COLUMN usage TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 
@@ -444,6 +453,16 @@ class Store:
         for values in cur:
             return row_from(values)
         return None
+
+    def load_usage(self) -> list[tuple[str, str, Usage]]:
+        """(topic id, turn id, usage) of every turn that reported usage, oldest first."""
+        decode = msgspec.json.Decoder(Usage).decode
+        return [
+            (topic_id, turn_id, decode(usage))
+            for topic_id, turn_id, usage in self._db.execute(
+                "SELECT topic_id, id, usage FROM turns WHERE usage != '' ORDER BY started_at, id"
+            )
+        ]
 
     def topics_with_rows_in(self, statuses: Iterable[str]) -> list[str]:
         marks = ",".join("?" for _ in statuses)
@@ -596,6 +615,11 @@ class Store:
                             for op in tus
                         ],
                     )
+                if uss := groups.get(PutTurnUsage):
+                    db.executemany(
+                        "UPDATE turns SET usage = ? WHERE id = ?",
+                        [(json_encoder.encode(op.usage).decode(), op.turn_id) for op in uss],
+                    )
                 if sts := groups.get(PutSteps):
                     db.executemany(
                         "DELETE FROM steps WHERE turn_id = ?", [(op.turn_id,) for op in sts]
@@ -710,6 +734,7 @@ _APPLY_ORDER: tuple[type, ...] = (
     TouchRow,
     PutApproval,
     PutTurn,
+    PutTurnUsage,
     PutSteps,
     PutResumeToken,
     PutSchedule,

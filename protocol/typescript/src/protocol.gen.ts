@@ -275,8 +275,8 @@ export interface Shutdown {
 }
 
 /**
- * Token and cost totals the daemon counted since it started: per topic, and per turn of
- * `topic_id` when one is given. Answered by `UsageTotals`.
+ * Token and cost totals, stored per turn (they survive a restart): per topic, and per
+ * turn of `topic_id` when one is given. Answered by `UsageTotals`.
  */
 export interface GetUsage {
   readonly type: "get-usage";
