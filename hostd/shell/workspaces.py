@@ -1,7 +1,8 @@
 """The file work of standalone workspaces (`hostd.core.workspaces` decides; this does).
 
-Blocking functions: the daemon runs them with `trio.to_thread.run_sync`. Each one is safe to
-repeat (creating what exists, removing what is gone), so a retry after a crash is harmless.
+Blocking functions, run off the trio thread by `Workspaces` (the daemon's one instance). Each
+is safe to repeat (creating what exists, removing what is gone), so a retry after a crash is
+harmless.
 """
 
 from __future__ import annotations
@@ -10,10 +11,24 @@ import logging
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hostd.core.workspaces import KEEP_SUFFIX, Create, Remove, sweep
+import trio
+
+from hostd.core.workspaces import (
+    KEEP_SUFFIX,
+    Create,
+    Remove,
+    WorkspaceBook,
+    WorkspacePolicy,
+    sweep,
+)
 from hostd_protocol.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hostd.shell.drivers.supervisor import SessionOptions
 
 log = logging.getLogger(__name__)
 
@@ -89,4 +104,50 @@ def sweep_left_behind(root: str) -> list[str]:
     return removed
 
 
-__all__ = ["create", "is_repo", "remove", "sweep_left_behind"]
+class Workspaces:
+    """The daemon's standalone workspaces: the book (`WorkspaceBook`) plus its file work,
+    run off the trio thread. One per daemon; the turn runner calls `enter` when it opens a
+    turn's session and `leave` once the turn's final status is stored."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.book = WorkspaceBook(root)
+
+    async def sweep(self) -> list[str]:
+        """At start, before any turn: remove what a crash left (see `sweep_left_behind`)."""
+        removed = await trio.to_thread.run_sync(sweep_left_behind, self.root)
+        for path in removed:
+            log.info("removed workspace %s left by an earlier run", path)
+        return removed
+
+    async def enter(
+        self, topic_id: str, turn_id: str, policy: WorkspacePolicy, opts: SessionOptions
+    ) -> SessionOptions:
+        """`opts` with the turn's standalone folder as working dir, created (and seeded)."""
+        repo = await trio.to_thread.run_sync(is_repo, policy.seed)
+        path, creates = self.book.acquire(topic_id, turn_id, policy, seed_is_repo=repo)
+        for c in creates:
+            await trio.to_thread.run_sync(create, c)
+        return replace(opts, working_dir=path)
+
+    async def leave(self, topic_id: str, turn_id: str) -> None:
+        """The turn's final status is stored: remove what the policy says, once. Never
+        raises (a folder that cannot be removed is logged and swept at the next start)."""
+        with trio.CancelScope(shield=True):
+            for r in self.book.release(topic_id, turn_id):
+                try:
+                    await trio.to_thread.run_sync(remove, r)
+                except Exception:
+                    log.exception("removing workspace %s failed", r.path)
+
+    async def forget(self, topic_id: str) -> None:
+        """The topic is deleted: its folder goes (unless a turn still holds it)."""
+        with trio.CancelScope(shield=True):
+            for r in self.book.forget(topic_id):
+                try:
+                    await trio.to_thread.run_sync(remove, r)
+                except Exception:
+                    log.exception("removing workspace %s failed", r.path)
+
+
+__all__ = ["Workspaces", "create", "is_repo", "remove", "sweep_left_behind"]

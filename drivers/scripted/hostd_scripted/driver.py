@@ -507,6 +507,10 @@ class _Player:
             sock.close()
         await self.turn.chunk(TextDelta(text=text))
 
+    async def do_pwd(self, step: Step) -> None:
+        """`/pwd`: `cwd <the process's working directory>` (workspace tests)."""
+        await self.turn.chunk(TextDelta(text=f"cwd {os.getcwd()}"))
+
     async def do_orphan(self, step: Step) -> None:
         """`/orphan MARKER`: a child in its own session (out of the driver's process group,
         not waited for) that sleeps 600 s with MARKER in its argv, so a test can look for it

@@ -87,6 +87,7 @@ KNOWN: dict[str, int | None] = {
     "writefile": 1,
     "connect": 2,
     "orphan": 1,
+    "pwd": 0,
     "freeze": 1,
     "burst": 1,
 }

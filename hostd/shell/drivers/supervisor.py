@@ -37,6 +37,7 @@ import trio
 
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import driver_options, policy_of
+from hostd.core.workspaces import workspace_of
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
@@ -160,6 +161,14 @@ def _warm_key(opts: SessionOptions, resume_token: str | None) -> str:
     # The resume token is part of a spare's identity: a process initialised to continue one
     # vendor session must never be handed to another topic.
     return f"{opts.key()}|{resume_token or ''}"
+
+
+def _turn_scoped(opts: SessionOptions) -> bool:
+    try:
+        ws = workspace_of(opts.options)
+    except HostdError:
+        return False
+    return ws is not None and ws.scope == "turn"
 
 
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -656,7 +665,13 @@ class Supervisor:
         self._idle.forget(topic_id)
         self._idle_closed += 1
         token = live.session.resume_token
-        prewarm = self.prewarm_on_idle and self._warm.max_warm > 0
+        # A turn-scoped standalone workspace is gone after its turn: a spare started in it
+        # would recreate it, and the next turn works in a new folder anyway.
+        prewarm = (
+            self.prewarm_on_idle
+            and self._warm.max_warm > 0
+            and not _turn_scoped(live.opts)
+        )
         # Announce the spare before closing, so an open that races the close waits for it
         # instead of starting a second cold process.
         wkey = _warm_key(live.opts, token)
