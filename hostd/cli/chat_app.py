@@ -23,6 +23,7 @@ import argparse
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -617,8 +618,44 @@ def _parse_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _read_line(fd: int) -> str:
+    """One line from `fd`, read a byte at a time: what follows it stays unread for the chat
+    (Python's buffered `input()` would swallow piped lines meant as messages)."""
+    data = b""
+    while True:
+        byte = os.read(fd, 1)
+        if not byte or byte == b"\n":
+            return data.decode(errors="replace")
+        data += byte
+
+
+async def _choose_topic(client: Client, *, latest: bool) -> str:
+    """`chat -c`: the topic updated last; `chat --pick`: one chosen from a numbered list."""
+    topics = sorted(await client.list_topics(), key=lambda t: t.updated_at, reverse=True)
+    if not topics:
+        raise Quit(1, "no topics yet: `hostd chat` starts one")
+    if latest:
+        return topics[0].id
+    shown = topics[:20]
+    for n, t in enumerate(shown, 1):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.updated_at))
+        title = t.title or "(untitled)"
+        print(f"{n:>3}  {when}  {title[:50]:<50}  {t.id}  {t.working_dir}")
+    print(f"topic [1-{len(shown)}]: ", end="", flush=True)
+    answer = (await trio.to_thread.run_sync(_read_line, sys.stdin.fileno())).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(shown):
+        return shown[int(answer) - 1].id
+    match = [t.id for t in topics if t.id == answer]
+    if match:
+        return match[0]
+    raise Quit(1, f"no topic {answer!r} in the list")
+
+
 async def _open_topic(client: Client, args: argparse.Namespace) -> TopicInfo:
-    """The topic named on the command line, or a new one; with a usable driver."""
+    """The topic named on the command line (or the latest with -c, or one picked from the
+    list with --pick), or a new one; with a usable driver."""
+    if getattr(args, "cont", False) or getattr(args, "pick", False):
+        args.topic = await _choose_topic(client, latest=bool(getattr(args, "cont", False)))
     if args.topic:
         try:
             topic = await client.get_topic(args.topic)

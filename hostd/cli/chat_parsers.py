@@ -27,6 +27,9 @@ def add_chat_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  
         "daemon and the topic keep going.",
     )
     p.add_argument("topic", nargs="?", default="", help="topic id (default: a new topic)")
+    p.add_argument("-c", "--continue", dest="cont", action="store_true",
+                   help="open the topic used last (like `claude -c`)")
+    p.add_argument("--pick", action="store_true", help="choose a topic from a numbered list")
     p.add_argument("--driver", default="", help="driver for a new topic (see `hostd drivers`)")
     p.add_argument("--assistant", default="", help="assistant for a new topic")
     p.add_argument("--model", default="", help="model for a new topic")

@@ -41,6 +41,10 @@ def _add_own(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
 
     service_cmd.register(sub, handlers)
 
+    from hostd.cli import completion_cmd
+
+    completion_cmd.register(sub, handlers)
+
 
 def _add_assistants(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
     from hostd.cli import assistants_cmd  # light: its heavy imports happen when it runs
@@ -110,6 +114,7 @@ COMMAND_GROUPS = {
     "protocol-schema": _add_own,
     "drivers": _add_own,
     "service": _add_own,
+    "completion": _add_own,
     "assistants": _add_assistants,
     "chat": _add_chat,
     "demo": _add_chat,

@@ -241,3 +241,30 @@ async def test_chat_undo_regenerate_and_fork(daemon: DemoDaemon) -> None:
         fork = next(t for t in topics if t.id != topic_id)
         forked = (await c.history(fork.id)).rows
         assert row_text(forked[0]) == "second question"
+
+
+async def test_chat_continue_and_pick(daemon: DemoDaemon) -> None:
+    """`chat -c` opens the topic used last; `chat --pick` lists topics and opens the one
+    whose number is typed."""
+    older = await new_topic(daemon, "/echo")
+    latest = await new_topic(daemon, "/echo")
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "120"}
+
+    async def chat(*args: str, stdin: bytes) -> str:
+        with trio.fail_after(30):
+            proc = await trio.run_process(
+                [sys.executable, "-m", "hostd", "chat", *args],
+                stdin=stdin, capture_stdout=True, capture_stderr=True, env=env, check=False,
+            )
+        assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+        return proc.stdout.decode()
+
+    out = await chat("-c", stdin=b"hello latest\n")
+    assert "hello latest" in out
+    async with open_client(daemon.paths) as c:
+        assert (await c.get_topic(latest)).updated_at >= (await c.get_topic(older)).updated_at
+    listing = await chat("--pick", stdin=b"2\nhello older\n")
+    assert older in listing and latest in listing
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(older)).rows
+    assert any("hello older" in str(r.parts) for r in rows)
