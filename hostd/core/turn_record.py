@@ -1,6 +1,6 @@
 """Per-turn bookkeeping: the single final-status truth, step records, the root/child stack.
 
-Pure and synchronous (time comes in as `now`). The pipeline (`hostd.shell.turn_pipeline`) drives
+Pure and synchronous (time comes in as `now`). The turn machine (`hostd.core.turn`) drives
 it; this module guards the rules that make "every exit path writes exactly one final state"
 checkable:
 

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -49,7 +49,6 @@ from hostd.shell.connection import (
     HELLO_TIMEOUT,
     Connection,
 )
-from hostd.shell.daemon_turns import DaemonTurns
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, encoded_size
 from hostd.shell.paths import Paths, check_database_files
@@ -71,7 +70,7 @@ from hostd.shell.server import (
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import TopicHost, new_id
 from hostd.shell.topic_ops import topic_op_handlers
-from hostd.shell.turn_bridge import TurnBridge
+from hostd.shell.turns import TurnServices, continue_text, ensure_workdir
 from hostd_protocol.client_messages import (
     AnswerApproval,
     ApprovalInfo,
@@ -220,11 +219,12 @@ class Daemon:
         self._hosts_nursery: trio.Nursery | None = None
         self._shutdown_requested = trio.Event()
         self._started_at = time.monotonic()
-        # The turn pipeline's steps around the runtime's turns (assistants, roles, history,
-        # continue, usage): see hostd/shell/turn_bridge.py for which seam does what.
-        self.bridge = TurnBridge(paths.config_dir, paths.data_dir / "workspaces")
-        # Create/next hooks, delegation, steps and plugin observers (hostd/shell/daemon_turns.py).
-        self.turns = DaemonTurns(self.bridge, supervisor, writer)
+        # What every topic's turns share: configuration (read once per change), observers,
+        # usage, client transcripts, the permission check (hostd/shell/turns.py). Each turn
+        # is a machine in hostd/core/turn.py that its topic's host executes.
+        self.turns = TurnServices(
+            paths.config_dir, paths.data_dir / "workspaces", supervisor, writer
+        )
         # Scheduled prompts (hostd/shell/schedule_service.py); due times before now were missed.
         self.scheduler = Scheduler(
             ScheduleBook(schedules or [], booted_at=time.time()),
@@ -420,10 +420,8 @@ class Daemon:
             supervisor=self.supervisor,
             resume_token=resume_token,
             replay_size=self.config.replay_size,
-            session_options=self.bridge.session_options,
-            prepare_send=self.bridge.prepare_send,
+            services=self.turns,
             observe=self._observe,
-            turns=self.turns,
         )
         assert self._hosts_nursery is not None
         await self._hosts_nursery.start(self._run_host, host)
@@ -467,10 +465,10 @@ class Daemon:
     async def create_topic(self, msg: CreateTopic) -> TopicInfo:
         """Create and load a topic (a window's `create-topic`, or a schedule's run)."""
         if msg.assistant:
-            self.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
+            await self.turns.config.load(msg.assistant)  # unknown or broken: ConfigError
         # A topic with an assistant gets its driver from it (or its role) unless it names one.
         driver = msg.driver or ("" if msg.assistant else self.config.default_driver)
-        driver = self._ready_driver(msg, driver)
+        driver = await self._ready_driver(msg, driver)
         now = time.time()
         info = TopicInfo(
             id=new_id("tp"),
@@ -495,7 +493,7 @@ class Daemon:
         self._topics_changed("created", info.id, host.topic_info())
         return host
 
-    def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
+    async def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
         """The driver to store for a new topic, refusing now (not at the first send) when the
         topic could not answer: unknown or unavailable driver, no credential, unresolvable
         role. A topic that names nothing gets the `default` role of roles.toml when there is
@@ -511,7 +509,7 @@ class Daemon:
             self.registry.require_ready(driver, environ_of).check_options(options)
             return driver
         try:
-            resolved = self.bridge.resolve_driver(msg.assistant, msg.model)
+            resolved = await self.turns.resolve_driver(msg.assistant, msg.model)
         except UnresolvedRole:
             if msg.assistant:
                 raise
@@ -590,13 +588,13 @@ class Daemon:
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         check_send(msg.text, msg.history)  # refused: nothing is stored
         host = await self.host(msg.topic_id)
-        self.bridge.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
+        self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id
         if msg.history:
             # The transcript waits for this message's turn, found again by its key (a fresh
             # unique key when the client gave none: it dedups nothing).
             client_msg_id = client_msg_id or new_id("h")
-            self.bridge.remember_history(msg.topic_id, client_msg_id, msg.history)
+            self.turns.remember_history(msg.topic_id, client_msg_id, msg.history)
         try:
             return await host.send(
                 msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
@@ -605,7 +603,7 @@ class Daemon:
             # Refused (busy, store error, ...): what it brought along is released now, not
             # kept until evicted (40 refused sends once held hundreds of MB).
             if msg.history:
-                self.bridge.forget_history(msg.topic_id, client_msg_id)
+                self.turns.forget_history(msg.topic_id, client_msg_id)
             raise
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
@@ -643,10 +641,10 @@ class Daemon:
 
     async def _continue(self, conn: Connection, msg: ContinueTurn) -> Result:
         host = await self.host(msg.topic_id)
-        self.bridge.check(conn.peer_uid, host.topic_info())
+        self.turns.check(conn.peer_uid, host.topic_info())
         await self.writer.wait_committed()  # the last turn's record may still be queued
         turns = await self.reader.run(self.reader.sync.load_turns, msg.topic_id)
-        text = self.bridge.continue_text(turns, host.runtime.snapshot(max_rows=1_000).rows)
+        text = continue_text(turns, host.runtime.snapshot(max_rows=1_000).rows)
         return await host.send(text, "start")
 
     async def _history(self, conn: Connection, msg: History) -> Result:
@@ -694,7 +692,9 @@ class Daemon:
         info = host.info
         try:
             # The same options the session will open with, so the warm process matches.
-            opts = self.bridge.session_options(info)
+            opts = await self.turns.session_options(info)
+            workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, info)
+            opts = replace(opts, working_dir=workdir)
         except HostdError:
             opts = SessionOptions(
                 driver=info.driver, model=info.model, working_dir=info.working_dir,
@@ -737,7 +737,7 @@ class Daemon:
         return Pong(time=time.time())
 
     async def _usage(self, conn: Connection, msg: GetUsage) -> Result:
-        usage = self.bridge.usage  # stored per turn, plus UsageUpdated events since start
+        usage = self.turns.usage  # stored per turn, plus UsageUpdated events since start
         if not msg.topic_id:
             return UsageTotals(topics=usage.topics())
         self._topic_info(msg.topic_id)  # unknown topic -> typed error
@@ -820,7 +820,7 @@ async def serve_daemon(
                     schedules=schedules,
                 )
                 writer.on_health = daemon.store_health_changed
-                daemon.bridge.seed_usage(stored_usage)
+                daemon.turns.seed_usage(stored_usage)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(writer.serve)
                     await nursery.start(supervisor.serve)

@@ -26,13 +26,25 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any
 
+# The values hooks see and return live in the core (the turn machine reads them).
+from hostd.core.hook_api import (
+    Continue,
+    CreateResult,
+    Delegate,
+    ErrorInfo,
+    Finish,
+    HookContext,
+    NextResult,
+    StepPrep,
+    TurnInfo,
+    UpdateOptions,
+)
 from hostd.core.turn_record import StepRecord, TurnOutcome
-from hostd_protocol.common import HistoryMessage, ToolCall, ToolResult, Usage
+from hostd_protocol.common import ToolCall, ToolResult, Usage
 from hostd_protocol.errors import HookError
 
 log = logging.getLogger(__name__)
@@ -41,61 +53,6 @@ ENTRY_POINT_GROUP = "hostd.hooks"
 
 
 # --- assistant hooks: what they see and what they may return ------------------------------------
-
-
-@dataclass(frozen=True)
-class HookContext:
-    """What a create or next hook sees. Read-only: hooks answer with a result value."""
-
-    topic_id: str
-    turn_id: str
-    assistant: str
-    text: str
-    options: Mapping[str, Any]
-    profile: str = ""
-    history: Sequence[HistoryMessage] = ()
-    depth: int = 0
-    #: For the next hook: the answer the driver just gave (its text parts) and its status.
-    answer: str = ""
-    status: str = ""
-
-
-@dataclass(frozen=True)
-class Delegate:
-    """Run the turn (or its continuation) as `assistant`, as a child of this turn.
-
-    From the create hook, the child replaces this turn's driver call. `text` defaults to the
-    current input; `options` are per-send overrides for the child.
-    """
-
-    assistant: str
-    text: str = ""
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class UpdateOptions:
-    """Create hook: merge these options over the turn's merged options."""
-
-    options: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Continue:
-    """Next hook: run the driver again with `text` as the next input of the same turn."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Finish:
-    """Next hook: end the turn with this custom response (stored as an assistant answer)."""
-
-    response: str
-
-
-CreateResult = UpdateOptions | Delegate | None
-NextResult = Continue | Delegate | Finish | None
 
 
 def load_callable(spec: str, *, what: str = "hook") -> Any:
@@ -166,45 +123,6 @@ async def run_next_hook(spec: str, ctx: HookContext) -> NextResult:
 
 
 # --- observers ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TurnInfo:
-    """A turn as observers see it at its start."""
-
-    topic_id: str
-    turn_id: str
-    assistant: str
-    driver: str = ""
-    model: str = ""
-    profile: str = ""
-    depth: int = 0
-
-
-@dataclass(frozen=True)
-class StepPrep:
-    """What prepare-step observers may adjust before a driver step: the input text, the
-    options and the history. Observers return a (modified) copy."""
-
-    turn_id: str
-    text: str
-    options: Mapping[str, Any]
-    history: Sequence[HistoryMessage] = ()
-
-    def with_options(self, **changes: Any) -> StepPrep:
-        return replace(self, options={**self.options, **changes})
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    """A failed step, offered to every observer; any may ask for a retry."""
-
-    topic_id: str
-    turn_id: str
-    step: str
-    error: str
-    error_code: str
-    attempt: int
 
 
 class TurnObserver:
@@ -385,3 +303,25 @@ def default_chain(
     if discover:
         observers.extend(discover_observers())
     return ObserverChain(observers, max_retries=max_retries), usage
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Continue",
+    "CreateResult",
+    "Delegate",
+    "ErrorInfo",
+    "Finish",
+    "HookContext",
+    "NextResult",
+    "ObserverChain",
+    "StepPrep",
+    "TurnInfo",
+    "TurnObserver",
+    "UpdateOptions",
+    "UsageAccounting",
+    "discover_observers",
+    "load_callable",
+    "run_create_hook",
+    "run_next_hook",
+]

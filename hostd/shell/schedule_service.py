@@ -54,7 +54,7 @@ class DaemonScheduleTarget:
             topic_id = info.id
         host = await self._daemon.host(topic_id)
         # The same refusal a window's send gets (the daemon's own user sends for it).
-        self._daemon.bridge.check(os.getuid(), host.topic_info())
+        self._daemon.turns.check(os.getuid(), host.topic_info())
         result = await host.send(run.text, run.intent, client_msg_id=run.client_msg_id)
         return topic_id, result
 
@@ -103,7 +103,7 @@ def schedule_handlers(
         if msg.topic_id:
             daemon._topic_info(msg.topic_id)  # unknown topic -> UnknownTopic
         if msg.assistant:
-            daemon.bridge.assistant(msg.assistant)  # unknown or broken: ConfigError, file:line
+            await daemon.turns.config.load(msg.assistant)  # unknown or broken: ConfigError
         info = ScheduleInfo(
             id=new_id("sc"),
             topic_id=msg.topic_id,

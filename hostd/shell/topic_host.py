@@ -6,8 +6,10 @@ effects it returns, in order (see `hostd/core/effects.py`):
 - `Emit` goes to the topic's `TopicStream` (replay buffer + windows) synchronously;
 - store effects go to the `StoreWriter` (never awaited here, except that a request whose
   effects include a durable save is answered only after the save is committed);
-- `StartTurn` / `ToDriver` go, in order, to the topic's driver task, which opens the session
-  through the supervisor (single-flight there) and writes the commands;
+- `StartTurn` starts the turn's machine (`hostd.core.turn.TurnMachine`), whose effects the
+  host's `TurnRunner` (`hostd.shell.turns`) executes: config, hooks, session opens, sends;
+- `ToDriver` goes, in order with the machine's sends, to the topic's driver task, which
+  writes it to the session the machine names (`session_key`: a delegated child's meanwhile);
 - `SetTimer` arms the host's one timer task.
 
 Rules this module guards:
@@ -17,8 +19,9 @@ Rules this module guards:
   repeated.
 - Driver events are applied in batches (one per pipe read) without awaiting anything, so a
   slow window or a slow disk never slows the driver.
-- A driver that cannot be opened, breaks, or is missing when a command is due is reported to
-  the runtime with `driver_lost`; the runtime ends the turn. Nothing here decides turn
+- A driver that cannot be opened, breaks, or is missing when a command is due, and any
+  exception while a turn is set up or driven (`turn_failure`, the turn boundary's one map),
+  is the running turn machine's `lost` input; it ends the turn. Nothing here decides turn
   outcomes.
 """
 
@@ -28,8 +31,9 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -55,7 +59,6 @@ from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
 from hostd.shell.store import store as st
 from hostd_protocol.client_messages import (
     AttachResult,
-    MessageRow,
     ReplayEnd,
     Resync,
     SendResult,
@@ -63,9 +66,17 @@ from hostd_protocol.client_messages import (
     TopicDeleted,
     TopicEvent,
     TopicInfo,
+    TurnEnded,
 )
-from hostd_protocol.common import Capabilities, SendIntent, TextDelta, ThinkingDelta
-from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, Interrupt, Send, TurnEnd
+from hostd_protocol.common import SendIntent, TextDelta, ThinkingDelta
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    DriverEvent,
+    HostCommand,
+    Interrupt,
+    Send,
+    TurnEnd,
+)
 from hostd_protocol.errors import (
     DriverCrashed,
     DriverError,
@@ -76,26 +87,12 @@ from hostd_protocol.errors import (
 from hostd_protocol.limits import MAX_CHUNK_CHARS, MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
+    from hostd.core.options import SessionOptions
     from hostd.core.topic_runtime import TopicRuntime
     from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, Supervisor
+    from hostd.shell.turns import TurnServices
 
 log = logging.getLogger(__name__)
-
-#: (topic, the runtime's Send, its user row, the session's capabilities) -> the Send to write.
-PrepareSend = Callable[[TopicInfo, Send, MessageRow | None, Capabilities], Send]
-
-
-class TurnSteps(Protocol):
-    """The turn pipeline's hook seams (`hostd.shell.daemon_turns.DaemonTurns`)."""
-
-    async def start_turn(self, host: TopicHost, send: Send) -> Send | None:
-        """Before the session opens: the Send to write, or None (handled: no driver call)."""
-        ...
-
-    def hold_end(self, host: TopicHost, end: TurnEnd) -> bool:
-        """A driver's TurnEnd of the running turn: True when held (fed to the runtime later)."""
-        ...
-
 
 def turn_failure(exc: Exception, topic_id: str) -> HostdError:
     """The turn boundary's exception map: what ends a turn when setting it up or driving it
@@ -175,33 +172,29 @@ class TopicHost:
         *,
         writer: st.StoreWriter,
         supervisor: Supervisor,
+        services: TurnServices,
         resume_token: str | None = None,
         replay_size: int = DEFAULT_REPLAY_SIZE,
-        session_options: Callable[[TopicInfo], Any] | None = None,
-        prepare_send: PrepareSend | None = None,
         observe: Callable[[str, TopicEvent], None] | None = None,
-        turns: TurnSteps | None = None,
         interrupt_grace: float = 3.0,
     ) -> None:
+        from hostd.shell.turns import TurnRunner
+
         self.topic_id = info.id
         self.info = info
         self.runtime = runtime
         self.stream = TopicStream(info.id, runtime.seq, replay_size)
         self._writer = writer
         self._supervisor = supervisor
+        self._services = services
         self._resume_token = resume_token
-        self._session_options = session_options
-        # Turn pipeline seams (hostd.shell.turn_bridge): shape each Send (history window + the
-        # client's transcript), and watch emitted events (usage accounting).
-        self._prepare_send = prepare_send
+        # Every emitted event (usage accounting).
         self._observe = observe
-        # Create/next hooks and delegation (hostd.shell.daemon_turns): while a delegated child
-        # runs, `delegate_session` is its driver and every command goes there.
-        self._turns = turns
-        self.delegate_session: DriverSession | None = None
+        #: Executes the running turn machine's effects (hostd.shell.turns).
+        self.turns = TurnRunner(self, services)
         self._interrupt_grace = interrupt_grace
         self._ops_send, self._ops_recv = trio.open_memory_channel[
-            StartTurn | ToDriver | ResetSession
+            tuple[str, HostCommand] | ResetSession
         ](math.inf)
         self._session: DriverSession | None = None
         #: The open session started without a resume token and has had no turn yet: the
@@ -277,10 +270,21 @@ class TopicHost:
         tid = self.topic_id
         for eff in effects:
             if isinstance(eff, Emit):
-                self.stream.publish(eff.event)
+                event = eff.event
+                self.stream.publish(event)
                 if self._observe is not None:
-                    self._observe(tid, eff.event)
-                writer.put(st.PutSeq(tid, eff.event.seq))
+                    self._observe(tid, event)
+                writer.put(st.PutSeq(tid, event.seq))
+                machine = self.turns.machine
+                if (
+                    isinstance(event, TurnEnded)
+                    and machine is not None
+                    and machine.turn_id == event.turn_id
+                ):
+                    self.turns.feed(
+                        machine,
+                        partial(machine.turn_ended, event.status, event.error, event.error_code),
+                    )
             elif isinstance(eff, TouchRow):
                 writer.put(st.TouchRow(tid, eff.row_id, self.runtime.row))
             elif isinstance(eff, SaveRow):
@@ -312,8 +316,12 @@ class TopicHost:
                     ),
                     durable=True,
                 )
-            elif isinstance(eff, (StartTurn, ToDriver)):
-                self._ops_send.send_nowait(eff)
+            elif isinstance(eff, StartTurn):
+                self._start_turn(eff.send)
+            elif isinstance(eff, ToDriver):
+                machine = self.turns.machine
+                key = machine.session_key if machine is not None and not machine.over else tid
+                self._ops_send.send_nowait((key, eff.command))
             elif isinstance(eff, ResetSession):
                 # The token goes now (a restart must not resume the cut conversation); the
                 # session closes in order with the driver commands, before the next turn.
@@ -372,13 +380,41 @@ class TopicHost:
         self._check_open()
         effects: list[Effect] = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
         await self._commit(self.apply(effects))
+        machine = self.turns.machine
+        if machine is not None and not machine.over and self.runtime.stopping:
+            # A stop (or send-now) for the running turn: a running hook is cancelled.
+            self.turns.feed(machine, machine.stop)
 
-    async def request(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    async def _answer(self, result_and_effects: Callable[[float], tuple[Any, list[Effect]]]) -> Any:
         """A runtime request that returns `(result, effects)` (rewind, regenerate, resend);
-        answered with the result once its effects are committed."""
+        answered with the result once its effects are committed. A stop it asked for also
+        reaches the running turn machine."""
         self._check_open()
-        result, effects = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
+        result, effects = result_and_effects(trio.current_time())
         await self._writer.wait_committed(self.apply(effects) or None)
+        machine = self.turns.machine
+        if machine is not None and not machine.over and self.runtime.stopping:
+            self.turns.feed(machine, machine.stop)
+        return result
+
+    async def rewind(self, row_id: str, *, include: bool = False, stop: bool = False) -> list[str]:
+        cut: list[str] = await self._answer(
+            partial(self.runtime.rewind, row_id, include=include, stop=stop)
+        )
+        return cut
+
+    async def regenerate(self, *, stop: bool = False, client_msg_id: str = "") -> SendResult:
+        result: SendResult = await self._answer(
+            partial(self.runtime.regenerate, stop=stop, client_msg_id=client_msg_id)
+        )
+        return result
+
+    async def resend(
+        self, row_id: str, text: str, *, stop: bool = False, client_msg_id: str = ""
+    ) -> SendResult:
+        result: SendResult = await self._answer(
+            partial(self.runtime.resend, row_id, text, stop=stop, client_msg_id=client_msg_id)
+        )
         return result
 
     def attach(self, conn: Connection, request_id: int, since: int | None, max_rows: int) -> None:
@@ -457,54 +493,83 @@ class TopicHost:
         if self.closed:
             return  # deleted or shutting down: its session was closed on purpose
         log.warning("topic %s: driver lost: %s", self.topic_id, error)
-        self.apply(self.runtime.driver_lost(error, trio.current_time()))
+        machine = self.turns.machine
+        if machine is not None and not machine.over:
+            self.turns.feed(machine, partial(machine.lost, error))
+        else:
+            self.apply(self.runtime.driver_lost(error, trio.current_time()))
+
+    # --- what the turn runner uses ----------------------------------------------------------
+
+    def _start_turn(self, send: Send) -> None:
+        from hostd.core.turn import TurnMachine
+
+        services = self._services
+        machine = TurnMachine(
+            topic=self.info,
+            send=send,
+            workspaces=str(services.workspaces),
+            now=time.time(),
+            transcript=services.take_transcript(self.topic_id, self.runtime.row(send.message_id)),
+            ask_retry=bool(services.observers.observers),
+        )
+        self.turns.begin(machine)
+
+    @property
+    def session(self) -> DriverSession | None:
+        """The topic's own driver session, if one is open."""
+        return self._session
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run a task in this host's nursery (it ends with the host)."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
+    def queue_command(self, key: str, cmd: HostCommand) -> None:
+        """Write `cmd` to session `key` in order with every other command."""
+        self._ops_send.send_nowait((key, cmd))
+
+    def end_turn(self, end: TurnEnd) -> None:
+        """Feed the machine's end of the turn to the runtime (it emits the one TurnEnded)."""
+        if self.closed or self.runtime.active_turn_id != end.turn_id:
+            return
+        self.apply(self.runtime.driver_event(end, trio.current_time()))
+        if self.runtime.active_turn_id is None:
+            self._supervisor.mark_idle(self.topic_id)
+
+    def feed_runtime(self, events: list[DriverEvent]) -> None:
+        now = trio.current_time()
+        for event in events:
+            self.apply(self.runtime.driver_event(event, now))
+
+    async def open_session(self, opts: SessionOptions) -> DriverSession:
+        """Open the topic's own session (resuming with its token) and start its pump."""
+        session = await self._supervisor.open(self.topic_id, opts, self._resume_token)
+        self._session = session
+        self._fresh_session = not self._resume_token
+        self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
+        self.start_soon(self._pump, session)
+        return session
+
+    # --- driver side ----------------------------------------------------------------------
 
     async def _driver_loop(self) -> None:
         async for op in self._ops_recv:
             try:
-                await self._run_op(op)
+                if isinstance(op, ResetSession):
+                    # Rewind / fork: the vendor session goes, in order with the commands.
+                    session, self._session = self._session, None
+                    if session is not None:
+                        await self._supervisor.close(self.topic_id)
+                    continue
+                await self._write(*op)
             except Exception as exc:  # the turn boundary's map: see turn_failure
                 self._lost(turn_failure(exc, self.topic_id))
 
-    async def _run_op(self, op: StartTurn | ToDriver | ResetSession) -> None:
-        if isinstance(op, ResetSession):
-            session, self._session = self._session, None
-            if session is not None:
-                await self._supervisor.close(self.topic_id)
-            return
-        if isinstance(op, StartTurn):
-            send = op.send
-            if self._turns is not None:
-                prepared = await self._turns.start_turn(self, send)
-                if prepared is None:
-                    return  # delegated, failed in its create hook, or stopped
-                send = prepared
-            session = await self._ensure_session()
-            if session is None:
-                return
-            self._supervisor.mark_busy(self.topic_id)
-            if self._fresh_session and not session.capabilities.needs_history:
-                # A new vendor session (rewind, fork, lost resume token): it gets the host's
-                # history, so the model sees what the windows see.
-                send = msgspec.structs.replace(
-                    send, history=self.runtime.history_for(send.message_id)
-                )
-            self._fresh_session = False
-            if self._prepare_send is not None:
-                try:
-                    row = self.runtime.row(send.message_id)
-                    send = self._prepare_send(self.info, send, row, session.capabilities)
-                except Exception:  # a pipeline bug must not take the topic down
-                    log.exception("topic %s: preparing the send failed", self.topic_id)
-            try:
-                await session.send(send)
-            except DriverError as exc:
-                self._lost(exc)
-            return
-        cmd = op.command
+    async def _write(self, key: str, cmd: HostCommand) -> None:
         if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
             return  # its turn already ended (e.g. stopped while a hook ran)
-        session = self.delegate_session or self._session
+        session = self._session if key == self.topic_id else self.turns.session_for(key)
         if session is None:
             self._lost(
                 DriverCrashed(
@@ -515,9 +580,17 @@ class TopicHost:
             return
         if isinstance(cmd, Interrupt):
             # interrupt() waits for the turn end (or kills): do not hold up later commands.
-            assert self._nursery is not None
-            self._nursery.start_soon(self._interrupt, session, cmd.turn_id)
+            self.start_soon(self._interrupt, session, cmd.turn_id)
             return
+        if isinstance(cmd, Send) and key == self.topic_id:
+            self._supervisor.mark_busy(self.topic_id)
+            if self._fresh_session and not session.capabilities.needs_history:
+                # A new vendor session (rewind, fork, lost resume token): it gets the host's
+                # history, so the model sees what the windows see.
+                cmd = msgspec.structs.replace(
+                    cmd, history=self.runtime.history_for(cmd.message_id)
+                )
+            self._fresh_session = False
         try:
             await session.send(cmd)
         except DriverError as exc:
@@ -528,35 +601,6 @@ class TopicHost:
             await session.interrupt(turn_id, self._interrupt_grace)
         except DriverError as exc:
             log.info("topic %s: interrupt: %s", self.topic_id, exc)
-
-    def _options(self) -> Any:
-        if self._session_options is not None:
-            return self._session_options(self.info)
-        from hostd.shell.drivers.supervisor import SessionOptions
-
-        return SessionOptions(
-            driver=self.info.driver,
-            model=self.info.model,
-            working_dir=self.info.working_dir,
-            options=dict(self.info.options),
-        )
-
-    async def _ensure_session(self) -> DriverSession | None:
-        if self._session is not None:
-            return self._session
-        try:
-            session = await self._supervisor.open(
-                self.topic_id, self._options(), self._resume_token
-            )
-        except HostdError as exc:  # a config error is the turn's error, with its own code
-            self._lost(exc)
-            return None
-        self._session = session
-        self._fresh_session = not self._resume_token
-        self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
-        assert self._nursery is not None
-        self._nursery.start_soon(self._pump, session)
-        return session
 
     async def _pump(self, session: DriverSession) -> None:
         from hostd.shell.drivers.supervisor import SessionEnded
@@ -596,13 +640,26 @@ class TopicHost:
             self._lost(error)
 
     def feed(self, batch: list[DriverEvent], now: float) -> None:
-        """One pipe read of driver events into the runtime (a turn's end may be held by the
-        next hook, which feeds it later)."""
-        turns = self._turns
+        """One pipe read of driver events into the runtime. The running turn's `TurnEnd` goes
+        to its machine instead (a next hook or a retry may follow); its chunks go to both
+        (the machine records tool steps and the answer a next hook reads)."""
+        turns = self.turns
         for event in coalesce_deltas(batch):
-            if isinstance(event, TurnEnd) and turns is not None and turns.hold_end(self, event):
+            machine = turns.machine
+            ours = (
+                machine is not None
+                and not machine.over
+                and isinstance(event, TurnEnd | ChunkEvent)
+                and event.turn_id == machine.turn_id
+            )
+            if ours and isinstance(event, TurnEnd):
+                assert machine is not None
+                turns.feed(machine, partial(machine.driver_end, event))
                 continue
             self.apply(self.runtime.driver_event(event, now))
+            if ours and isinstance(event, ChunkEvent):
+                assert machine is not None
+                turns.feed(machine, partial(machine.chunk, event.chunk))
 
     async def _timer_loop(self) -> None:
         while True:

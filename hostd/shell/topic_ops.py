@@ -56,9 +56,7 @@ def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], 
     async def rewind(conn: Connection, msg: Rewind) -> Result:
         host = await daemon.host(msg.topic_id)
         running = host.runtime.active_turn_id
-        cut: list[str] = await host.request(
-            "rewind", msg.row_id, include=msg.include, stop=msg.stop
-        )
+        cut = await host.rewind(msg.row_id, include=msg.include, stop=msg.stop)
         if running is not None:
             await host.wait_turn_over(running)
             cut = list(host.runtime.last_rewound)
@@ -67,18 +65,16 @@ def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], 
 
     async def regenerate(conn: Connection, msg: Regenerate) -> Result:
         host = await daemon.host(msg.topic_id)
-        daemon.bridge.check(conn.peer_uid, host.topic_info())
-        result: Result = await host.request(
-            "regenerate", stop=msg.stop, client_msg_id=msg.client_msg_id
-        )
+        daemon.turns.check(conn.peer_uid, host.topic_info())
+        result: Result = await host.regenerate(stop=msg.stop, client_msg_id=msg.client_msg_id)
         return result
 
     async def edit_resend(conn: Connection, msg: EditResend) -> Result:
         check_text("the message", msg.text, MAX_SEND_BYTES)
         host = await daemon.host(msg.topic_id)
-        daemon.bridge.check(conn.peer_uid, host.topic_info())
-        result: Result = await host.request(
-            "resend", msg.row_id, msg.text, stop=msg.stop, client_msg_id=msg.client_msg_id
+        daemon.turns.check(conn.peer_uid, host.topic_info())
+        result: Result = await host.resend(
+            msg.row_id, msg.text, stop=msg.stop, client_msg_id=msg.client_msg_id
         )
         return result
 

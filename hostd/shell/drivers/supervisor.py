@@ -22,7 +22,6 @@ Rules this module guards:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -30,11 +29,10 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-import msgspec
 import trio
 
+from hostd.core.options import SessionOptions
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.workspaces import workspace_of
@@ -52,7 +50,6 @@ from hostd_protocol.errors import (
     DriverError,
     DriverUnavailable,
     HostdError,
-    InvalidArgument,
     TopicClosed,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
@@ -67,56 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_KEY_ENCODER = msgspec.json.Encoder(order="sorted")
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    """What a driver session is opened with. Equal keys mean interchangeable processes."""
-
-    driver: str
-    model: str = ""
-    working_dir: str = ""
-    system_prompt: str = ""
-    #: Driver options (`Init.options`); part of the warm key.
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: Environment for this driver only (API keys). Never logged, not in `repr`; the key holds
-    #: only a fingerprint, so new credentials invalidate warm processes.
-    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
-    #: The topic's private folder for the driver's own files (`Init.state_dir`); part of the
-    #: key, so two topics in one working dir never share a driver's files.
-    state_dir: str = ""
-
-    def secrets_fingerprint(self) -> str:
-        """A short hash of the secrets (names and values), safe to log and compare."""
-        if not self.secrets:
-            return ""
-        digest = hashlib.sha256(_KEY_ENCODER.encode(dict(self.secrets))).hexdigest()
-        return digest[:16]
-
-    def key(self) -> str:
-        """The warm-pool key: driver, model, working dir, prompt, options, secrets' fingerprint.
-
-        Raises `InvalidArgument` when the options are not plain data (they must go into
-        `Init` on the wire anyway).
-        """
-        try:
-            body = _KEY_ENCODER.encode(
-                {
-                    "driver": self.driver,
-                    "model": self.model,
-                    "working_dir": self.working_dir,
-                    "system_prompt": self.system_prompt,
-                    "options": dict(self.options),
-                    "secrets": self.secrets_fingerprint(),
-                    "state_dir": self.state_dir,
-                }
-            )
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise InvalidArgument(
-                f"options of driver {self.driver!r} are not plain data: {exc}"
-            ) from None
-        return f"{self.driver}:{hashlib.sha256(body).hexdigest()[:24]}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,535 @@
+"""The shell side of turns: executes a `TurnMachine`'s effects and feeds their results back.
+
+`TurnServices` is the daemon-wide part (configuration read once per change, off the trio
+thread; observers; usage; the clients' transcripts; the permission check); a `TurnRunner`
+executes one topic's turn effects for its `TopicHost`, with every task in that host's
+nursery. Nothing here decides what a turn does next: every result goes back to the machine.
+
+The turn boundary's exception map is `turn_failure` (in `hostd.shell.topic_host`): whatever a
+task raises (a hook's `HookError`, a `ConfigError`, an `OSError`, a bug) becomes the
+machine's `lost` / `hook_failed` input, so the turn ends `error` with that message and the
+topic stays usable. Cancellation is never mapped: it is a stop (`CancelHook`) or a closing host.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from hostd.core.turn import (
+    AppendText,
+    AskRetry,
+    CancelHook,
+    CloseSession,
+    EndTurn,
+    LoadConfig,
+    Notify,
+    OpenSession,
+    RunHook,
+    SaveSteps,
+    SendToDriver,
+    TurnEffect,
+    TurnMachine,
+)
+from hostd.shell.store import store as st
+from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
+from hostd_protocol.common import HistoryMessage, TextDelta, Usage
+from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, ResumeToken
+from hostd_protocol.errors import (
+    ConfigError,
+    DriverCrashed,
+    HookError,
+    HostdError,
+    NotFound,
+    PermissionDenied,
+)
+
+if TYPE_CHECKING:
+    from hostd.core.assistants import AssistantCatalog, AssistantConfig, RolesConfig
+    from hostd.core.options import SessionOptions
+    from hostd.core.turn_record import StepRecord
+    from hostd.shell.drivers.supervisor import DriverSession, Supervisor
+    from hostd.shell.hooks import ObserverChain, UsageAccounting
+    from hostd.shell.topic_host import TopicHost
+
+log = logging.getLogger(__name__)
+
+#: Client transcripts waiting for their turn; older ones are dropped beyond this many (a
+#: transcript whose message was deduplicated or discarded would otherwise stay forever).
+MAX_PENDING_TRANSCRIPTS = 256
+#: What `continue` sends when the failed turn had already answered part of its input.
+CONTINUE_PROMPT = "Continue exactly where you stopped; do not repeat what you already wrote."
+
+
+# --- configuration, read once per change -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    stamp: tuple[tuple[str, int, int], ...]
+    catalog: AssistantCatalog
+    roles: RolesConfig | ConfigError
+
+
+class ConfigCache:
+    """`<config>/assistants/*.toml` and `roles.toml`, parsed again only when a file's mtime,
+    size or the set of files changed. Reads run on a worker thread (`load`); `load_sync`
+    is for the CLI and tests."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.config_dir = config_dir
+        self._loaded: _Loaded | None = None
+        self.reads = 0  # how many times the files were parsed (tests check the cache)
+
+    def _stamp(self) -> tuple[tuple[str, int, int], ...]:
+        files = sorted((self.config_dir / "assistants").glob("*.toml"))
+        files.append(self.config_dir / "roles.toml")
+        out: list[tuple[str, int, int]] = []
+        for f in files:
+            try:
+                s = f.stat()
+            except OSError:
+                continue
+            out.append((f.name, s.st_mtime_ns, s.st_size))
+        return tuple(out)
+
+    def load_sync(self) -> _Loaded:
+        from hostd.shell.config import load_assistants, load_roles
+
+        stamp = self._stamp()
+        loaded = self._loaded
+        if loaded is not None and loaded.stamp == stamp:
+            return loaded
+        self.reads += 1
+        roles: RolesConfig | ConfigError
+        try:
+            roles = load_roles(self.config_dir)
+        except ConfigError as exc:
+            roles = exc
+        loaded = self._loaded = _Loaded(stamp, load_assistants(self.config_dir), roles)
+        return loaded
+
+    async def load(self, assistant: str) -> tuple[AssistantConfig, RolesConfig]:
+        """Assistant `assistant` ("" = default) and the roles; `ConfigError` names the file."""
+        loaded = await trio.to_thread.run_sync(self.load_sync)
+        return _pick(loaded, assistant)
+
+    def assistant_sync(self, assistant: str) -> AssistantConfig:
+        return _pick(self.load_sync(), assistant)[0]
+
+
+def _pick(loaded: _Loaded, assistant: str) -> tuple[AssistantConfig, RolesConfig]:
+    if isinstance(loaded.roles, ConfigError):
+        raise loaded.roles
+    return loaded.catalog.get(assistant), loaded.roles
+
+
+# --- daemon-wide services ----------------------------------------------------------------------
+
+
+class TurnServices:
+    """What every topic's turns share (see the module docstring).
+
+    Args:
+        config_dir: Holds `assistants/*.toml` and `roles.toml`.
+        workspaces: The one working-directory root.
+        supervisor: Opens and closes driver sessions (delegated children's too).
+        writer: Where the steps of ended turns go.
+        observers: Plugin observers; None: the `hostd.hooks` entry points, found at first use.
+    """
+
+    def __init__(
+        self,
+        config_dir: Path,
+        workspaces: Path,
+        supervisor: Supervisor,
+        writer: st.StoreWriter,
+        *,
+        observers: ObserverChain | None = None,
+        daemon_uid: int | None = None,
+    ) -> None:
+        self.config = ConfigCache(config_dir)
+        self.workspaces = workspaces
+        self.supervisor = supervisor
+        self.writer = writer
+        self._observers = observers
+        self._daemon_uid = os.getuid() if daemon_uid is None else daemon_uid
+        self._usage: UsageAccounting | None = None
+        self._transcripts: OrderedDict[tuple[str, str], list[HistoryMessage]] = OrderedDict()
+        self._calls_send, self._calls_recv = trio.open_memory_channel[
+            tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]
+        ](math.inf)
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run observer calls one at a time, in order (they never slow the stream)."""
+        task_status.started()
+        async for fn, args in self._calls_recv:
+            try:
+                await fn(*args)
+            except Exception:  # ObserverChain isolates observers; this is belt and braces
+                log.exception("observer call failed")
+
+    @property
+    def observers(self) -> ObserverChain:
+        if self._observers is None:
+            from hostd.shell.hooks import ObserverChain, discover_observers
+
+            self._observers = ObserverChain(discover_observers())
+        return self._observers
+
+    @observers.setter
+    def observers(self, chain: ObserverChain) -> None:
+        self._observers = chain
+
+    @property
+    def usage(self) -> UsageAccounting:
+        if self._usage is None:
+            from hostd.shell.hooks import UsageAccounting
+
+            self._usage = UsageAccounting()
+        return self._usage
+
+    def notify(self, method: str, args: tuple[Any, ...]) -> None:
+        chain = self.observers
+        if chain.observers:
+            calls: dict[str, Callable[..., Awaitable[Any]]] = {
+                "turn_start": chain.turn_start,
+                "turn_finish": chain.turn_finish,
+                "step": chain.step,
+                "tool": chain.tool,
+                "usage": chain.usage,
+            }
+            self._calls_send.send_nowait((calls[method], args))
+
+    def seed_usage(self, stored: Sequence[tuple[str, str, Usage]]) -> None:
+        """The usage a previous daemon stored per turn (before any event of this one)."""
+        from hostd.shell.hooks import TurnInfo
+
+        for topic_id, turn_id, usage in stored:
+            self.usage.usage(TurnInfo(topic_id=topic_id, turn_id=turn_id, assistant=""), usage)
+
+    def observe(self, topic_id: str, event: TopicEvent) -> None:
+        """Every emitted event (synchronous, inside `TopicHost.apply`): usage accounting,
+        kept per turn in the store too (batched, not durable: a later figure of the same
+        turn replaces it), so `hostd usage` survives a restart."""
+        if isinstance(event, UsageUpdated):
+            from hostd.shell.hooks import TurnInfo
+
+            self.writer.put(st.PutTurnUsage(topic_id, event.turn_id, event.usage))
+            info = TurnInfo(topic_id=topic_id, turn_id=event.turn_id, assistant="")
+            self.usage.usage(info, event.usage)
+            self.notify("usage", (info, event.usage))
+
+    # --- permission, transcripts, continue ---------------------------------------------------
+
+    def check(self, uid: int | None, topic: TopicInfo, profile: str = "") -> None:
+        """Same user as the daemon and, if the topic is bound to a profile, that profile;
+        raises `PermissionDenied` (before anything is stored)."""
+        who = self._daemon_uid if uid is None else uid
+        if who != self._daemon_uid:
+            raise PermissionDenied(
+                f"uid {who} may not use topic {topic.id} (the daemon runs as uid "
+                f"{self._daemon_uid})",
+                details={"topic_id": topic.id},
+            )
+        owner = topic.options.get("profile")
+        if isinstance(owner, str) and owner and profile and owner != profile:
+            raise PermissionDenied(
+                f"topic {topic.id} belongs to profile {owner!r}, not {profile!r}",
+                details={"topic_id": topic.id},
+            )
+
+    def remember_history(
+        self, topic_id: str, client_msg_id: str, history: Sequence[HistoryMessage]
+    ) -> None:
+        """Keep a client's transcript until the turn of message `client_msg_id` starts."""
+        if not history or not client_msg_id:
+            return
+        key = (topic_id, client_msg_id)
+        self._transcripts[key] = list(history)
+        self._transcripts.move_to_end(key)
+        while len(self._transcripts) > MAX_PENDING_TRANSCRIPTS:
+            self._transcripts.popitem(last=False)
+
+    def forget_history(self, topic_id: str, client_msg_id: str) -> None:
+        """The send that remembered this transcript was refused: release it now."""
+        self._transcripts.pop((topic_id, client_msg_id), None)
+
+    def take_transcript(self, topic_id: str, row: MessageRow | None) -> list[HistoryMessage]:
+        client_msg_id = row.meta.get("client_msg_id", "") if row is not None else ""
+        if not client_msg_id:
+            return []
+        return self._transcripts.pop((topic_id, client_msg_id), [])
+
+    async def resolve_driver(self, assistant: str, model: str = "", profile: str = "") -> str:
+        """The driver a new topic of `assistant` ("" = default) with no driver of its own
+        would run on. Raises `ConfigError` / `UnresolvedRole` (nothing configured)."""
+        from hostd.core.connector import resolve_connector
+
+        config, roles = await self.config.load(assistant)
+        return resolve_connector(config, roles, profile=profile, topic_model=model).driver
+
+    async def session_options(self, topic: TopicInfo) -> SessionOptions:
+        """The options the topic's own session opens with (prewarm uses them too)."""
+        from hostd.core.options import session_options
+
+        assistant, roles = await self.config.load(topic.assistant)
+        return session_options(topic, assistant, roles, str(self.workspaces))
+
+
+def continue_text(turns: Sequence[Any], rows: Sequence[MessageRow]) -> str:
+    """What to send to continue the topic's last turn, which must have failed or stopped.
+
+    `turns` are the store's turn records (oldest first, with `id`, `status`, `resume_text`);
+    `rows` the topic's rows. A turn that had answered part of its input is asked to continue;
+    one that had not is sent again as it was; one without resume data (the daemon was killed
+    mid-turn) has its input row sent again.
+    """
+    from hostd.core.turn_record import decode_resume
+
+    last = next((t for t in reversed(turns) if t.status is not None), None)
+    if last is None or last.status == "success":
+        state = "the topic has no turn yet" if last is None else "its last turn succeeded"
+        raise NotFound(
+            f"nothing to continue: {state} (continue resumes a turn that failed or was "
+            "stopped)",
+            details={"turn_id": last.id if last is not None else ""},
+        )
+    if last.resume_text:
+        resume = decode_resume(last.resume_text)
+        if resume is not None:
+            return CONTINUE_PROMPT if resume.partial else resume.text
+    mine = [r for r in rows if r.turn_id == last.id]
+    answered = any(
+        r.role == "assistant" and any(isinstance(p, TextDelta) and p.text for p in r.parts)
+        for r in mine
+    )
+    if answered:
+        return CONTINUE_PROMPT
+    if last.resume_text:
+        return str(last.resume_text)
+    asked = "".join(
+        p.text for r in mine if r.role == "user" for p in r.parts if isinstance(p, TextDelta)
+    )
+    if asked.strip():
+        return asked
+    raise NotFound(
+        f"nothing to continue: the last turn ended {last.status} and kept neither its "
+        "input nor a partial answer; send the message again",
+        details={"turn_id": last.id},
+    )
+
+
+def ensure_workdir(path: str, topic: TopicInfo) -> str:
+    """The directory `path` (with `~` expanded), created if missing; `ConfigError` saying
+    what to change when it cannot be used (a file in the way, no permission, ...)."""
+    full = Path(path).expanduser()
+    try:
+        full.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"working directory {str(full)!r} cannot be used: {exc.strerror or exc}; "
+            f"set another working directory for topic {topic.id} (or its assistant)",
+            details={"path": str(full), "topic_id": topic.id},
+        ) from exc
+    return str(full)
+
+
+# --- one topic's turn effects ------------------------------------------------------------------
+
+
+class TurnRunner:
+    """Executes the effects of `host`'s current turn machine (see the module docstring)."""
+
+    def __init__(self, host: TopicHost, services: TurnServices) -> None:
+        self.host = host
+        self.services = services
+        self.machine: TurnMachine | None = None
+        #: Delegated children's sessions by key (`<topic>/delegate<n>`).
+        self.children: dict[str, DriverSession] = {}
+        self._hook_scope: trio.CancelScope | None = None
+
+    # --- feeding the machine ----------------------------------------------------------------
+
+    # The machine's `now` is wall time: it only stamps steps (stored, shown to people).
+
+    def begin(self, machine: TurnMachine) -> None:
+        self.machine = machine
+        self.execute(machine, machine.start(time.time()))
+
+    def feed(self, machine: TurnMachine, step: Callable[[float], list[TurnEffect]]) -> None:
+        """Give the machine one input (a closure over it) and execute what it returns."""
+        from hostd.shell.topic_host import turn_failure
+
+        try:
+            effects = step(time.time())
+        except Exception as exc:  # a bug in the machine: end the turn, keep the topic
+            effects = machine.lost(turn_failure(exc, self.host.topic_id), time.time())
+        self.execute(machine, effects)
+
+    def execute(self, machine: TurnMachine, effects: list[TurnEffect]) -> None:
+        host = self.host
+        for eff in effects:
+            if isinstance(eff, SendToDriver):
+                host.queue_command(eff.key, eff.send)
+            elif isinstance(eff, EndTurn):
+                host.end_turn(eff.end)
+            elif isinstance(eff, AppendText):
+                host.feed_runtime(
+                    [ChunkEvent(turn_id=machine.turn_id, chunk=TextDelta(text=eff.text))]
+                )
+            elif isinstance(eff, Notify):
+                self.services.notify(eff.method, eff.args)
+            elif isinstance(eff, SaveSteps):
+                self.services.writer.put(_steps_op(eff.topic_id, eff.outcome))
+            elif isinstance(eff, CancelHook):
+                if self._hook_scope is not None:
+                    self._hook_scope.cancel()
+            elif isinstance(eff, LoadConfig):
+                self._spawn(machine, self._load_config, eff)
+            elif isinstance(eff, RunHook):
+                self._spawn(machine, self._run_hook, eff)
+            elif isinstance(eff, OpenSession):
+                self._spawn(machine, self._open, eff)
+            elif isinstance(eff, AskRetry):
+                self._spawn(machine, self._ask_retry, eff)
+            elif isinstance(eff, CloseSession):
+                self._spawn(machine, self._close, eff)
+            else:  # pragma: no cover - an effect kind nobody taught the shell
+                log.error("topic %s: unknown turn effect %r ignored", host.topic_id, eff)
+
+    def _spawn(self, machine: TurnMachine, fn: Callable[..., Awaitable[None]], eff: Any) -> None:
+        self.host.start_soon(self._guarded, machine, fn, eff)
+
+    async def _guarded(
+        self, machine: TurnMachine, fn: Callable[..., Awaitable[None]], eff: Any
+    ) -> None:
+        from hostd.shell.topic_host import turn_failure
+
+        try:
+            await fn(machine, eff)
+        except Exception as exc:  # the turn boundary's map: the turn ends, the topic lives
+            error = turn_failure(exc, self.host.topic_id)
+            self.feed(machine, partial(machine.lost, error))
+
+    # --- effects that wait ------------------------------------------------------------------
+
+    async def _load_config(self, machine: TurnMachine, eff: LoadConfig) -> None:
+        assistant, roles = await self.services.config.load(eff.assistant)
+        self.feed(machine, partial(machine.config_loaded, assistant, roles))
+
+    async def _run_hook(self, machine: TurnMachine, eff: RunHook) -> None:
+        from hostd.shell.hooks import run_create_hook, run_next_hook
+
+        run = run_create_hook if eff.kind == "create" else run_next_hook
+        with trio.CancelScope() as scope:
+            self._hook_scope = scope
+            try:
+                result: object = await run(eff.spec, eff.context)
+            except HookError as exc:
+                self.feed(machine, partial(machine.hook_failed, exc))
+                return
+            finally:
+                if self._hook_scope is scope:
+                    self._hook_scope = None
+            self.feed(machine, partial(machine.hook_returned, result))
+
+    async def _open(self, machine: TurnMachine, eff: OpenSession) -> None:
+        host = self.host
+        if eff.root and host.session is not None:
+            session = host.session  # the topic's session lives across turns
+        else:
+            opts = eff.options
+            workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, host.info)
+            opts = replace(opts, working_dir=workdir)
+            if eff.root:
+                session = await host.open_session(opts)
+            else:
+                session = await self.services.supervisor.open(eff.key, opts)
+                self.children[eff.key] = session
+                host.start_soon(self._pump_child, machine, eff.key, session)
+        caps = session.capabilities
+        self.feed(machine, partial(machine.session_opened, eff.key, caps))
+
+    async def _ask_retry(self, machine: TurnMachine, eff: AskRetry) -> None:
+        retry = await self.services.observers.error(eff.info)
+        self.feed(machine, partial(machine.retry_decided, retry))
+
+    async def _close(self, machine: TurnMachine, eff: CloseSession) -> None:
+        self.children.pop(eff.key, None)
+        with trio.CancelScope(shield=True):  # also when the topic is being deleted
+            try:
+                await self.services.supervisor.close(eff.key)
+            except HostdError as exc:
+                log.info("closing delegated session %s: %s", eff.key, exc)
+
+    async def _pump_child(self, machine: TurnMachine, key: str, session: DriverSession) -> None:
+        """A child session's events into the host, like the topic's own pump (its resume
+        tokens are dropped: they are not the topic's)."""
+        from hostd.shell.drivers.supervisor import SessionEnded
+
+        error: HostdError | None = None
+        async for item in session.events:
+            if isinstance(item, SessionEnded):
+                error = item.error
+                break
+            batch: list[DriverEvent] = [e for e in item if not isinstance(e, ResumeToken)]
+            if batch:
+                self.host.feed(batch, trio.current_time())
+        if machine.over or self.children.get(key) is not session:
+            return
+        lost = error or DriverCrashed(
+            "the delegated driver session ended during a turn", driver=session.driver
+        )
+        self.feed(machine, partial(machine.lost, lost))
+
+    def session_for(self, key: str) -> DriverSession | None:
+        return self.children.get(key)
+
+
+def _steps_op(topic_id: str, outcome: Any) -> st.PutSteps:
+    return st.PutSteps(
+        topic_id,
+        outcome.turn_id,
+        tuple(
+            st.StepRow(
+                kind=s.kind,
+                status=s.status,
+                started_at=s.started,
+                ended_at=s.ended,
+                data=_step_data(s),
+            )
+            for s in outcome.steps
+        ),
+    )
+
+
+def _step_data(step: StepRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {"index": step.index, "depth": step.depth}
+    if step.detail:
+        data["detail"] = step.detail
+    if step.error:
+        data["error"] = step.error
+    if step.error_code:
+        data["error_code"] = step.error_code
+    return data
+
+
+__all__ = [
+    "CONTINUE_PROMPT",
+    "ConfigCache",
+    "TurnRunner",
+    "TurnServices",
+    "continue_text",
+    "ensure_workdir",
+]
