@@ -32,18 +32,19 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, TypeVar
 
 import trio
 
 from hostd.client.sync_wire import (
-    ConnectRetry,
+    ClosingContext,
     DaemonNotRunning,
-    connect_unix,
+    autostart_connect,
+    connect_attempts,
     start_daemon,
 )
 from hostd.client.sync_wire import not_running as _not_running
@@ -249,7 +250,9 @@ class Client(TopicOps):
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise ConnectionBroken(f"connection to hostd lost: {exc}") from None
 
-    async def _reader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _reader(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         task_status.started()
         error: HostdError = ConnectionBroken("hostd closed the connection")
         try:
@@ -597,35 +600,26 @@ class Client(TopicOps):
 
 
 async def _connect_socket(paths: Paths) -> trio.SocketStream:
-    """Connect to the daemon's socket. Not `trio.open_unix_socket`: it takes the `EAGAIN` of
-    a full listen backlog for "in progress" and returns a socket that was never connected.
-    Retried as `ConnectRetry` says (a full backlog, a socket that is about to listen)."""
-    retry = ConnectRetry(paths.socket_path, trio.current_time())
+    """Connect to the daemon's socket (`sync_wire.connect_attempts`, the one connect loop).
+    Not `trio.open_unix_socket`: it takes the `EAGAIN` of a full listen backlog for "in
+    progress" and returns a socket that was never connected."""
+    attempts = connect_attempts(paths, trio.current_time)
     while True:
         try:
-            sock = connect_unix(paths.socket_path)
-        except OSError as exc:
-            delay = retry.next_delay(exc, trio.current_time())
-            if delay is None:
-                raise retry.give_up(exc, paths) from None
-            await trio.sleep(delay)
-            continue
-        return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+            delay = next(attempts)
+        except StopIteration as done:
+            sock: socket.socket = done.value
+            return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        # Nothing to wait for but time: the daemon is another process.
+        await trio.sleep(delay)
 
 
-async def _autostart(paths: Paths, timeout: float = 30.0) -> trio.SocketStream:
-    """Start the daemon and connect. A daemon that is still shutting down holds the lock
-    for a moment after removing its socket ("already running", but nothing to connect to):
-    try again until `timeout`; there is no event to wait for across processes."""
-    deadline = trio.current_time() + timeout
-    while True:
-        await trio.to_thread.run_sync(start_daemon, paths)
-        try:
-            return await _connect_socket(paths)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            if trio.current_time() > deadline:
-                raise _not_running(paths, f"auto-start did not help: {exc}") from None
-            await trio.sleep(0.1)
+async def _autostart(paths: Paths) -> trio.SocketStream:
+    """Start the daemon and connect: `sync_wire.autostart_connect` (the one autostart), in a
+    worker thread."""
+    sock = await trio.to_thread.run_sync(autostart_connect, paths)
+    sock.setblocking(False)
+    return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
 
 
 @asynccontextmanager
@@ -665,7 +659,7 @@ async def open_client(
         await client.aclose()
 
 
-class SyncClient:
+class SyncClient(ClosingContext):
     """Blocking facade: a trio thread holds one connection; each call runs there.
 
     Request methods are the async client's, called without `await`; `attach` is not
@@ -761,17 +755,6 @@ class SyncClient:
             stop = self._stop
             trio.from_thread.run_sync(stop.set, trio_token=self._token)
         self._thread.join()
-
-    def __enter__(self) -> SyncClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = [

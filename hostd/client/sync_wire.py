@@ -29,9 +29,10 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -161,20 +162,31 @@ class ConnectRetry:
         return exc
 
 
-def connect_blocking(paths: Paths) -> socket.socket:
-    """Connect to the daemon's socket, retrying as `ConnectRetry` says; a blocking socket."""
-    retry = ConnectRetry(paths.socket_path, time.monotonic())
+def connect_attempts(paths: Paths, clock: Callable[[], float]) -> Generator[float, None, socket.socket]:
+    """The one connect loop (sans-IO about waiting): yields how long to wait before the next
+    attempt, returns the connected non-blocking socket, raises as `ConnectRetry` says. The
+    blocking client sleeps with `time.sleep`, the async one with `trio.sleep`."""
+    retry = ConnectRetry(paths.socket_path, clock())
     while True:
         try:
-            sock = connect_unix(paths.socket_path)
+            return connect_unix(paths.socket_path)
         except OSError as exc:
-            delay = retry.next_delay(exc, time.monotonic())
+            delay = retry.next_delay(exc, clock())
             if delay is None:
                 raise retry.give_up(exc, paths) from None
-            time.sleep(delay)
-            continue
-        sock.setblocking(True)
-        return sock
+        yield delay
+
+
+def connect_blocking(paths: Paths) -> socket.socket:
+    """Connect to the daemon's socket, retrying as `ConnectRetry` says; a blocking socket."""
+    attempts = connect_attempts(paths, time.monotonic)
+    try:
+        while True:
+            time.sleep(next(attempts))
+    except StopIteration as done:
+        sock: socket.socket = done.value
+    sock.setblocking(True)
+    return sock
 
 
 _CODEC: Codec[ServerMessage] | None = None
@@ -187,7 +199,25 @@ def _codec() -> Codec[ServerMessage]:
     return _CODEC
 
 
-class WireClient:
+class ClosingContext:
+    """`with x:` closes `x` at the end (the blocking clients' shared context manager)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class WireClient(ClosingContext):
     """One blocking connection: a handshake, then requests one at a time.
 
     Use `WireClient.open(paths)`; `request(msg)` returns the reply's result.
@@ -217,7 +247,7 @@ class WireClient:
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             if not autostart:
                 raise not_running(paths, type(exc).__name__) from None
-            sock = _autostart(paths)
+            sock = autostart_connect(paths)
         sock.settimeout(timeout)
         client = cls(sock)
         try:
@@ -230,7 +260,9 @@ class WireClient:
     def hello(self, client_name: str) -> Welcome:
         try:
             self._sock.sendall(
-                self._codec.encode_frame(Hello(protocol_version=PROTOCOL_VERSION, client=client_name))
+                self._codec.encode_frame(
+                    Hello(protocol_version=PROTOCOL_VERSION, client=client_name)
+                )
             )
         except OSError:
             # The daemon may have refused us before reading (access denied): its reason is
@@ -286,21 +318,12 @@ class WireClient:
             self._pending.extend(self._frames.feed(data))
         return self._codec.decode(self._pending.pop(0))
 
-    def __enter__(self) -> WireClient:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def _autostart(paths: Paths, timeout: float = 30.0) -> socket.socket:
-    """Start the daemon and connect; retried while an old daemon still holds the lock (see
-    `hostd.client._autostart`)."""
+def autostart_connect(paths: Paths, timeout: float = 30.0) -> socket.socket:
+    """Start the daemon and connect (blocking; the async client runs it in a thread). A
+    daemon that is still shutting down holds the lock for a moment after removing its socket
+    ("already running", but nothing to connect to): try again until `timeout`; there is no
+    event to wait for across processes."""
     deadline = time.monotonic() + timeout
     while True:
         start_daemon(paths)

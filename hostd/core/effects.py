@@ -89,12 +89,16 @@ class SaveTurn:
 
 @dataclass(frozen=True, slots=True)
 class StartTurn:
+    """A turn begins: the shell starts its turn machine (`hostd.core.turn`) with `send`."""
+
     turn_id: str
     send: Send
 
 
 @dataclass(frozen=True, slots=True)
 class ToDriver:
+    """A command for the driver of the running turn (steer, interrupt, approval answer)."""
+
     command: HostCommand
 
 

@@ -21,14 +21,15 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostd.core.assistants import AssistantConfig, RolesConfig
-from hostd.core.connector import resolve_connector
-from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.errors import InvalidArgument
+
+if TYPE_CHECKING:  # kept light: the supervisor imports SessionOptions at daemon start
+    from hostd.core.assistants import AssistantConfig, RolesConfig
+    from hostd_protocol.client_messages import TopicInfo
 
 _KEY_ENCODER = msgspec.json.Encoder(order="sorted")
 
@@ -139,6 +140,8 @@ def session_options(
     The topic's explicit driver/model apply to its own assistant only; a delegated child
     (`child=True`) resolves its assistant's connector alone. Raises `UnresolvedRole`.
     """
+    from hostd.core.connector import resolve_connector
+
     connector = resolve_connector(
         assistant,
         roles,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from hostd.core.effects import Effect, Emit, SaveRow
-from hostd.core.transcript import LiveRow
+from hostd.core.rows import LiveRow
 from hostd_protocol.client_messages import (
     MessageRow,
     NoticeEvent,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hostd.core.transcript import LiveRow
+from hostd.core.rows import LiveRow
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import HistoryMessage, RowStatus
 

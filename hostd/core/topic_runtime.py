@@ -45,12 +45,12 @@ from hostd.core.effects import (
     ToDriver,
     TouchRow,
 )
+from hostd.core.rows import LiveRow
 from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
 from hostd.core.runtime_outbox import NoticeLevel, Outbox
 from hostd.core.runtime_rewind import RewindOps, rewind_target
 from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.core.runtime_turn import Steer, Turn
-from hostd.core.transcript import LiveRow
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     DriverReady,

@@ -27,11 +27,9 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeAlias
-
 import msgspec
 
+from hostd.core.rows import LiveRow, PartsBuilder
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
@@ -55,117 +53,10 @@ from hostd_protocol.client_messages import (
     TurnStarted,
     UsageUpdated,
 )
-from hostd_protocol.common import Chunk, TextDelta, ThinkingDelta, TopicState, Usage
+from hostd_protocol.common import TopicState, Usage
 from hostd_protocol.errors import EventGap
 
-__all__ = ["LiveRow", "PartsBuilder", "Transcript"]
-
-_TextChunk: TypeAlias = TextDelta | ThinkingDelta
-
-
-class PartsBuilder:
-    """The growing parts of one row, cheap to append to.
-
-    The open text (or thinking) run is kept as a list of strings and joined only when the parts
-    are built, so appending a chunk is O(1) however long the answer gets.
-    """
-
-    __slots__ = ("_buf", "_done", "_kind")
-
-    def __init__(self, parts: Iterable[Chunk] = ()) -> None:
-        self._done: list[Chunk] = []
-        self._kind: type[_TextChunk] | None = None
-        self._buf: list[str] = []
-        for part in parts:
-            self.append(part)
-
-    def append(self, chunk: Chunk) -> bool:
-        """Add one chunk; False when it carries nothing (an empty text delta) and was dropped."""
-        if isinstance(chunk, TextDelta | ThinkingDelta):
-            if not chunk.text:
-                return False
-            kind = type(chunk)
-            if kind is self._kind:
-                self._buf.append(chunk.text)
-            else:
-                self._close_run()
-                self._kind = kind
-                self._buf = [chunk.text]
-            return True
-        self._close_run()
-        self._done.append(chunk)
-        return True
-
-    def build(self) -> list[Chunk]:
-        """The parts as an immutable-row-ready list (a new list each call)."""
-        parts = list(self._done)
-        if self._kind is not None:
-            if len(self._buf) > 1:
-                # Join once and keep the result, so the next build does not join again.
-                self._buf = ["".join(self._buf)]
-            parts.append(self._kind(text=self._buf[0]))
-        return parts
-
-    def text(self) -> str:
-        """All visible answer text (TextDelta parts), joined; thinking and tools left out."""
-        return "".join(p.text for p in self.build() if isinstance(p, TextDelta))
-
-    def __bool__(self) -> bool:
-        return bool(self._done) or self._kind is not None
-
-    def _close_run(self) -> None:
-        if self._kind is not None:
-            self._done.append(self._kind(text="".join(self._buf)))
-            self._kind = None
-            self._buf = []
-
-
-class LiveRow:
-    """A mutable row: its fields as an immutable `MessageRow` (without parts) plus a builder.
-
-    `freeze()` builds the full `MessageRow` and caches it until the next change.
-    """
-
-    __slots__ = ("_cache", "base", "parts")
-
-    def __init__(self, row: MessageRow) -> None:
-        self.base: MessageRow = msgspec.structs.replace(row, parts=[]) if row.parts else row
-        self.parts = PartsBuilder(row.parts)
-        self._cache: MessageRow | None = row
-
-    @property
-    def id(self) -> str:
-        return self.base.id
-
-    @property
-    def position(self) -> int:
-        return self.base.position
-
-    @property
-    def status(self) -> str:
-        return self.base.status
-
-    def append(self, chunk: Chunk) -> bool:
-        """Append a chunk to the parts; False if it was empty and dropped."""
-        if self.parts.append(chunk):
-            self._cache = None
-            return True
-        return False
-
-    def set_parts(self, parts: Iterable[Chunk]) -> None:
-        self.parts = PartsBuilder(parts)
-        self._cache = None
-
-    def update(self, **changes: object) -> None:
-        """Change fields other than `parts` (see `MessageRow`)."""
-        self.base = msgspec.structs.replace(self.base, **changes)
-        self._cache = None
-
-    def freeze(self) -> MessageRow:
-        if self._cache is None:
-            self._cache = msgspec.structs.replace(self.base, parts=self.parts.build())
-        return self._cache
-
+__all__ = ["LiveRow", "PartsBuilder", "Transcript"]  # row types: hostd.core.rows
 
 class Transcript:
     """A window's copy of one topic, kept current by applying topic events.

@@ -40,6 +40,7 @@ from hostd.core.payload_bounds import (
     fit_topics,
     row_piece,
 )
+from hostd.core.runtime_outbox import NoticeLevel
 from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.schedules import ScheduleBook
 from hostd.core.workspaces import workspace_of
@@ -281,11 +282,10 @@ class Daemon:
         that one stopped too, so a graceful stop leaves no row `pending`."""
         with trio.move_on_after(grace) as scope:
             while active := [h for h in self.hosts.values() if h.active and not h.closed]:
-                now = trio.current_time()
                 turns = [h.runtime.active_turn_id for h in active]
                 for host in active:
                     try:
-                        host.apply(host.runtime.stop(now))
+                        await host.stop()  # also ends a turn still in its set-up or a hook
                     except HostdError as exc:
                         log.info("topic %s: stop at shutdown: %s", host.topic_id, exc)
                 for host, turn in zip(active, turns, strict=True):
@@ -304,6 +304,7 @@ class Daemon:
     def store_health_changed(self, error: HostdError | None) -> None:
         """The store's writes started failing (error) or work again (None): tell every
         loaded topic's windows with a `notice` (the log has it from the writer)."""
+        level: NoticeLevel
         if error is not None:
             code, level = "store_error", "error"
             message = (
@@ -315,9 +316,8 @@ class Daemon:
             message = "hostd can save to its database again; what it held is being written"
         now = trio.current_time()
         for host in list(self.hosts.values()):
-            notice = getattr(host.runtime, "notice", None)
-            if notice is not None and not host.closed:
-                host.apply(notice(code, message, level, now))
+            if not host.closed:
+                host.apply(host.runtime.notice(code, message, level, now))
 
     async def close_hosts(self) -> None:
         for host in list(self.hosts.values()):
@@ -399,7 +399,7 @@ class Daemon:
         # The runtime contract: once after constructing from stored rows, so rows a previous
         # daemon left queued run again.
         try:
-            await host.call("resume_queue")
+            await host.resume_queue()
         except HostdError as exc:
             log.warning("topic %s: resuming its queue failed: %s", topic_id, exc)
         return host
@@ -539,7 +539,7 @@ class Daemon:
 
     async def _rename_topic(self, conn: Connection, msg: RenameTopic) -> Result:
         host = await self.host(msg.topic_id)
-        await host.call("rename", msg.title)
+        await host.rename(msg.title)
         self._topics_changed("changed", msg.topic_id, host.topic_info())
         return TopicResult(topic=host.topic_info())
 
@@ -608,13 +608,12 @@ class Daemon:
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
         host = await self.host(msg.topic_id)
-        await host.call("stop")
+        await host.stop()
         return Empty()
 
     async def _answer_approval(self, conn: Connection, msg: AnswerApproval) -> Result:
         host = await self.host(msg.topic_id)
-        await host.call(
-            "answer_approval",
+        await host.answer_approval(
             msg.approval_id,
             msg.allow,
             by=conn.client_name or conn.id,
@@ -626,17 +625,17 @@ class Daemon:
     async def _edit_queued(self, conn: Connection, msg: EditQueued) -> Result:
         check_text("the message", msg.text, MAX_SEND_BYTES)
         host = await self.host(msg.topic_id)
-        await host.call("edit_queued", msg.row_id, msg.text)
+        await host.edit_queued(msg.row_id, msg.text)
         return Empty()
 
     async def _discard_queued(self, conn: Connection, msg: DiscardQueued) -> Result:
         host = await self.host(msg.topic_id)
-        await host.call("discard_queued", msg.row_id)
+        await host.discard_queued(msg.row_id)
         return Empty()
 
     async def _send_now(self, conn: Connection, msg: SendNow) -> Result:
         host = await self.host(msg.topic_id)
-        await host.call("send_now", msg.row_id)
+        await host.send_now(msg.row_id)
         return Empty()
 
     async def _continue(self, conn: Connection, msg: ContinueTurn) -> Result:
@@ -706,12 +705,8 @@ class Daemon:
             log.info("topic %s: prewarm failed: %s", host.topic_id, exc)
 
     async def _status(self, conn: Connection, msg: Status) -> Result:
-        drivers_running = warm = 0
-        try:
-            stats = self.supervisor.statistics()
-            drivers_running, warm = stats.sessions, stats.warm
-        except (NotImplementedError, AttributeError):  # pragma: no cover - early supervisor
-            pass
+        stats = self.supervisor.statistics()
+        drivers_running, warm = stats.sessions, stats.warm
         enabled, nxt = self.scheduler.statistics()
         return StatusResult(
             schedules=enabled,

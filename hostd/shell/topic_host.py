@@ -33,7 +33,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import trio
@@ -54,11 +54,14 @@ from hostd.core.effects import (
     TouchRow,
 )
 from hostd.core.payload_bounds import fit_rows
+from hostd.core.runtime_outbox import NoticeLevel
 from hostd.shell.connection import Connection
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
 from hostd.shell.store import store as st
+from hostd.shell.turns import TurnRunner, turn_failure
 from hostd_protocol.client_messages import (
     AttachResult,
+    MessageRow,
     ReplayEnd,
     Resync,
     SendResult,
@@ -68,7 +71,14 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import SendIntent, TextDelta, ThinkingDelta
+from hostd_protocol.common import (
+    Capabilities,
+    HistoryMessage,
+    SendIntent,
+    TextDelta,
+    ThinkingDelta,
+    TopicState,
+)
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     DriverEvent,
@@ -81,31 +91,77 @@ from hostd_protocol.errors import (
     DriverCrashed,
     DriverError,
     HostdError,
-    InternalError,
     TopicClosed,
 )
 from hostd_protocol.limits import MAX_CHUNK_CHARS, MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
     from hostd.core.options import SessionOptions
-    from hostd.core.topic_runtime import TopicRuntime
     from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, Supervisor
     from hostd.shell.turns import TurnServices
 
 log = logging.getLogger(__name__)
 
-def turn_failure(exc: Exception, topic_id: str) -> HostdError:
-    """The turn boundary's exception map: what ends a turn when setting it up or driving it
-    raised. A hostd error is the turn's error as it is; anything else is a bug or an
-    environment failure (an unreadable file, a vanished directory): logged with its traceback,
-    and the turn ends `internal_error` naming it, so the topic stays usable."""
-    if isinstance(exc, HostdError):
-        return exc
-    log.error("topic %s: a turn failed on %s", topic_id, type(exc).__name__, exc_info=exc)
-    return InternalError(
-        f"the turn failed: {type(exc).__name__}: {exc} (details in the daemon log)",
-        details={"exception": type(exc).__name__},
-    )
+
+class Runtime(Protocol):
+    """What a host needs of its topic's runtime (`hostd.core.topic_runtime.TopicRuntime`;
+    the shell tests' fake satisfies it too). Every method returns the effects to execute."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def state(self) -> TopicState: ...
+    @property
+    def active_turn_id(self) -> str | None: ...
+    @property
+    def stopping(self) -> bool: ...
+    def row(self, row_id: str) -> MessageRow | None: ...
+    def snapshot(self, max_rows: int = 500) -> Snapshot: ...
+    def send(
+        self,
+        text: str,
+        intent: SendIntent,
+        now: float,
+        *,
+        client_msg_id: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> tuple[SendResult, list[Effect]]: ...
+    def stop(self, now: float) -> list[Effect]: ...
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        now: float,
+        *,
+        by: str = "",
+        reason: str = "",
+        option_id: str = "",
+    ) -> list[Effect]: ...
+    def edit_queued(self, row_id: str, text: str, now: float) -> list[Effect]: ...
+    def discard_queued(self, row_id: str, now: float) -> list[Effect]: ...
+    def send_now(self, row_id: str, now: float) -> list[Effect]: ...
+    def rename(self, title: str, now: float) -> list[Effect]: ...
+    def resume_queue(self, now: float) -> list[Effect]: ...
+    def notice(
+        self, code: str, message: str, level: NoticeLevel = "info", now: float = 0.0
+    ) -> list[Effect]: ...
+    def driver_ready(self, capabilities: Capabilities, now: float) -> list[Effect]: ...
+    def driver_event(self, event: DriverEvent, now: float) -> list[Effect]: ...
+    def driver_lost(self, error: HostdError, now: float) -> list[Effect]: ...
+    def tick(self, now: float) -> list[Effect]: ...
+    # topic operations (hostd.core.runtime_rewind)
+    last_rewound: list[str]
+    def rewind(
+        self, row_id: str, now: float, *, include: bool = False, stop: bool = False
+    ) -> tuple[list[str], list[Effect]]: ...
+    def resend(
+        self, row_id: str, text: str, now: float, *, stop: bool = False, client_msg_id: str = ""
+    ) -> tuple[SendResult, list[Effect]]: ...
+    def regenerate(
+        self, now: float, *, stop: bool = False, client_msg_id: str = ""
+    ) -> tuple[SendResult, list[Effect]]: ...
+    def fork_rows(self, row_id: str) -> list[MessageRow]: ...
+    def history_for(self, row_id: str) -> list[HistoryMessage]: ...
 
 
 def new_id(prefix: str) -> str:
@@ -136,7 +192,8 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
         else:
             joined = "".join(texts)
             merged = (
-                TextDelta(text=joined) if isinstance(head.chunk, TextDelta)
+                TextDelta(text=joined)
+                if isinstance(head.chunk, TextDelta)
                 else ThinkingDelta(text=joined)
             )
             out.append(ChunkEvent(turn_id=head.turn_id, chunk=merged))
@@ -168,7 +225,7 @@ class TopicHost:
     def __init__(
         self,
         info: TopicInfo,
-        runtime: TopicRuntime,
+        runtime: Runtime,
         *,
         writer: st.StoreWriter,
         supervisor: Supervisor,
@@ -178,8 +235,6 @@ class TopicHost:
         observe: Callable[[str, TopicEvent], None] | None = None,
         interrupt_grace: float = 3.0,
     ) -> None:
-        from hostd.shell.turns import TurnRunner
-
         self.topic_id = info.id
         self.info = info
         self.runtime = runtime
@@ -375,15 +430,42 @@ class TopicHost:
         await self._writer.wait_committed(gen or None)
         return result
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """A runtime request that only returns effects (stop, approvals, queue edits, rename)."""
+    async def _request(self, effects_of: Callable[[float], list[Effect]]) -> None:
+        """A runtime request that only returns effects; answered once they are committed.
+        A stop (or send-now) of the running turn also reaches its machine: a running hook
+        is cancelled."""
         self._check_open()
-        effects: list[Effect] = getattr(self.runtime, method)(*args, trio.current_time(), **kwargs)
-        await self._commit(self.apply(effects))
+        await self._commit(self.apply(effects_of(trio.current_time())))
         machine = self.turns.machine
         if machine is not None and not machine.over and self.runtime.stopping:
-            # A stop (or send-now) for the running turn: a running hook is cancelled.
             self.turns.feed(machine, machine.stop)
+
+    async def stop(self) -> None:
+        await self._request(self.runtime.stop)
+
+    async def answer_approval(
+        self, approval_id: str, allow: bool, *, by: str = "", reason: str = "", option_id: str = ""
+    ) -> None:
+        answer = partial(
+            self.runtime.answer_approval, approval_id, allow, by=by, reason=reason,
+            option_id=option_id,
+        )
+        await self._request(answer)
+
+    async def edit_queued(self, row_id: str, text: str) -> None:
+        await self._request(partial(self.runtime.edit_queued, row_id, text))
+
+    async def discard_queued(self, row_id: str) -> None:
+        await self._request(partial(self.runtime.discard_queued, row_id))
+
+    async def send_now(self, row_id: str) -> None:
+        await self._request(partial(self.runtime.send_now, row_id))
+
+    async def rename(self, title: str) -> None:
+        await self._request(partial(self.runtime.rename, title))
+
+    async def resume_queue(self) -> None:
+        await self._request(self.runtime.resume_queue)
 
     async def _answer(self, result_and_effects: Callable[[float], tuple[Any, list[Effect]]]) -> Any:
         """A runtime request that returns `(result, effects)` (rewind, regenerate, resend);
@@ -633,9 +715,7 @@ class TopicHost:
         self._session = None
         error = ended.error if ended is not None else None
         if error is None and self.runtime.active_turn_id is not None:
-            error = DriverCrashed(
-                "the driver session ended during a turn", driver=self.info.driver
-            )
+            error = DriverCrashed("the driver session ended during a turn", driver=self.info.driver)
         if error is not None:
             self._lost(error)
 

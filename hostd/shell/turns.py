@@ -5,10 +5,10 @@ thread; observers; usage; the clients' transcripts; the permission check); a `Tu
 executes one topic's turn effects for its `TopicHost`, with every task in that host's
 nursery. Nothing here decides what a turn does next: every result goes back to the machine.
 
-The turn boundary's exception map is `turn_failure` (in `hostd.shell.topic_host`): whatever a
-task raises (a hook's `HookError`, a `ConfigError`, an `OSError`, a bug) becomes the
-machine's `lost` / `hook_failed` input, so the turn ends `error` with that message and the
-topic stays usable. Cancellation is never mapped: it is a stop (`CancelHook`) or a closing host.
+The turn boundary's exception map is `turn_failure` (below): whatever a task raises (a
+hook's `HookError`, a `ConfigError`, an `OSError`, a bug) becomes the machine's `lost` /
+`hook_failed` input, so the turn ends `error` with that message and the topic stays usable.
+Cancellation is never mapped: it is a stop (`CancelHook`) or a closing host.
 """
 
 from __future__ import annotations
@@ -22,34 +22,27 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from hostd.core.turn import (
-    AppendText,
-    AskRetry,
-    CancelHook,
-    CloseSession,
-    EndTurn,
-    LoadConfig,
-    Notify,
-    OpenSession,
-    RunHook,
-    SaveSteps,
-    SendToDriver,
-    TurnEffect,
-    TurnMachine,
-)
+from hostd.core import turn_effects as fx
 from hostd.shell.store import store as st
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
 from hostd_protocol.common import HistoryMessage, TextDelta, Usage
-from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, ResumeToken
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    DriverEvent,
+    HostCommand,
+    ResumeToken,
+    TurnEnd,
+)
 from hostd_protocol.errors import (
     ConfigError,
     DriverCrashed,
     HookError,
     HostdError,
+    InternalError,
     NotFound,
     PermissionDenied,
 )
@@ -57,10 +50,10 @@ from hostd_protocol.errors import (
 if TYPE_CHECKING:
     from hostd.core.assistants import AssistantCatalog, AssistantConfig, RolesConfig
     from hostd.core.options import SessionOptions
+    from hostd.core.turn import TurnMachine
     from hostd.core.turn_record import StepRecord
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
     from hostd.shell.hooks import ObserverChain, UsageAccounting
-    from hostd.shell.topic_host import TopicHost
 
 log = logging.getLogger(__name__)
 
@@ -345,13 +338,50 @@ def ensure_workdir(path: str, topic: TopicInfo) -> str:
     return str(full)
 
 
+def turn_failure(exc: Exception, topic_id: str) -> HostdError:
+    """The turn boundary's exception map: what ends a turn when setting it up or driving it
+    raised. A hostd error is the turn's error as it is; anything else is a bug or an
+    environment failure (an unreadable file, a vanished directory): logged with its traceback,
+    and the turn ends `internal_error` naming it, so the topic stays usable."""
+    if isinstance(exc, HostdError):
+        return exc
+    log.error("topic %s: a turn failed on %s", topic_id, type(exc).__name__, exc_info=exc)
+    return InternalError(
+        f"the turn failed: {type(exc).__name__}: {exc} (details in the daemon log)",
+        details={"exception": type(exc).__name__},
+    )
+
+
+class TurnHost(Protocol):
+    """What a `TurnRunner` needs of its topic's host (`TopicHost` is one): declared here, so
+    this module never imports the host."""
+
+    topic_id: str
+    info: TopicInfo
+
+    @property
+    def session(self) -> DriverSession | None: ...
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+    def queue_command(self, key: str, cmd: HostCommand) -> None: ...
+
+    def end_turn(self, end: TurnEnd) -> None: ...
+
+    def feed_runtime(self, events: list[DriverEvent]) -> None: ...
+
+    def feed(self, batch: list[DriverEvent], now: float) -> None: ...
+
+    async def open_session(self, opts: SessionOptions) -> DriverSession: ...
+
+
 # --- one topic's turn effects ------------------------------------------------------------------
 
 
 class TurnRunner:
     """Executes the effects of `host`'s current turn machine (see the module docstring)."""
 
-    def __init__(self, host: TopicHost, services: TurnServices) -> None:
+    def __init__(self, host: TurnHost, services: TurnServices) -> None:
         self.host = host
         self.services = services
         self.machine: TurnMachine | None = None
@@ -367,43 +397,41 @@ class TurnRunner:
         self.machine = machine
         self.execute(machine, machine.start(time.time()))
 
-    def feed(self, machine: TurnMachine, step: Callable[[float], list[TurnEffect]]) -> None:
+    def feed(self, machine: TurnMachine, step: Callable[[float], list[fx.TurnEffect]]) -> None:
         """Give the machine one input (a closure over it) and execute what it returns."""
-        from hostd.shell.topic_host import turn_failure
-
         try:
             effects = step(time.time())
         except Exception as exc:  # a bug in the machine: end the turn, keep the topic
             effects = machine.lost(turn_failure(exc, self.host.topic_id), time.time())
         self.execute(machine, effects)
 
-    def execute(self, machine: TurnMachine, effects: list[TurnEffect]) -> None:
+    def execute(self, machine: TurnMachine, effects: list[fx.TurnEffect]) -> None:
         host = self.host
         for eff in effects:
-            if isinstance(eff, SendToDriver):
+            if isinstance(eff, fx.SendToDriver):
                 host.queue_command(eff.key, eff.send)
-            elif isinstance(eff, EndTurn):
+            elif isinstance(eff, fx.EndTurn):
                 host.end_turn(eff.end)
-            elif isinstance(eff, AppendText):
+            elif isinstance(eff, fx.AppendText):
                 host.feed_runtime(
                     [ChunkEvent(turn_id=machine.turn_id, chunk=TextDelta(text=eff.text))]
                 )
-            elif isinstance(eff, Notify):
+            elif isinstance(eff, fx.Notify):
                 self.services.notify(eff.method, eff.args)
-            elif isinstance(eff, SaveSteps):
+            elif isinstance(eff, fx.SaveSteps):
                 self.services.writer.put(_steps_op(eff.topic_id, eff.outcome))
-            elif isinstance(eff, CancelHook):
+            elif isinstance(eff, fx.CancelHook):
                 if self._hook_scope is not None:
                     self._hook_scope.cancel()
-            elif isinstance(eff, LoadConfig):
+            elif isinstance(eff, fx.LoadConfig):
                 self._spawn(machine, self._load_config, eff)
-            elif isinstance(eff, RunHook):
+            elif isinstance(eff, fx.RunHook):
                 self._spawn(machine, self._run_hook, eff)
-            elif isinstance(eff, OpenSession):
+            elif isinstance(eff, fx.OpenSession):
                 self._spawn(machine, self._open, eff)
-            elif isinstance(eff, AskRetry):
+            elif isinstance(eff, fx.AskRetry):
                 self._spawn(machine, self._ask_retry, eff)
-            elif isinstance(eff, CloseSession):
+            elif isinstance(eff, fx.CloseSession):
                 self._spawn(machine, self._close, eff)
             else:  # pragma: no cover - an effect kind nobody taught the shell
                 log.error("topic %s: unknown turn effect %r ignored", host.topic_id, eff)
@@ -414,8 +442,6 @@ class TurnRunner:
     async def _guarded(
         self, machine: TurnMachine, fn: Callable[..., Awaitable[None]], eff: Any
     ) -> None:
-        from hostd.shell.topic_host import turn_failure
-
         try:
             await fn(machine, eff)
         except Exception as exc:  # the turn boundary's map: the turn ends, the topic lives
@@ -424,11 +450,11 @@ class TurnRunner:
 
     # --- effects that wait ------------------------------------------------------------------
 
-    async def _load_config(self, machine: TurnMachine, eff: LoadConfig) -> None:
+    async def _load_config(self, machine: TurnMachine, eff: fx.LoadConfig) -> None:
         assistant, roles = await self.services.config.load(eff.assistant)
         self.feed(machine, partial(machine.config_loaded, assistant, roles))
 
-    async def _run_hook(self, machine: TurnMachine, eff: RunHook) -> None:
+    async def _run_hook(self, machine: TurnMachine, eff: fx.RunHook) -> None:
         from hostd.shell.hooks import run_create_hook, run_next_hook
 
         run = run_create_hook if eff.kind == "create" else run_next_hook
@@ -444,7 +470,7 @@ class TurnRunner:
                     self._hook_scope = None
             self.feed(machine, partial(machine.hook_returned, result))
 
-    async def _open(self, machine: TurnMachine, eff: OpenSession) -> None:
+    async def _open(self, machine: TurnMachine, eff: fx.OpenSession) -> None:
         host = self.host
         if eff.root and host.session is not None:
             session = host.session  # the topic's session lives across turns
@@ -461,11 +487,11 @@ class TurnRunner:
         caps = session.capabilities
         self.feed(machine, partial(machine.session_opened, eff.key, caps))
 
-    async def _ask_retry(self, machine: TurnMachine, eff: AskRetry) -> None:
+    async def _ask_retry(self, machine: TurnMachine, eff: fx.AskRetry) -> None:
         retry = await self.services.observers.error(eff.info)
         self.feed(machine, partial(machine.retry_decided, retry))
 
-    async def _close(self, machine: TurnMachine, eff: CloseSession) -> None:
+    async def _close(self, machine: TurnMachine, eff: fx.CloseSession) -> None:
         self.children.pop(eff.key, None)
         with trio.CancelScope(shield=True):  # also when the topic is being deleted
             try:
@@ -532,4 +558,5 @@ __all__ = [
     "TurnServices",
     "continue_text",
     "ensure_workdir",
+    "turn_failure",
 ]

@@ -31,6 +31,7 @@ from hostd.shell.drivers.supervisor import SessionEnded
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,
+    NoticeEvent,
     RowAppended,
     RowOpened,
     RowUpdated,
@@ -51,7 +52,7 @@ from hostd_protocol.driver_messages import (
     Send,
     TurnEnd,
 )
-from hostd_protocol.errors import DriverCrashed, DriverError, NothingToStop, TopicBusy
+from hostd_protocol.errors import DriverCrashed, DriverError, NotFound, NothingToStop, TopicBusy
 
 
 class FakeRuntime:
@@ -139,7 +140,9 @@ class FakeRuntime:
         effects += self._start(user)
         assert self._turn is not None
         return (
-            SendResult(row_id=user.id, disposition="started", turn_id=self._turn, position=user.position),
+            SendResult(
+                row_id=user.id, disposition="started", turn_id=self._turn, position=user.position
+            ),
             effects,
         )
 
@@ -212,6 +215,34 @@ class FakeRuntime:
     def tick(self, now: float) -> list[Effect]:
         return []
 
+    def notice(
+        self, code: str, message: str, level: Any = "info", now: float = 0.0
+    ) -> list[Effect]:
+        self._seq += 1
+        return [
+            Emit(
+                NoticeEvent(
+                    topic_id=self.topic.id, seq=self._seq, code=code, message=message, level=level
+                )
+            )
+        ]
+
+    # The queue and approvals are the real runtime's (tests/core); the fake has neither.
+    def answer_approval(
+        self, approval_id: str, allow: bool, now: float, *, by: str = "", reason: str = "",
+        option_id: str = "",
+    ) -> list[Effect]:
+        raise NotFound(f"no approval {approval_id!r} (the fake runtime has none)")
+
+    def edit_queued(self, row_id: str, text: str, now: float) -> list[Effect]:
+        raise NotFound(f"no queued row {row_id!r} (the fake runtime has no queue)")
+
+    def discard_queued(self, row_id: str, now: float) -> list[Effect]:
+        raise NotFound(f"no queued row {row_id!r} (the fake runtime has no queue)")
+
+    def send_now(self, row_id: str, now: float) -> list[Effect]:
+        raise NotFound(f"no queued row {row_id!r} (the fake runtime has no queue)")
+
     # queries
     def snapshot(self, max_rows: int = 500) -> Snapshot:
         rows = sorted(self._rows.values(), key=lambda r: r.position)
@@ -237,6 +268,10 @@ class FakeRuntime:
     @property
     def seq(self) -> int:
         return self._seq
+
+    @property
+    def stopping(self) -> bool:
+        return False
 
 
 def _text(row: MessageRow) -> str:
@@ -292,7 +327,10 @@ class FakeSession:
             if cmd.text.startswith("auto:"):
                 n = int(cmd.text.split(":")[1])
                 self.emit(
-                    *[ChunkEvent(turn_id=cmd.turn_id, chunk=TextDelta(f"{cmd.text}#{i} ")) for i in range(n)],
+                    *[
+                        ChunkEvent(turn_id=cmd.turn_id, chunk=TextDelta(f"{cmd.text}#{i} "))
+                        for i in range(n)
+                    ],
                     TurnEnd(turn_id=cmd.turn_id, status="success"),
                 )
             else:
@@ -335,7 +373,9 @@ class FakeSupervisor:
     def mark_busy(self, topic_id: str) -> None:
         pass
 
-    async def prewarm(self, opts: Any, resume_token: str | None = None, *, topic_id: str = "") -> None:
+    async def prewarm(
+        self, opts: Any, resume_token: str | None = None, *, topic_id: str = ""
+    ) -> None:
         pass
 
     async def close(self, topic_id: str) -> None:

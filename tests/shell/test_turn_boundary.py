@@ -3,7 +3,7 @@ anything a turn's set-up or driving raises."""
 
 from __future__ import annotations
 
-from hostd.shell.topic_host import turn_failure
+from hostd.shell.turns import turn_failure
 from hostd_protocol.errors import ConfigError, InternalError
 
 

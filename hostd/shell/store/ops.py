@@ -11,31 +11,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
+from hostd.core.effects import DeleteRow as DeleteRow
+from hostd.core.effects import SaveApproval, SaveRow, SaveTopic
+from hostd_protocol.client_messages import MessageRow, ScheduleInfo, TopicInfo
 from hostd_protocol.common import Usage
 
 # --- operations (what the writer batches) --------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class PutTopic:
-    topic: TopicInfo
+#: Four operations are the topic runtime's own effects, stored as they are: one class each,
+#: not a copy (a row, a topic record, an approval, a removed row need no topic id).
+PutTopic = SaveTopic
+PutRow = SaveRow
+PutApproval = SaveApproval
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteTopic:
+    """The topic and everything of it (rows, approvals, turns, steps) go."""
+
     topic_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class PutSeq:
+    """The topic's last emitted seq (a restart continues above it)."""
+
     topic_id: str
     seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class PutRow:
-    row: MessageRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +48,6 @@ class TouchRow:
     topic_id: str
     row_id: str
     read: Callable[[str], MessageRow | None]
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRow:
-    row_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class PutApproval:
-    approval: ApprovalInfo
 
 
 @dataclass(frozen=True, slots=True)
