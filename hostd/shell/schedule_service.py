@@ -1,5 +1,5 @@
 """Schedules inside the daemon: the scheduler's view of topics and the store, and the
-`*-schedule` request handlers. Kept out of `hostd.daemon` so the daemon only wires it in.
+`*-schedule` request handlers. Kept out of `hostd.shell.daemon` so the daemon only wires it in.
 
 - `DaemonScheduleTarget`: a run is sent exactly like a window's `send` (topic loaded on
   demand, the same permission check, answered once the row is committed), with the run's
