@@ -1,9 +1,12 @@
 """hostd's import graph: cycles, and the layers one send crosses (`python -m hostd_dev.import_graph`).
 
-Reads every module under hostd/ (imports inside functions and TYPE_CHECKING blocks count:
-a lazy import is still a dependency) and checks two rules, exiting 1 when one breaks:
+Reads every module under hostd/ (imports inside functions count: a lazy import is still a
+dependency) and checks two rules, exiting 1 when one breaks:
 
 1. No cycles: no hostd module imports (directly or not) a module that imports it back.
+   Imports under `if TYPE_CHECKING:` are left out of this rule (they never run; a service
+   that holds its owner, like the scheduler's target holding the daemon, may name its type),
+   but not out of rule 2.
 2. One send's modules are layered and calls go down only: `LAYERS` lists them top to
    bottom (the request comes in through the connection to the daemon, the topic host is the
    hub that calls the runtime, the turn machine's executor, the driver session, fan-out and
@@ -35,8 +38,22 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def module_graph(package_dir: Path) -> dict[str, set[str]]:
-    """module -> the hostd modules it imports."""
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:`."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            for sub in node.body:
+                out.update(id(n) for n in ast.walk(sub))
+    return out
+
+
+def module_graph(package_dir: Path, *, typing_only: bool = True) -> dict[str, set[str]]:
+    """module -> the hostd modules it imports (`typing_only=False`: leave out the imports
+    under `if TYPE_CHECKING:`)."""
     mods: dict[str, Path] = {}
     for f in sorted(package_dir.rglob("*.py")):
         parts = f.relative_to(package_dir.parent).with_suffix("").parts
@@ -44,7 +61,11 @@ def module_graph(package_dir: Path) -> dict[str, set[str]]:
         mods[name] = f
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        skip = set() if typing_only else _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -115,7 +136,7 @@ def main() -> int:
     import hostd
 
     graph = module_graph(Path(hostd.__file__).parent)
-    found = cycles(graph)
+    found = cycles(module_graph(Path(hostd.__file__).parent, typing_only=False))
     back = upward_imports(graph)
     print(f"{len(graph)} modules, {sum(len(v) for v in graph.values())} imports")
     print("cycles:", "none" if not found else found)
