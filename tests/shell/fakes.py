@@ -43,7 +43,7 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import Capabilities, SendIntent, TextDelta, TopicState
+from hostd_protocol.common import Capabilities, HistoryMessage, SendIntent, TextDelta, TopicState
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     DriverEvent,
@@ -233,6 +233,27 @@ class FakeRuntime:
         option_id: str = "",
     ) -> list[Effect]:
         raise NotFound(f"no approval {approval_id!r} (the fake runtime has none)")
+
+    # Topic operations are the real runtime's (tests/core); the fake keeps no history.
+    last_rewound: list[str] = []
+
+    def history_for(self, row_id: str) -> list[HistoryMessage]:
+        return []
+
+    def fork_rows(self, row_id: str) -> list[MessageRow]:
+        raise NotFound(f"no row {row_id!r} (the fake runtime cannot fork)")
+
+    def rewind(self, row_id: str, now: float, *, include: bool = False,
+               stop: bool = False) -> tuple[list[str], list[Effect]]:
+        raise NotFound(f"no row {row_id!r} (the fake runtime cannot rewind)")
+
+    def resend(self, row_id: str, text: str, now: float, *, stop: bool = False,
+               client_msg_id: str = "") -> tuple[SendResult, list[Effect]]:
+        raise NotFound(f"no row {row_id!r} (the fake runtime cannot resend)")
+
+    def regenerate(self, now: float, *, stop: bool = False,
+                   client_msg_id: str = "") -> tuple[SendResult, list[Effect]]:
+        raise NotFound("nothing to regenerate (the fake runtime keeps no history)")
 
     def edit_queued(self, row_id: str, text: str, now: float) -> list[Effect]:
         raise NotFound(f"no queued row {row_id!r} (the fake runtime has no queue)")
