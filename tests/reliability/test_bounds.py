@@ -101,6 +101,6 @@ async def test_refused_sends_release_what_they_brought(
             for _ in range(10):
                 with pytest.raises(TopicBusy):
                     await c.send(t.id, "again", "start", history=history)
-            assert not d.daemon.bridge._transcripts  # nothing kept for refused sends
+            assert not d.daemon.turns._transcripts  # nothing kept for refused sends
             await c.stop(t.id)
         await d.stop()
