@@ -34,6 +34,7 @@ import trio
 
 from hostd import __version__
 from hostd.core.payload_bounds import check_request
+from hostd.shell import trace
 from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd_protocol.client_messages import (
     ClientMessage,
@@ -183,6 +184,8 @@ class Connection:
         self.attached: dict[str, TopicStream] = {}
         # Outbound queue: (frame, is_event). Events may be dropped on overflow, replies never.
         self._queue: deque[tuple[bytes, bool]] = deque()
+        #: (topic, seq) of the queued event frames, kept only while `trace.ENABLED`.
+        self._trace_keys: list[tuple[str, int]] = []
         self._event_bytes = 0
         self._queued_bytes = 0
         self._ready = trio.Event()
@@ -265,6 +268,9 @@ class Connection:
         if self._event_bytes and self._event_bytes + len(frame) > self.max_queue_bytes:
             self._fell_behind()
             return
+        if trace.ENABLED:
+            # publish appended the event to the buffer first: its seq is the stream's last.
+            self._trace_keys.append((stream.topic_id, stream.last_seq))
         self._enqueue(frame, is_event=True)
 
     def push_events(self, events: list[TopicEvent]) -> bool:
@@ -295,6 +301,7 @@ class Connection:
         """The window cannot keep up: drop its queued events, unsubscribe, tell it to resync."""
         kept = deque(item for item in self._queue if not item[1])
         self._queue = kept
+        self._trace_keys = []
         self._queued_bytes = sum(len(f) for f, _ in kept)
         self._event_bytes = 0
         self._resyncs += 1
@@ -346,12 +353,15 @@ class Connection:
                     await self._ready.wait()
                 items = self._queue
                 self._queue = deque()
+                traced, self._trace_keys = self._trace_keys, []
                 self._queued_bytes = 0
                 self._event_bytes = 0
                 data = b"".join(f for f, _ in items)
                 sent = self._try_write(data)
                 if sent < len(data):
                     await self._stream.send_all(memoryview(data)[sent:] if sent else data)
+                if traced:
+                    trace.written(traced, id(self))
                 self._frames_sent += len(items)
                 self._bytes_sent += len(data)
                 self._writes += 1

@@ -19,10 +19,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
+from time import monotonic_ns
 from typing import Any, Protocol
 
 import msgspec
 
+from hostd.shell import trace
 from hostd_protocol.client_messages import ServerMessage, TopicEvent
 from hostd_protocol.errors import FrameTooLarge
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, Encoding
@@ -132,6 +134,14 @@ class TopicStream:
 
     def publish(self, event: TopicEvent) -> None:
         """Record and deliver one event. Encodes it at most once per encoding."""
+        if trace.ENABLED:
+            started = monotonic_ns()
+            self._publish(event)
+            trace.published(self.topic_id, event.seq, started)
+        else:
+            self._publish(event)
+
+    def _publish(self, event: TopicEvent) -> None:
         self.buffer.append(event)
         self.events_published += 1
         if not self._subscribers:

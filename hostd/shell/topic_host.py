@@ -55,6 +55,7 @@ from hostd.core.effects import (
 )
 from hostd.core.payload_bounds import fit_rows
 from hostd.core.runtime_outbox import NoticeLevel
+from hostd.shell import trace
 from hostd.shell.connection import Connection
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
 from hostd.shell.store import store as st
@@ -701,6 +702,8 @@ class TopicHost:
                 if isinstance(item, SessionEnded):
                     ended = item
                     break
+                if trace.ENABLED:
+                    trace.batch_taken(item, first=not batch)
                 batch.extend(item)
                 try:
                     item = events_in.receive_nowait()
@@ -708,6 +711,8 @@ class TopicHost:
                     break
             if batch:
                 self.feed(batch, trio.current_time())
+                if trace.ENABLED:
+                    trace.batch_done()
                 if self.runtime.active_turn_id is None:
                     self._supervisor.mark_idle(self.topic_id)
         if self._session is not session:

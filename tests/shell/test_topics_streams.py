@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 import trio
+import trio.testing
 
 from hostd.client import Client, Subscription, open_client
 from hostd.shell.store.store import Store
@@ -164,3 +168,45 @@ async def test_sent_message_is_committed_before_reply(running: Running) -> None:
 
 def _unused(c: Client) -> None:  # keep the import used for type checkers
     del c
+
+
+async def test_driver_gets_the_send_before_the_commit_and_the_reply_after_it(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 3: the driver command never waits for the store commit; the client's
+    acknowledgement still does. The store's commit is held on its worker thread until the
+    driver has the turn, so the order is forced, not a race."""
+    writer = running.daemon.writer
+    store = writer._store  # the real Store the writer commits with
+    real_apply = store.apply
+    release = threading.Event()
+
+    def held_apply(ops: Any) -> None:
+        release.wait(10)  # a worker thread: blocking here holds the commit, not the loop
+        real_apply(ops)
+
+    with trio.fail_after(10):
+        async with open_client(running.paths) as c:
+            t = await c.create_topic()
+            monkeypatch.setattr(store, "apply", held_apply)
+            replies: list[Any] = []
+
+            async def send() -> None:
+                replies.append(await c.send(t.id, "not yet on disk"))
+
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send)
+                    turn = await running.supervisor.turns.receive()
+                    # The driver has the message; the commit is still held, so no reply yet.
+                    assert turn.send.text == "not yet on disk"
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert replies == []
+                    with Store(running.paths.db_path) as s:
+                        assert s.load_rows(t.id) == []
+                    release.set()
+            finally:
+                release.set()
+            assert len(replies) == 1
+            with Store(running.paths.db_path) as s:
+                assert s.load_rows(t.id)[0].id == replies[0].row_id

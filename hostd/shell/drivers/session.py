@@ -36,6 +36,7 @@ import trio
 
 from hostd.core.payload_bounds import bound_driver_events
 from hostd.core.redaction import Redactor
+from hostd.shell import trace
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
@@ -544,6 +545,8 @@ class DriverSession:
                 self._fatal = item
             batch.append(item)
         if batch:
+            if trace.ENABLED:
+                trace.batch_read(batch)
             try:
                 await self._send_events.send(batch)
             except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic_ns
 from typing import Any
 
 import apsw
@@ -38,6 +39,7 @@ import apsw.bestpractice
 import msgspec
 import trio
 
+from hostd.shell import trace
 from hostd.shell.store.ops import (
     DeleteRow as DeleteRow,
 )
@@ -858,10 +860,13 @@ class StoreWriter:
         self._urgent_event = trio.Event()
         if batch:
             started = time.perf_counter()
+            trace_start = monotonic_ns() if trace.ENABLED else 0
             try:
                 # Not abandoned on cancel: a batch that started is always finished, so a
                 # shutdown never leaves half a transaction behind.
                 await trio.to_thread.run_sync(self._store.apply, batch, limiter=self._limiter)
+                if trace.ENABLED:
+                    trace.commit(trace_start)
             except StoreError as exc:
                 self._failures.append((first, last, exc))
                 if isinstance(exc.__cause__, _TRANSIENT):

@@ -58,4 +58,31 @@ def run(ctx: Context) -> Result:
         for value in driver.tree_rss:
             res.add(f"{name} agent/CLI RSS", "MiB", value)
         res.notes.append(driver.summary())
+    _ratios(res, out)
     return res
+
+
+def _ratios(res: Result, out: dict[str, Any]) -> None:
+    """Issue 22 items 3 and 4 as ratios, paired per run (the runs are interleaved, so the
+    two drivers of one run saw the same machine load; ratios survive a noisy machine better
+    than absolute figures).
+
+    - item 3: Claude Code in-session first chunk / the peer's (claude-agent-acp) in-session.
+    - item 4: Claude Code prewarmed first turn / its own in-session turn.
+    Both are also given as differences in ms (the goals are "peer + 2 ms" and "within 10 ms").
+    """
+    claude, acp = out.get("claude-code"), out.get("acp")
+    if claude is None:
+        return
+    if acp is not None:
+        for mine, peer in zip(claude.in_session, acp.in_session, strict=False):
+            if peer > 0:
+                res.add("item 3: in-session first chunk, claude-code / claude-agent-acp",
+                        "x", mine / peer)
+            res.add("item 3: in-session first chunk, claude-code - claude-agent-acp",
+                    "ms", (mine - peer) * 1000)
+    for warm, hot in zip(claude.warm, claude.in_session, strict=False):
+        if hot > 0:
+            res.add("item 4: claude-code prewarmed first turn / in-session turn", "x", warm / hot)
+        res.add("item 4: claude-code prewarmed first turn - in-session turn", "ms",
+                (warm - hot) * 1000)

@@ -10,8 +10,11 @@ from what the host adds.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hostd.testing.processes import child_pids
@@ -26,6 +29,7 @@ from hostd_dev.bench.procs import (
 )
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import percentile
+from hostd_dev.bench.trace import Trace, analyse
 
 GOAL = "100 topics x 4 windows at 50 chunks/s: driver emit -> window receive p99 <= 2 ms"
 
@@ -47,12 +51,19 @@ def stream_rounds(
     *,
     warmup: str = "",
     during: Callable[[], None] | None = None,
+    trace_path: str = "",
 ) -> None:
     """Attach the windows, play an optional warm-up turn on every topic (it starts the
     drivers; not reported), then `rounds` turns of `script` on every topic at once."""
     total = rounds + (1 if warmup else 0)
     wp = WindowsProc(
-        daemon.socket, topics, windows_per_topic, total, mode="stamp", stamp_size=STAMP_SIZE
+        daemon.socket,
+        topics,
+        windows_per_topic,
+        total,
+        mode="stamp",
+        stamp_size=STAMP_SIZE,
+        trace_path=trace_path,
     )
     try:
         wp.read(timeout=120)  # attached
@@ -160,6 +171,41 @@ def _one_scale(
             f"p99 {lat['p99'] / 1000:.2f} ms"
         )
 
-    with DaemonProc() as daemon:
-        topics = create_topics(daemon, n_topics)
-        stream_rounds(daemon, topics, n_windows, script, ctx.runs, on_round, warmup=bench_script(5))
+    if not ctx.trace:
+        with DaemonProc() as daemon:
+            topics = create_topics(daemon, n_topics)
+            stream_rounds(
+                daemon, topics, n_windows, script, ctx.runs, on_round, warmup=bench_script(5)
+            )
+        return
+    with tempfile.TemporaryDirectory(prefix="hostd-trace-") as tmp:
+        daemon_file, windows_file = Path(tmp) / "daemon.jsonl", Path(tmp) / "windows.jsonl"
+        os.environ["HOSTD_TRACE"] = str(daemon_file)
+        try:
+            with DaemonProc() as daemon:
+                topics = create_topics(daemon, n_topics)
+                stream_rounds(
+                    daemon,
+                    topics,
+                    n_windows,
+                    script,
+                    ctx.runs,
+                    on_round,
+                    warmup=bench_script(5),
+                    trace_path=str(windows_file),
+                )
+        finally:
+            del os.environ["HOSTD_TRACE"]
+        # The daemon writes its trace when it exits (DaemonProc stops it gracefully).
+        add_trace(ctx, res, scale, analyse(daemon_file, windows_file))
+
+
+def add_trace(ctx: Context, res: Result, scale: str, tr: Trace) -> None:
+    """Per-stage rows of a traced run (one set for all its rounds, warm-up included)."""
+    ctx.log(f"  {scale} trace (ms):          p50      p99        n")
+    for name, p50, p99, n in tr.rows():
+        res.add(f"{scale} trace: {name} p50", "ms", p50)
+        res.add(f"{scale} trace: {name} p99", "ms", p99)
+        ctx.log(f"    {name:<40} {p50:8.3f} {p99:8.3f} {n:8d}")
+    if tr.unmatched:
+        res.notes.append(f"{scale} trace: {tr.unmatched} window frames without a daemon record")

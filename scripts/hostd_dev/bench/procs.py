@@ -204,8 +204,10 @@ class WindowsProc:
         *,
         mode: str = "text",
         stamp_size: int = 64,
+        trace_path: str = "",
     ) -> None:
         conf = {
+            "trace_path": trace_path,
             "socket": socket,
             "topics": topics,
             "windows_per_topic": windows_per_topic,

@@ -122,6 +122,8 @@ class Context:
 
     quick: bool
     runs: int
+    #: `--trace`: scenarios that support it add per-stage rows (`hostd_dev.bench.trace`).
+    trace: bool = False
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 

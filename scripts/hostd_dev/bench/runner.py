@@ -83,6 +83,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="measured repetitions after the warm-up (default 3; --quick 1)",
     )
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="latency: also trace every event through the daemon (HOSTD_TRACE) and print "
+        "per-stage p50/p99 (driver pipe read, runtime, fan-out, socket write, window read; "
+        "store commits)",
+    )
     args = p.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -106,7 +113,7 @@ def run_one(name: str, ctx: Context) -> Result:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = args.runs if args.runs is not None else (1 if args.quick else 3)
-    ctx = Context(quick=args.quick, runs=max(1, runs))
+    ctx = Context(quick=args.quick, runs=max(1, runs), trace=args.trace)
     names = args.scenarios or DEFAULT
     results = []
     for name in names:

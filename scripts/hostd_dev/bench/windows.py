@@ -77,6 +77,9 @@ class WindowConfig:
     #: `stamp_size`-character chunks and record driver -> window latency.
     mode: str = "text"
     stamp_size: int = 64
+    #: `--trace`: append (topic, seq, receipt ns, driver emit ns of the oldest chunk that
+    #: ends in the frame) per received text frame to this file, as JSON lines.
+    trace_path: str = ""
 
 
 @dataclass
@@ -97,10 +100,12 @@ class Window:
     parts: list[str] = field(default_factory=list)
     pending: str = ""
     latencies_us: list[float] = field(default_factory=list)
+    #: (topic, seq, receipt ns, emit ns) per frame, when tracing.
+    traced: list[tuple[str, int, int, int]] | None = None
     # finished rounds
     done: list[dict[str, Any]] = field(default_factory=list)
 
-    def on_text(self, text: str, now_ns: int) -> None:
+    def on_text(self, text: str, now_ns: int, seq: int = 0) -> None:
         if not self.first_ns:
             self.first_ns = now_ns
         self.last_ns = now_ns
@@ -115,7 +120,10 @@ class Window:
         while len(buf) - i >= size:
             stamp, _, _ = buf[i : i + size].partition(":")
             try:
-                self.latencies_us.append((now_ns - int(stamp)) / 1000.0)
+                emit = int(stamp)
+                self.latencies_us.append((now_ns - emit) / 1000.0)
+                if self.traced is not None and i == 0:
+                    self.traced.append((self.topic_id, seq, now_ns, emit))
             except ValueError:
                 self.errors.append(f"bad bench chunk {buf[i : i + 24]!r}")
             i += size
@@ -182,7 +190,7 @@ async def _run_window(
                     win.seq = msg.seq
                     chunk = msg.chunk
                     if chunk is not None and chunk.type == "text":
-                        win.on_text(chunk.text, now)
+                        win.on_text(chunk.text, now, msg.seq)
                 elif kind == "reply":
                     if msg.result is not None and msg.result.snapshot is not None:
                         win.seq = msg.result.snapshot.seq
@@ -234,12 +242,26 @@ def _round_report(k: int, wins: list[Window]) -> dict[str, Any]:
     }
 
 
+def _flush_trace(path: str, wins: list[Window]) -> None:
+    """Append the frames traced so far (before the round's report line, so a reader of that
+    line finds them in the file)."""
+    with open(path, "a", encoding="utf-8") as f:
+        for win in wins:
+            assert win.traced is not None
+            for rec in win.traced:
+                f.write(json.dumps(["read", *rec]) + "\n")
+            win.traced.clear()
+
+
 async def run(conf: WindowConfig) -> None:
     wins = [
         Window(tid, i, conf.mode, conf.stamp_size)
         for tid in conf.topics
         for i in range(conf.windows_per_topic)
     ]
+    if conf.trace_path:
+        for win in wins:
+            win.traced = []
     attached = trio.Semaphore(0, max_value=len(wins))
     connecting = trio.Semaphore(CONNECT_AT_ONCE)
     progress = trio.Event()
@@ -260,6 +282,8 @@ async def run(conf: WindowConfig) -> None:
             complete = min(len(w.done) for w in wins)
             while reported < complete:
                 reported += 1
+                if conf.trace_path:
+                    _flush_trace(conf.trace_path, wins)
                 _emit(_round_report(reported, wins))
             if any(w.errors and "closed" in w.errors[-1] for w in wins):
                 _emit({"fatal": sorted({e for w in wins for e in w.errors})[:5]})
