@@ -82,8 +82,9 @@ HELLO_TIMEOUT = 10.0
 #: A frame, once its first byte arrived, must be complete within this (seconds): a peer that
 #: starts an 8 MiB frame and stalls would hold the memory forever.
 FRAME_TIMEOUT = 60.0
-#: Before `hello` frames are at most this big (a hello is tiny): a connection cannot make
-#: the daemon buffer megabytes before it even said who it is.
+#: The first frame (which must be `hello`) is at most this big: a connection cannot make the
+#: daemon buffer megabytes before it even said who it is. A hello and a big request in one
+#: write are fine (only the first frame has this limit).
 HELLO_MAX_FRAME = 64 * 1024
 
 _CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
@@ -171,7 +172,7 @@ class Connection:
         self.max_frame_size = max_frame_size
         self.max_queue_bytes = max_queue_bytes
         self._hard_limit = max(MIN_HARD_QUEUE_BYTES, HARD_QUEUE_FACTOR * max_queue_bytes)
-        self._frames = FrameDecoder(min(max_frame_size, HELLO_MAX_FRAME))
+        self._frames = FrameDecoder(max_frame_size, first_frame_max=HELLO_MAX_FRAME)
         self._hello_timeout = hello_timeout
         self._frame_timeout = frame_timeout
         #: trio time the current partial frame started (inf: none pending).
@@ -504,7 +505,6 @@ class Connection:
             )
             return False
         self.welcomed = True
-        self._frames.max_frame_size = self.max_frame_size  # the full limit from now on
         self.client_name = msg.client
         self.send_message(
             Welcome(

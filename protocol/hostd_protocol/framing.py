@@ -56,8 +56,14 @@ class FrameDecoder:
     [b'ab']
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, first_frame_max: int | None = None
+    ) -> None:
         self.max_frame_size = max_frame_size
+        #: A smaller limit for the first frame only (a server's: the first frame must be a
+        #: small hello, so a peer cannot make it buffer megabytes before saying who it is).
+        self.first_frame_max = first_frame_max
+        self._frames_seen = 0
         self._buf = bytearray()
         self._error: Exception | None = None
 
@@ -77,11 +83,15 @@ class FrameDecoder:
         end = len(buf)
         while end - start >= HEADER_SIZE:
             (length,) = HEADER.unpack_from(buf, start)
-            if length > self.max_frame_size:
+            limit = self.max_frame_size
+            if self._frames_seen == 0 and self.first_frame_max is not None:
+                limit = min(limit, self.first_frame_max)
+            if length > limit:
                 self._error = FrameTooLarge(
                     f"peer announced a frame of {length} bytes; the maximum is "
-                    f"{self.max_frame_size} bytes",
-                    details={"size": length, "max": self.max_frame_size},
+                    f"{limit} bytes" + (" for the first one" if limit != self.max_frame_size
+                                        else ""),
+                    details={"size": length, "max": limit},
                 )
                 del buf[:]
                 if frames:
@@ -91,6 +101,7 @@ class FrameDecoder:
                 break
             body_start = start + HEADER_SIZE
             frames.append(bytes(buf[body_start : body_start + length]))
+            self._frames_seen += 1
             start = body_start + length
         if start:
             del buf[:start]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -40,6 +41,18 @@ async def test_silent_and_stalled_connections_are_closed_with_a_reason(
         await big_first.send(struct.pack(">I", 8 * 1024 * 1024) + b"\x80")
         reply = await big_first.recv()
         assert isinstance(reply, ErrorReply) and reply.code == "frame_too_large"
+
+        # A hello and a big first request in one write are fine (the pre-hello bound is
+        # checked after the frames of that read were served).
+        eager = await Raw.connect(paths)
+        hello = msgspec.msgpack.encode({"type": "hello", "protocol_version": [1, 0]})
+        big = msgspec.msgpack.encode({"type": "get-topic", "id": 3, "topic_id": "t" * 200_000})
+        await eager.send(struct.pack(">I", len(hello)) + hello + struct.pack(">I", len(big)) + big)
+        assert type(await eager.recv()).__name__ == "Welcome"
+        reply = await eager.recv()
+        assert isinstance(reply, ErrorReply) and reply.id == 3, reply
+        assert reply.code == "payload_too_large"  # topic_id over 4096 characters, refused
+        await eager.stream.aclose()
 
         stalled = await Raw.connect(paths)  # says hello, then starts a frame and stalls
         await stalled.hello()

@@ -156,9 +156,9 @@ def _client_stream_encoding(case: Case, *, with_ping: bool = False) -> Encoding:
     chunks = list(case.chunks)
     if with_ping:
         chunks.append(_ping(_client_stream_encoding(case)))
-    # Before a hello the daemon takes frames of at most HELLO_MAX_FRAME: a bigger first frame
-    # is refused (in msgpack) before its body, so before its encoding, is known.
-    decoder = FrameDecoder(HELLO_MAX_FRAME)
+    # The daemon's first frame is at most HELLO_MAX_FRAME: a bigger first frame is refused (in
+    # msgpack) before its body, so before its encoding, is known.
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE, first_frame_max=HELLO_MAX_FRAME)
     for chunk in chunks:
         try:
             bodies = decoder.feed(chunk)
