@@ -8,8 +8,15 @@ import pytest
 import trio
 
 from hostd.client import Subscription, open_client
+from hostd.core.transcript import Transcript
 from hostd.shell.paths import Paths
-from hostd_protocol.client_messages import MessageRow, RowsRemoved, TurnEnded, TurnStarted
+from hostd_protocol.client_messages import (
+    MessageRow,
+    RowsRemoved,
+    Snapshot,
+    TurnEnded,
+    TurnStarted,
+)
 from hostd_protocol.common import TextDelta
 from hostd_protocol.errors import TopicBusy
 from tests.e2e import daemon_proc
@@ -49,6 +56,8 @@ async def test_rewind_regenerate_edit_and_fork(home: Path) -> None:
                         await turn_over(sub2, sent.turn_id)
                     rows = (await c.history(t.id)).rows
                     u1, a1, u2, a2 = (r.id for r in rows)
+                    # A window that goes away now and reconnects with `since` after the rewind.
+                    away = Transcript(sub.transcript.snapshot())
 
                     # Rewind to the first answer: both windows and a late attach agree.
                     assert await c.rewind(t.id, a1) == [u2, a2]
@@ -60,6 +69,13 @@ async def test_rewind_regenerate_edit_and_fork(home: Path) -> None:
                     assert visible((await c.history(t.id)).rows) == expect
                     async with open_client(paths) as w3, w3.attach(t.id) as late:
                         assert visible(late.transcript.rows()) == expect
+                    async with open_client(paths) as w4, w4.attach(t.id, since=away.seq) as back:
+                        async for ev in back:  # the replay: the rewind is its last event
+                            assert not isinstance(ev, Snapshot)
+                            away.apply(ev)
+                            if isinstance(ev, RowsRemoved):
+                                break
+                    assert visible(away.rows()) == expect
                     all_rows = (await c.history_all(t.id)).rows
                     assert [(r.id, r.superseded) for r in all_rows] == [
                         (u1, False), (a1, False), (u2, True), (a2, True)
