@@ -99,9 +99,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     # Shutdown is complete (or failed): stop listening for signals too.
                     nursery.cancel_scope.cancel()
 
-            daemon = await nursery.start(run_daemon)
-            tell(f"ready {os.getpid()}")
+            # Catch the signals before saying "ready": a SIGTERM right after it must stop the
+            # daemon gracefully, not kill it with the default action.
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+                daemon = await nursery.start(run_daemon)
+                tell(f"ready {os.getpid()}")
                 async for signum in sigs:
                     log.info("signal %s: shutting down", signal.Signals(signum).name)
                     daemon.request_shutdown()

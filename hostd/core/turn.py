@@ -31,7 +31,7 @@ Rules this module guards:
   the end. A child's end ends the root turn: a delegation is the last step of its turn.
 - A failed driver step with no output may run again when the observers ask (`AskRetry`), at
   most `MAX_RETRIES` times per step. A next hook may continue at most `MAX_CONTINUES` times.
-- Steps (`hook_create`, `llm`, `tool`, `hook_next`, `delegate`) are recorded in one
+- Steps (`hook_create`, `sandbox`, `llm`, `tool`, `hook_next`, `delegate`) are recorded in one
   `TurnRecord` and saved once, at the end (`SaveSteps`); steps still running take the
   turn's status.
 """
@@ -57,6 +57,7 @@ from hostd.core.hook_api import (
     UpdateOptions,
 )
 from hostd.core.options import SessionOptions, merge_options, session_options
+from hostd.core.sandbox_policy import policy_of
 from hostd.core.turn_effects import (
     AppendText,
     AskRetry,
@@ -72,6 +73,7 @@ from hostd.core.turn_effects import (
     TurnEffect,
 )
 from hostd.core.turn_record import MAX_DEPTH, StepRecord, TurnRecord
+from hostd.core.workspaces import workspace_of
 from hostd_protocol.client_messages import TopicInfo
 from hostd_protocol.common import (
     Capabilities,
@@ -159,6 +161,7 @@ class TurnMachine:
     held: TurnEnd | None = None
     llm: StepRecord | None = None
     hook_step: StepRecord | None = None
+    sandbox_step: StepRecord | None = None
     tools: dict[str, StepRecord] = field(default_factory=dict)
     answer: list[str] = field(default_factory=list)
     attempts: int = 0
@@ -288,7 +291,7 @@ class TurnMachine:
             self.info = replace(self.info, driver=frame.session.driver, model=frame.session.model)
         if assistant.create_hook:
             return [*out, *self._run_hook("create", assistant.create_hook, now)]
-        return [*out, *self._open(frame)]
+        return [*out, *self._open(frame, now)]
 
     def _on_hook_returned(self, now: float, result: object) -> list[TurnEffect]:
         frame = self.frames[-1]
@@ -310,7 +313,7 @@ class TurnMachine:
         if kind == "create":
             if isinstance(result, UpdateOptions):
                 frame.options = merge_options(frame.options, result.options)
-            return [*out, *self._open(frame)]
+            return [*out, *self._open(frame, now)]
         held = self.held
         assert held is not None
         self.held = None
@@ -334,6 +337,9 @@ class TurnMachine:
         if key != frame.key:
             return []
         frame.capabilities = capabilities
+        step, self.sandbox_step = self.sandbox_step, None
+        if step is not None:
+            self.record.end_step(step, now)
         if frame.depth == 0:
             send = replace_send(self.send, options=frame.options)
             if capabilities.needs_history:
@@ -508,11 +514,24 @@ class TurnMachine:
             self.record.end_step(step, now)
         return [Notify("step", (self.info, step))]
 
-    def _open(self, frame: Frame) -> list[TurnEffect]:
+    def _open(self, frame: Frame, now: float) -> list[TurnEffect]:
         assert frame.session is not None
         self.phase = Phase.OPENING
         if frame.depth > 0:
             self.child_keys.append(frame.key)
+        # The sandbox / standalone workspace step (issue 23): recorded when the session's
+        # options ask for either; it ends when the session is open (a refusal ends the turn,
+        # and the step takes the turn's status).
+        try:
+            policy = policy_of(frame.session.options)
+            workspace = workspace_of(frame.session.options) if frame.depth == 0 else None
+        except HostdError as exc:
+            return self._end("error", exc.message, exc.code)
+        if policy.confined or workspace is not None:
+            detail = f"sandbox {policy.describe()}"
+            if workspace is not None:
+                detail += f"; workspace per {workspace.scope}"
+            self.sandbox_step = self.record.begin_step("sandbox", now, detail, depth=frame.depth)
         return [OpenSession(frame.key, frame.session, root=frame.depth == 0)]
 
     def _drive(self, frame: Frame, send: Send, now: float) -> list[TurnEffect]:

@@ -28,7 +28,7 @@ import msgspec
 from hostd_protocol.common import TurnStatus
 from hostd_protocol.errors import HookError, HostdError
 
-StepKind = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
+StepKind = Literal["hook_create", "sandbox", "llm", "tool", "hook_next", "delegate"]
 StepStatus = Literal["running", "success", "error", "stopped"]
 
 #: How deep delegations may nest before the pipeline refuses (a hook loop guard).

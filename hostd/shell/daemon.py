@@ -265,6 +265,8 @@ class Daemon:
 
     async def run_hosts(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery every `TopicHost` lives in."""
+        # Standalone workspaces a crash left behind go before any turn can start.
+        await self.turns.standalone.sweep()
         async with trio.open_nursery() as nursery:
             self._hosts_nursery = nursery
             task_status.started()
@@ -548,6 +550,7 @@ class Daemon:
         self._records.pop(msg.topic_id, None)
         self.hosts.pop(msg.topic_id, None)
         await host.delete()
+        await self.turns.standalone.forget(msg.topic_id)  # its standalone workspace, if any
         self.scheduler.observe(msg.topic_id, TopicDeleted(topic_id=msg.topic_id, seq=0))
         self._topics_changed("deleted", msg.topic_id, None)
         return Empty()

@@ -625,6 +625,12 @@ class TopicHost:
         for event in events:
             self.apply(self.runtime.driver_event(event, now))
 
+    def detach_session(self) -> None:
+        """Forget the topic's session so that its end is no failure: the next
+        `open_session` replaces it (a turn-scoped standalone workspace is a new working dir
+        each turn)."""
+        self._session = None
+
     async def open_session(self, opts: SessionOptions) -> DriverSession:
         """Open the topic's own session (resuming with its token) and start its pump."""
         session = await self._supervisor.open(self.topic_id, opts, self._resume_token)

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from hostd.core import turn_effects as fx
+from hostd.core.workspaces import workspace_of
 from hostd.shell.store import store as st
+from hostd.shell.workspaces import Workspaces
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
 from hostd_protocol.common import HistoryMessage, TextDelta, Usage
 from hostd_protocol.driver_messages import (
@@ -153,6 +155,8 @@ class TurnServices:
     ) -> None:
         self.config = ConfigCache(config_dir)
         self.workspaces = workspaces
+        #: Standalone workspaces (the `workspace` option): `<data>/standalone`.
+        self.standalone = Workspaces(str(workspaces.parent / "standalone"))
         self.supervisor = supervisor
         self.writer = writer
         self._observers = observers
@@ -374,6 +378,8 @@ class TurnHost(Protocol):
 
     async def open_session(self, opts: SessionOptions) -> DriverSession: ...
 
+    def detach_session(self) -> None: ...
+
 
 # --- one topic's turn effects ------------------------------------------------------------------
 
@@ -420,6 +426,9 @@ class TurnRunner:
                 self.services.notify(eff.method, eff.args)
             elif isinstance(eff, fx.SaveSteps):
                 self.services.writer.put(_steps_op(eff.topic_id, eff.outcome))
+                # The final status is stored (queued before this, in order): the turn's
+                # standalone workspace goes now, once (`Workspaces.leave` never raises).
+                host.start_soon(self.services.standalone.leave, host.topic_id, machine.turn_id)
             elif isinstance(eff, fx.CancelHook):
                 if self._hook_scope is not None:
                     self._hook_scope.cancel()
@@ -472,10 +481,18 @@ class TurnRunner:
 
     async def _open(self, machine: TurnMachine, eff: fx.OpenSession) -> None:
         host = self.host
+        opts = eff.options
+        ws = workspace_of(opts.options) if eff.root else None
+        if ws is not None:
+            # A standalone workspace (hostd/core/workspaces.py): created (seeded) before the
+            # driver starts. A turn-scoped one is new each turn, so the topic's session (in
+            # the last turn's folder) is replaced, quietly: it did not fail.
+            opts = await self.services.standalone.enter(host.topic_id, machine.turn_id, ws, opts)
+            if ws.scope == "turn" and host.session is not None:
+                host.detach_session()
         if eff.root and host.session is not None:
             session = host.session  # the topic's session lives across turns
         else:
-            opts = eff.options
             workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, host.info)
             opts = replace(opts, working_dir=workdir)
             if eff.root:

@@ -508,8 +508,8 @@ class _Player:
         await self.turn.chunk(TextDelta(text=text))
 
     async def do_pwd(self, step: Step) -> None:
-        """`/pwd`: `cwd <the process's working directory>` (workspace tests)."""
-        await self.turn.chunk(TextDelta(text=f"cwd {os.getcwd()}"))
+        """`/pwd`: `cwd <the process's working directory>` and a newline (workspace tests)."""
+        await self.turn.chunk(TextDelta(text=f"cwd {os.getcwd()}\n"))
 
     async def do_orphan(self, step: Step) -> None:
         """`/orphan MARKER`: a child in its own session (out of the driver's process group,
