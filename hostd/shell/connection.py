@@ -55,6 +55,7 @@ from hostd_protocol.errors import (
     InvalidMessage,
     PayloadTooLarge,
     ProtocolError,
+    TooManyConnections,
     TruncatedFrame,
     UnknownRequest,
     VersionMismatch,
@@ -86,6 +87,32 @@ FRAME_TIMEOUT = 60.0
 #: daemon buffer megabytes before it even said who it is. A hello and a big request in one
 #: write are fine (only the first frame has this limit).
 HELLO_MAX_FRAME = 64 * 1024
+
+#: Bytes of incomplete frames all connections together may hold (`PartialFrames`).
+DEFAULT_MAX_PARTIAL_BYTES = 64 * 1024 * 1024
+
+
+class PartialFrames:
+    """The daemon-wide budget for incomplete frames: each connection may buffer one frame of
+    up to the frame limit, but 30 connections each holding 8 MiB must not take 240 MiB. A
+    connection that pushes the total over the budget with more than `small` bytes of its
+    own is closed (`too_many_connections`); small frames always pass."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_PARTIAL_BYTES, small: int = 64 * 1024) -> None:
+        self.limit = limit
+        self.small = small
+        self.total = 0
+        self._held: dict[object, int] = {}
+
+    def hold(self, owner: object, size: int) -> bool:
+        """`owner` now holds `size` bytes of an incomplete frame; False: over the budget."""
+        self.total += size - self._held.get(owner, 0)
+        if size:
+            self._held[owner] = size
+        else:
+            self._held.pop(owner, None)
+        return size <= self.small or self.total <= self.limit
+
 
 _CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
 
@@ -162,6 +189,7 @@ class Connection:
         peer_uid: int | None = None,
         hello_timeout: float = HELLO_TIMEOUT,
         frame_timeout: float = FRAME_TIMEOUT,
+        partial_frames: PartialFrames | None = None,
     ) -> None:
         self.id = connection_id
         self.peer_uid = peer_uid
@@ -173,6 +201,7 @@ class Connection:
         self.max_queue_bytes = max_queue_bytes
         self._hard_limit = max(MIN_HARD_QUEUE_BYTES, HARD_QUEUE_FACTOR * max_queue_bytes)
         self._frames = FrameDecoder(max_frame_size, first_frame_max=HELLO_MAX_FRAME)
+        self._partial_frames = partial_frames or PartialFrames()
         self._hello_timeout = hello_timeout
         self._frame_timeout = frame_timeout
         #: trio time the current partial frame started (inf: none pending).
@@ -388,6 +417,7 @@ class Connection:
                 nursery.cancel_scope.cancel()
         finally:
             self._closing = True
+            self._partial_frames.hold(self, 0)
             self._handler.connection_closed(self)
             for stream in self.attached.values():
                 stream.unsubscribe(self)
@@ -432,6 +462,14 @@ class Connection:
                 self._partial_since = math.inf
             elif self._partial_since == math.inf:
                 self._partial_since = trio.current_time()
+            if not self._partial_frames.hold(self, self._frames.buffered):
+                self._fatal(TooManyConnections(
+                    f"hostd holds {self._partial_frames.total} bytes of incomplete frames from "
+                    f"its connections, over its budget of {self._partial_frames.limit}; send "
+                    "again shortly",
+                    details={"max": self._partial_frames.limit},
+                ))
+                return
 
     def _timed_out(self) -> HostdError:
         if not self.welcomed:

@@ -45,10 +45,12 @@ from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.core.schedules import ScheduleBook
 from hostd.core.workspaces import workspace_of
 from hostd.shell.connection import (
+    DEFAULT_MAX_PARTIAL_BYTES,
     DEFAULT_MAX_QUEUE_BYTES,
     FRAME_TIMEOUT,
     HELLO_TIMEOUT,
     Connection,
+    PartialFrames,
 )
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, encoded_size
@@ -184,6 +186,8 @@ class DaemonConfig:
     #: within `frame_timeout` (seconds).
     hello_timeout: float = HELLO_TIMEOUT
     frame_timeout: float = FRAME_TIMEOUT
+    #: Bytes of incomplete frames all connections together may hold.
+    max_partial_bytes: int = DEFAULT_MAX_PARTIAL_BYTES
 
 
 class Daemon:
@@ -217,6 +221,7 @@ class Daemon:
         self._topic_watchers: dict[Connection, None] = {}
         self._conn_counter = 0
         self._connections_changed = trio.Event()
+        self._partial_frames = PartialFrames(config.max_partial_bytes)
         self._hosts_nursery: trio.Nursery | None = None
         self._shutdown_requested = trio.Event()
         self._started_at = time.monotonic()
@@ -338,6 +343,7 @@ class Daemon:
             peer_uid=uid,
             hello_timeout=self.config.hello_timeout,
             frame_timeout=self.config.frame_timeout,
+            partial_frames=self._partial_frames,
         )
         self.connections.add(conn)
         try:

@@ -117,3 +117,44 @@ async def test_refused_sends_release_what_they_brought(
             assert not d.daemon.turns._transcripts  # nothing kept for refused sends
             await c.stop(t.id)
         await d.stop()
+
+
+async def test_incomplete_frames_of_all_connections_share_one_budget(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    """30 connections each holding most of an 8 MiB frame once took 278 MiB: together they
+    now get `max_partial_bytes`, and the one that goes over is closed with a reason."""
+    config = DaemonConfig(default_driver="scripted", max_partial_bytes=5 * 1024 * 1024)
+    with trio.fail_after(30):
+        d = await start_in_process(nursery, paths, config=config)
+        held = []
+        for _ in range(2):  # 2 x 2 MiB: within the budget
+            raw = await Raw.connect(paths)
+            await raw.hello()
+            await raw.send(struct.pack(">I", 4 * 1024 * 1024) + b"\x82" + b"x" * (2 * 1024 * 1024))
+            held.append(raw)
+        over = await Raw.connect(paths)
+        await over.hello()
+        try:  # the daemon closes it while it is still sending
+            await over.send(struct.pack(">I", 4 * 1024 * 1024) + b"\x82" + b"x" * (2 * 1024 * 1024))
+        except trio.BrokenResourceError:
+            pass
+        try:
+            reply = await over.recv()
+        except (trio.BrokenResourceError, EOFError):
+            pass  # closed with our bytes unread: the kernel may reset before we read the reply
+        else:
+            assert isinstance(reply, ErrorReply) and reply.code == "too_many_connections"
+            assert "incomplete frames" in reply.message
+        await over.stream.aclose()
+        assert d.daemon._partial_frames.total <= config.max_partial_bytes
+        # Small requests still pass while the budget is used up, and closing frees it.
+        async with open_client(paths) as c:
+            assert await c.ping()
+            for raw in held:
+                await raw.stream.aclose()
+            while d.daemon._partial_frames.total:
+                await c.ping()  # each round trip lets the daemon read the closes
+            t = await c.create_topic(driver="scripted")
+            assert (await c.send(t.id, "/text ok\n" + "y" * 1_000_000 + "\nq", "start")).row_id
+        await d.stop()
