@@ -228,3 +228,29 @@ async def test_loopback_reaches_the_declared_ports_of_the_hosts_loopback_only(
     assert parts[0] == f"connected 127.0.0.1:{port}"
     assert parts[1] == "connect-error ECONNREFUSED"  # not declared: nothing listens inside
     assert parts[2] == "read-error ENOENT"
+
+
+def test_drivers_and_status_say_whether_sandboxing_works(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTD_")}
+    env["HOSTD_HOME"] = tempfile.mkdtemp(prefix="hsb", dir="/tmp")
+    try:
+        def hostd(*args: str) -> str:
+            proc = subprocess.run([sys.executable, "-m", "hostd", *args], env=env,
+                                  capture_output=True, text=True, timeout=60, check=False)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc.stdout
+
+        want = SUPPORT.summary()
+        assert json.loads(hostd("drivers", "--json"))["sandbox"] == want
+        assert f"sandbox (option sandbox=confined): {want}" in hostd("drivers")
+        hostd("serve", "--detach")
+        try:
+            assert json.loads(hostd("status", "--json"))["sandbox"] == want
+        finally:
+            hostd("stop")
+    finally:
+        shutil.rmtree(env["HOSTD_HOME"], ignore_errors=True)
