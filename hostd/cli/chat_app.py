@@ -68,6 +68,7 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
+from hostd_protocol.common import Usage
 from hostd_protocol.errors import AlreadyAnswered, HostdError, UnknownTopic
 
 __all__ = ["ChatApp", "cmd_chat", "parse_command"]
@@ -175,6 +176,9 @@ class ChatApp:
         self._approvals_seen: dict[str, ApprovalInfo] = {}
         self._driver = ""
         self._model = ""
+        #: Usage per turn stored before this window opened (the transcript has only what
+        #: streams from now on): the footer shows both, so a reopened topic keeps its cost.
+        self.stored_usage: dict[str, Usage] = {}
         self._send_actions, self._recv_actions = trio.open_memory_channel[Command](256)
         #: Whether the running turn's driver takes steers (from `TurnStarted`).
         self._can_steer = False
@@ -317,7 +321,7 @@ class ChatApp:
             self.transcript.state,
             active_turn_id=self.transcript.active_turn_id,
             approvals=self.transcript.approvals(),
-            usage=total_usage(self.transcript.usage.values()) if self.transcript.usage else None,
+            usage=self._usage(),
             input_text=self.editor.text if self.interactive else None,
             hint=self.hint,
             height=self.console.height,
@@ -383,7 +387,14 @@ class ChatApp:
         elif item.status == "cancelled":
             self.notes.append(Text(f"approval for {tool} cancelled (turn ended)", style="dim"))
 
+    def _usage(self) -> Usage | None:
+        per_turn = {**self.stored_usage, **self.transcript.usage}
+        return total_usage(per_turn.values()) if per_turn else None
+
     def _on_turn_ended(self, item: TurnEnded) -> None:
+        if self.hint.startswith("stopping…"):
+            # The stop is done: the footer must not say "idle" and "stopping…" at once.
+            self.set_hint("stopped (Ctrl-C again to quit)")
         if item.status == "stopped":
             self.notes.append(Text("■ stopped: the partial answer is kept", style="yellow"))
         elif item.status == "error":
@@ -644,8 +655,8 @@ async def _choose_topic(client: Client, *, latest: bool) -> str:
     print(f"topic [1-{len(shown)}]: ", end="", flush=True)
     answer = (await trio.to_thread.run_sync(_read_line, sys.stdin.fileno())).strip()
     if answer.isdigit() and 1 <= int(answer) <= len(shown):
-        return shown[int(answer) - 1].id
-    match = [t.id for t in topics if t.id == answer]
+        return str(shown[int(answer) - 1].id)
+    match = [str(t.id) for t in topics if t.id == answer]
     if match:
         return match[0]
     raise Quit(1, f"no topic {answer!r} in the list")
@@ -738,6 +749,11 @@ async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) ->
                 input_fd=stdin_fd,
                 interactive=interactive,
             )
+            try:
+                stored = await client.usage(topic.id)
+                app.stored_usage = {t.turn_id: t.usage for t in stored.turns}
+            except HostdError:
+                pass  # an older daemon: the footer starts from this window's turns
             if interactive:
                 assert stdin_fd is not None
                 with raw_terminal(stdin_fd):

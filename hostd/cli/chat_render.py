@@ -107,14 +107,25 @@ def _tool_summary(call: ToolCall) -> str:
     return text if len(text) <= TOOL_INPUT_CHARS else text[: TOOL_INPUT_CHARS - 1] + "…"
 
 
-def render_tool(call: ToolCall | None, result: ToolResult | None) -> Panel:
-    """A compact panel: the call (name and a one-line input summary) and its result's head."""
+#: What a tool call without a result shows once its row has ended (it will never run on).
+_UNFINISHED = {"stopped": "stopped before it finished", "error": "did not finish (the turn failed)"}
+
+
+def render_tool(
+    call: ToolCall | None, result: ToolResult | None, *, row_status: str = "pending"
+) -> Panel:
+    """A compact panel: the call (name and a one-line input summary) and its result's head.
+    A call with no result is "running…" only while its row is still pending."""
     name = call.name if call is not None else "tool"
     title = Text.assemble(("⚙ ", "cyan"), (name, "bold cyan"))
     if call is not None and (summary := _tool_summary(call)):
         title.append(f"  {summary}", style="cyan")
-    if result is None:
-        body: RenderableType = Text("running…", style="dim italic")
+    if result is None and row_status not in ("pending", "queued"):
+        why = _UNFINISHED.get(row_status, "no result")
+        body: RenderableType = Text(why, style="yellow italic")
+        border, subtitle = "yellow", "■ " + ("stopped" if row_status == "stopped" else "no result")
+    elif result is None:
+        body = Text("running…", style="dim italic")
         border, subtitle = "cyan", None
     else:
         lines = result.output.rstrip("\n").splitlines() or ["(no output)"]
@@ -207,9 +218,10 @@ def _render_parts(row: MessageRow, *, live: bool) -> Iterable[RenderableType]:
             yield Padding(render_thinking(part.text, live=live and last), (0, 0, 0, 2))
         elif isinstance(part, ToolCall):
             called.add(part.call_id)
-            yield Padding(render_tool(part, results.get(part.call_id)), (0, 0, 0, 2))
+            tool = render_tool(part, results.get(part.call_id), row_status=row.status)
+            yield Padding(tool, (0, 0, 0, 2))
         elif part.call_id not in called:  # a result whose call is not in this row
-            yield Padding(render_tool(None, part), (0, 0, 0, 2))
+            yield Padding(render_tool(None, part, row_status=row.status), (0, 0, 0, 2))
 
 
 def _render_marker(row: MessageRow) -> Rule:

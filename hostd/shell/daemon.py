@@ -190,6 +190,20 @@ class DaemonConfig:
     max_partial_bytes: int = DEFAULT_MAX_PARTIAL_BYTES
 
 
+#: Longest title taken from a first message.
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A title for an untitled topic from its first message: the first non-empty line, one
+    space between words, cut at `TITLE_CHARS`. None from a command (`/compact`, ...)."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if not line or line.startswith("/"):
+        return ""
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
 class Daemon:
     """Topics, connections and request handling. Built and run by `serve_daemon`."""
 
@@ -605,7 +619,7 @@ class Daemon:
             client_msg_id = client_msg_id or new_id("h")
             self.turns.remember_history(msg.topic_id, client_msg_id, msg.history)
         try:
-            return await host.send(
+            result = await host.send(
                 msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
             )
         except BaseException:
@@ -614,6 +628,11 @@ class Daemon:
             if msg.history:
                 self.turns.forget_history(msg.topic_id, client_msg_id)
             raise
+        title = title_from(msg.text)
+        if title and not host.topic_info().title:
+            # An untitled topic is named after its first message (every window sees it).
+            await host.call("rename", title)
+        return result
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
         host = await self.host(msg.topic_id)

@@ -165,6 +165,18 @@ def test_tool_panel_running_done_and_failed() -> None:
 ╰──────────────────────────────────────────────────── ✗ error ─╯""")
 
 
+def test_a_tool_of_a_stopped_answer_is_not_running() -> None:
+    """A stopped turn's tool card says it stopped (also when the topic is reopened: the
+    card is drawn from the stored row's status, not from the live stream)."""
+    assert screen(render_tool(CALL, None, row_status="stopped")) == clean("""
+╭─ ⚙ Read  README.md ──────────────────────────────────────────╮
+│ stopped before it finished                                   │
+╰────────────────────────────────────────────────── ■ stopped ─╯""")
+    assert "did not finish" in screen(render_tool(CALL, None, row_status="error"))
+    stopped = row("a1", "assistant", [TextDelta(text="Reading."), CALL], "stopped")
+    assert "running…" not in screen(render_row(stopped))
+
+
 def test_roll_is_labelled_a1a_u2_a2() -> None:
     rows = [
         row("u1", "user", [TextDelta(text="What is hostd?")], position=1),

@@ -210,3 +210,16 @@ def test_usage_survives_a_restart(hostd: Hostd) -> None:
     assert after["topics"] == before["topics"]
     assert [t["turn_id"] for t in after["turns"]] == [t["turn_id"] for t in before["turns"]]
     assert "usage per topic" in hostd.ok("usage")
+
+
+def test_an_untitled_topic_is_named_after_its_first_message(hostd: Hostd) -> None:
+    hostd.ok("serve", "--detach")
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    hostd.ok("send", tid, "\n  Why   is the sky blue?\nsecond line", "--follow")
+    (topic,) = json.loads(hostd.ok("topics", "--json"))
+    assert topic["title"] == "Why is the sky blue?"
+    hostd.ok("send", tid, "something else", "--follow")
+    assert json.loads(hostd.ok("topics", "--json"))[0]["title"] == "Why is the sky blue?"
+    named = hostd.ok("new", "--driver", "scripted", "--title", "mine").strip()
+    hostd.ok("send", named, "hello", "--follow")
+    assert {t["id"]: t["title"] for t in json.loads(hostd.ok("topics", "--json"))}[named] == "mine"
