@@ -631,7 +631,8 @@ class Daemon:
         title = title_from(msg.text)
         if title and not host.topic_info().title:
             # An untitled topic is named after its first message (every window sees it).
-            await host.call("rename", title)
+            await host.rename(title)
+            self._topics_changed("changed", msg.topic_id, host.topic_info())
         return result
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
