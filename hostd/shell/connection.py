@@ -43,6 +43,7 @@ from hostd_protocol.client_messages import (
     Reply,
     Result,
     Resync,
+    SendMessage,
     TopicEvent,
     Welcome,
 )
@@ -506,6 +507,8 @@ class Connection:
         if isinstance(msg, Hello):
             self.send_message(error_reply(HandshakeError("hello was already received"), None))
             return True
+        if trace.ENABLED and isinstance(msg, SendMessage):
+            trace.send_in(msg.topic_id)
         await self._serve(msg)
         return not self._closing
 

@@ -684,6 +684,9 @@ class TopicHost:
             await session.send(cmd)
         except DriverError as exc:
             self._lost(exc)
+        if trace.ENABLED and isinstance(cmd, Send) and key == self.topic_id:
+            # Here, not in the session: a prewarmed spare's session has no topic id.
+            trace.send_out(self.topic_id)
 
     async def _interrupt(self, session: DriverSession, turn_id: str) -> None:
         try:

@@ -14,6 +14,10 @@ The stages of one driver event, keyed by (topic id, seq) once the runtime gave i
 - `fanout`: publish returned (encode once per encoding, queued for every window);
 - `write`: a window's connection wrote it to the socket (one record per window).
 
+The send path of a turn, keyed by topic (the k-th `send` request of a topic with the k-th
+`Send` its driver got): `send-in` (a connection decoded the client's `send` request) and
+`send-out` (the session wrote `Send` whole to the driver's stdin).
+
 Plus `commit` spans (start, end) of the store writer's batches, so a bench can tell whether
 events that crossed a commit were later than those that did not (the store writer runs on a
 worker thread and competes for the GIL with the event loop).
@@ -43,6 +47,10 @@ events: list[tuple[str, int, int, int, int, int]] = []
 writes: list[tuple[str, int, int, int]] = []
 #: (start, end) of each store batch commit.
 commits: list[tuple[int, int]] = []
+#: (topic, ns) per client `send` request decoded by a connection.
+sends_in: list[tuple[str, int]] = []
+#: (topic, ns) per `Send` written whole to a driver's stdin.
+sends_out: list[tuple[str, int]] = []
 
 
 def batch_read(batch: object) -> None:
@@ -77,6 +85,16 @@ def written(keys: list[tuple[str, int]], conn_id: int) -> None:
     writes.extend((topic, seq, conn_id, now) for topic, seq in keys)
 
 
+def send_in(topic_id: str) -> None:
+    """A connection decoded a client's `send` request for `topic_id`."""
+    sends_in.append((topic_id, monotonic_ns()))
+
+
+def send_out(topic_id: str) -> None:
+    """A driver session wrote a `Send` (a turn's start) to its driver's stdin."""
+    sends_out.append((topic_id, monotonic_ns()))
+
+
 def commit(start_ns: int) -> None:
     """A store batch that began at `start_ns` is committed now."""
     commits.append((start_ns, monotonic_ns()))
@@ -86,7 +104,7 @@ def dump(path: str) -> None:
     """Append everything recorded so far to `path` as JSON lines. Appends, and only when
     something was recorded: another process that imports this module with the same
     environment (a child of the daemon, say) must not clobber the daemon's file."""
-    if not (events or writes or commits):
+    if not (events or writes or commits or sends_in or sends_out):
         return
     with open(path, "a", encoding="utf-8") as f:
         for e in events:
@@ -95,6 +113,10 @@ def dump(path: str) -> None:
             f.write(json.dumps(["write", *w]) + "\n")
         for c in commits:
             f.write(json.dumps(["commit", *c]) + "\n")
+        for s in sends_in:
+            f.write(json.dumps(["send-in", *s]) + "\n")
+        for s in sends_out:
+            f.write(json.dumps(["send-out", *s]) + "\n")
 
 
 if ENABLED:

@@ -35,11 +35,13 @@ def test_trace_dumps_at_exit_only_what_was_recorded(tmp_path: Path) -> None:
         "trace.batch_done()\n"
         "trace.published('t1', 8, 0)\n"  # not a driver event: not recorded
         "trace.written([('t1', 7)], 99)\n"
+        "trace.send_in('t2')\n"
+        "trace.send_out('t2')\n"
     )
     env = dict(os.environ, HOSTD_TRACE=str(path))
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    kinds = [(r[0], r[1], r[2]) for r in map(json.loads, path.read_text().splitlines())]
-    assert kinds == [("event", "t1", 7), ("write", "t1", 7)]
+    kinds = [r[:2] for r in map(json.loads, path.read_text().splitlines())]
+    assert kinds == [["event", "t1"], ["write", "t1"], ["send-in", "t2"], ["send-out", "t2"]]
 
 
 def test_analyse_splits_the_path_into_stages(tmp_path: Path) -> None:

@@ -14,7 +14,12 @@ the daemon's request handling and its write to the driver's stdin.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import time
+from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -80,39 +85,104 @@ def run(ctx: Context) -> Result:
             bare_p50.append(p50)
             res.add("bare pipe: Send -> driver emits, p50", "ms", p50, baseline=True)
 
-    with DaemonProc() as daemon:
-
-        async def measure(client: Any) -> None:
-            # Warm-up: the first topic pays for the daemon's lazy imports.
-            t = await client.create_topic(title="ttft-warmup", driver="scripted")
-            await _first_chunk(client, t.id)
-            for i in range(ctx.runs):
-                t = await client.create_topic(title="ttft-cold", driver="scripted")
-                cold, _, _ = await _first_chunk(client, t.id)
-                res.add("cold: send -> first chunk", "ms", cold * 1000)
-
-                t = await client.create_topic(title="ttft-warm", driver="scripted")
-                await client.prewarm(t.id)
-                await _wait_warm(client)
-                warm, _, _ = await _first_chunk(client, t.id)
-                res.add("warm (prewarmed): send -> first chunk", "ms", warm * 1000)
-
-                hot: list[float] = []
-                overhead: list[float] = []
-                for _ in range(hot_sends):
-                    first, sent_ns, stamp = await _first_chunk(client, t.id)
-                    hot.append(first * 1000)
-                    overhead.append((stamp - sent_ns) / 1e6)
-                res.add("hot (open session): send -> first chunk, p50", "ms", percentile(hot, 50))
-                res.add("host: send -> driver emits, p50", "ms", percentile(overhead, 50))
-                res.add("host: send -> driver emits, p99", "ms", percentile(overhead, 99))
-                res.add(
-                    "host overhead p50 (minus bare pipe)",
-                    "ms",
-                    percentile(overhead, 50) - bare_p50[min(i, len(bare_p50) - 1)],
-                    goal=("<=", 1.0),
-                )
-                res.add("cold / warm", "x", cold / warm if warm else 0.0)
-
-        with_client(daemon, measure)
+    # --trace: (topic, kind, client send ns, driver stamp) of every send, in order per topic.
+    sends: list[tuple[str, str, int, int]] = []
+    trace_dir = tempfile.TemporaryDirectory(prefix="hostd-trace-") if ctx.trace else None
+    trace_file = Path(trace_dir.name) / "daemon.jsonl" if trace_dir else None
+    if trace_file is not None:
+        os.environ["HOSTD_TRACE"] = str(trace_file)
+    try:
+        with DaemonProc() as daemon:
+            _measure_daemon(ctx, res, daemon, hot_sends, bare_p50, sends)
+    finally:
+        os.environ.pop("HOSTD_TRACE", None)
+    if trace_dir is not None and trace_file is not None:
+        with trace_dir:
+            add_send_trace(ctx, res, trace_file, sends)
     return res
+
+
+def add_send_trace(
+    ctx: Context, res: Result, trace_file: Path, sends: list[tuple[str, str, int, int]]
+) -> None:
+    """Split the hot sends' "send -> driver emits" into its stages, from the daemon's
+    `send-in` / `send-out` records (the k-th of a topic belongs to its k-th send)."""
+    got_in: dict[str, list[int]] = defaultdict(list)
+    got_out: dict[str, list[int]] = defaultdict(list)
+    if trace_file.exists():
+        for line in trace_file.read_text().splitlines():
+            rec = json.loads(line)
+            if rec[0] == "send-in":
+                got_in[rec[1]].append(rec[2])
+            elif rec[0] == "send-out":
+                got_out[rec[1]].append(rec[2])
+    stages: dict[str, list[float]] = {
+        "client write -> daemon decoded": [],
+        "daemon decoded -> driver stdin written": [],
+        "driver stdin written -> driver emits": [],
+    }
+    index: dict[str, int] = defaultdict(int)
+    for topic, kind, sent_ns, stamp in sends:
+        k = index[topic]
+        index[topic] += 1
+        if kind != "hot" or k >= len(got_in[topic]) or k >= len(got_out[topic]):
+            continue
+        t_in, t_out = got_in[topic][k], got_out[topic][k]
+        stages["client write -> daemon decoded"].append((t_in - sent_ns) / 1e6)
+        stages["daemon decoded -> driver stdin written"].append((t_out - t_in) / 1e6)
+        stages["driver stdin written -> driver emits"].append((stamp - t_out) / 1e6)
+    ctx.log("  hot send trace (ms):                          p50      p99        n")
+    for name, v in stages.items():
+        if not v:
+            continue
+        p50, p99 = percentile(v, 50), percentile(v, 99)
+        res.add(f"trace: {name} p50", "ms", p50)
+        res.add(f"trace: {name} p99", "ms", p99)
+        ctx.log(f"    {name:<42} {p50:8.3f} {p99:8.3f} {len(v):8d}")
+
+
+def _measure_daemon(
+    ctx: Context,
+    res: Result,
+    daemon: DaemonProc,
+    hot_sends: int,
+    bare_p50: list[float],
+    sends: list[tuple[str, str, int, int]],
+) -> None:
+    async def measure(client: Any) -> None:
+        # Warm-up: the first topic pays for the daemon's lazy imports.
+        t = await client.create_topic(title="ttft-warmup", driver="scripted")
+        _, sent_ns, stamp = await _first_chunk(client, t.id)
+        sends.append((t.id, "warm-up", sent_ns, stamp))
+        for i in range(ctx.runs):
+            t = await client.create_topic(title="ttft-cold", driver="scripted")
+            cold, sent_ns, stamp = await _first_chunk(client, t.id)
+            sends.append((t.id, "cold", sent_ns, stamp))
+            res.add("cold: send -> first chunk", "ms", cold * 1000)
+
+            t = await client.create_topic(title="ttft-warm", driver="scripted")
+            await client.prewarm(t.id)
+            await _wait_warm(client)
+            warm, sent_ns, stamp = await _first_chunk(client, t.id)
+            sends.append((t.id, "warm", sent_ns, stamp))
+            res.add("warm (prewarmed): send -> first chunk", "ms", warm * 1000)
+
+            hot: list[float] = []
+            overhead: list[float] = []
+            for _ in range(hot_sends):
+                first, sent_ns, stamp = await _first_chunk(client, t.id)
+                sends.append((t.id, "hot", sent_ns, stamp))
+                hot.append(first * 1000)
+                overhead.append((stamp - sent_ns) / 1e6)
+            res.add("hot (open session): send -> first chunk, p50", "ms", percentile(hot, 50))
+            res.add("host: send -> driver emits, p50", "ms", percentile(overhead, 50))
+            res.add("host: send -> driver emits, p99", "ms", percentile(overhead, 99))
+            res.add(
+                "host overhead p50 (minus bare pipe)",
+                "ms",
+                percentile(overhead, 50) - bare_p50[min(i, len(bare_p50) - 1)],
+                goal=("<=", 1.0),
+            )
+            res.add("cold / warm", "x", cold / warm if warm else 0.0)
+
+    with_client(daemon, measure)
