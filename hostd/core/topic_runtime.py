@@ -616,7 +616,12 @@ class TopicRuntime(RewindOps):
     # --- transitions ----------------------------------------------------------------------
 
     def _steerable(self, turn: Turn) -> bool:
-        return self._caps.inject_steering and not turn.stopping and not turn.compacting
+        # Before the driver's Ready (a topic's first turn) its capabilities are unknown: the
+        # steer goes to the driver all the same. One that cannot inject hands it back as
+        # undelivered at the turn's end and it runs as the next turn, which is what "queued"
+        # would have done; one that can inject gets it mid-turn, as promised (DESIGN inv. 4).
+        can_inject = self._caps.inject_steering or not self._caps_known
+        return can_inject and not turn.stopping and not turn.compacting
 
     def _start_turn(self, user: LiveRow, turn_id: str = "") -> None:
         """Start a turn answering `user`, placing it into history first if it is unsent."""

@@ -85,6 +85,7 @@ from hostd_protocol.driver_messages import (
     DriverEvent,
     HostCommand,
     Interrupt,
+    Redirect,
     Send,
     TurnEnd,
 )
@@ -256,6 +257,11 @@ class TopicHost:
         #: The open session started without a resume token and has had no turn yet: the
         #: vendor knows nothing of this topic, so its first turn is fed the stored history.
         self._fresh_session = False
+        #: The turn whose Send each session (by key) was last given, and steers that came
+        #: before it: a steer sent as a topic's first turn starts (its driver still opening)
+        #: waits for that Send instead of failing the turn.
+        self._sent_turn: dict[str, str] = {}
+        self._early_steers: list[tuple[str, Redirect]] = []
         self._timers: dict[str, float] = {}
         self._timers_changed = trio.Event()
         self._idle = trio.Event()
@@ -659,6 +665,11 @@ class TopicHost:
         if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
             return  # its turn already ended (e.g. stopped while a hook ran)
         session = self._session if key == self.topic_id else self.turns.session_for(key)
+        if isinstance(cmd, Redirect) and self._sent_turn.get(key) != cmd.turn_id:
+            if cmd.turn_id == self.runtime.active_turn_id:
+                self._early_steers.append((key, cmd))
+            # Else its turn ended before it started: the runtime hands the steer back.
+            return
         if session is None:
             self._lost(
                 DriverCrashed(
@@ -682,11 +693,22 @@ class TopicHost:
             self._fresh_session = False
         try:
             await session.send(cmd)
+            if isinstance(cmd, Send):
+                await self._send_early_steers(key, session, cmd.turn_id)
         except DriverError as exc:
             self._lost(exc)
         if trace.ENABLED and isinstance(cmd, Send) and key == self.topic_id:
             # Here, not in the session: a prewarmed spare's session has no topic id.
             trace.send_out(self.topic_id)
+
+    async def _send_early_steers(self, key: str, session: DriverSession, turn_id: str) -> None:
+        self._sent_turn[key] = turn_id
+        early, self._early_steers = self._early_steers, []
+        for held_key, steer in early:
+            if held_key == key and steer.turn_id == turn_id:
+                await session.send(steer)
+            elif steer.turn_id == self.runtime.active_turn_id:
+                self._early_steers.append((held_key, steer))
 
     async def _interrupt(self, session: DriverSession, turn_id: str) -> None:
         try:

@@ -354,12 +354,32 @@ def test_steer_for_a_driver_that_cannot_inject_is_queued_and_chained() -> None:
 def test_capabilities_come_from_the_driver() -> None:
     h = Harness(None)
     h.send("U1")
-    assert h.send("U2").disposition == "queued"
+    # Not known before Ready: the steer goes to the driver (see the next test for one that
+    # turns out not to inject).
+    assert h.send("U2").disposition == "steered"
+    assert len(h.commands(Redirect)) == 1
     h.ev(Ready(protocol_version=(1, 0), driver="x", capabilities=INJECT))
     assert h.send("U3").disposition == "steered"
     h.call("driver_ready", NO_INJECT)
     assert h.rt.capabilities == NO_INJECT
     assert h.send("U4").disposition == "queued"
+
+
+def test_steer_before_ready_to_a_driver_that_cannot_inject_runs_as_the_next_turn() -> None:
+    """A topic's first turn takes a steer before its driver is up (a steer sent 0.2 s after
+    the send was once queued for good although the driver could inject); a driver that then
+    says it cannot inject hands it back and it runs next, never lost, never reordered."""
+    h = Harness(None)
+    h.send("U1")
+    first = h.turn
+    r = h.send("U2", "steer")
+    assert r.disposition == "steered"
+    h.call("driver_ready", NO_INJECT)
+    h.ev(SteerUndelivered(turn_id=first, steer_ids=[_steer_id(h)]))
+    h.chunk("A1")
+    h.end()
+    assert h.starts()[-1].send.text == "U2"
+    assert [t for _, _, t in h.history()] == ["U1", "A1", "U2", ""]
 
 
 def test_first_turn_says_capabilities_unknown_and_driver_ready_tells_them() -> None:
