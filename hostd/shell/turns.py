@@ -490,8 +490,9 @@ class TurnRunner:
             opts = await self.services.standalone.enter(host.topic_id, machine.turn_id, ws, opts)
             if ws.scope == "turn" and host.session is not None:
                 host.detach_session()
-        if eff.root and host.session is not None:
-            session = host.session  # the topic's session lives across turns
+        current = host.session
+        if eff.root and current is not None and current.alive:
+            session = current  # the topic's session lives across turns (a broken one does not)
         else:
             workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, host.info)
             opts = replace(opts, working_dir=workdir)

@@ -332,6 +332,10 @@ class FakeSession:
         self.commands: list[HostCommand] = []
         self.turn: FakeTurn | None = None
 
+    @property
+    def alive(self) -> bool:
+        return not self._send._closed  # type: ignore[attr-defined]
+
     def emit(self, *events: DriverEvent) -> None:
         self._send.send_nowait(list(events))
 
