@@ -125,6 +125,8 @@ class _Held:
     policy: WorkspacePolicy
     remove: Remove
     turns: set[str] = field(default_factory=set)
+    #: The topic was deleted while a turn held the folder: the last release removes it.
+    forgotten: bool = False
 
 
 class WorkspaceBook:
@@ -173,16 +175,23 @@ class WorkspaceBook:
         topic = self._topic.get(topic_id)
         if topic is not None:
             topic.turns.discard(turn_id)
+            if topic.forgotten and not topic.turns:
+                del self._topic[topic_id]
+                if not topic.policy.keep:
+                    out.append(topic.remove)
         return self._once(out)
 
     def forget(self, topic_id: str) -> list[Remove]:
-        """The topic is deleted: its folder goes, unless a turn still holds it (then the
-        last `release` does not remove it either: a deleted topic's turn is being stopped
-        and its folder is swept at the next start)."""
-        held = self._topic.pop(topic_id, None)
-        if held is None or held.policy.keep or held.turns:
+        """The topic is deleted: its folder goes now, or, while a turn still holds it, at
+        that turn's `release`."""
+        held = self._topic.get(topic_id)
+        if held is None:
             return []
-        return self._once([held.remove])
+        if held.turns:
+            held.forgotten = True
+            return []
+        del self._topic[topic_id]
+        return [] if held.policy.keep else self._once([held.remove])
 
     def holds(self, path: str) -> bool:
         return any(h.path == path for h in (*self._turn.values(), *self._topic.values()))

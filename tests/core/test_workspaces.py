@@ -75,9 +75,12 @@ def test_a_topic_folder_outlives_turns_and_goes_with_the_topic() -> None:
     assert path == "/w/topic/t1" and fx == [Create(path)]
     assert book.acquire("t1", "u2", TOPIC) == (path, [])
     assert book.release("t1", "u1") == []
-    # Deleting the topic while turn u2 holds the folder removes nothing.
+    # Deleting the topic while turn u2 holds the folder removes nothing yet ...
     assert book.forget("t1") == []
-    assert book.release("t1", "u2") == []
+    assert book.holds(path)
+    # ... its release does, once.
+    assert book.release("t1", "u2") == [Remove(path)]
+    assert book.forget("t1") == [] and book.release("t1", "u2") == []
 
 
 def test_a_topic_folder_is_removed_when_the_topic_goes_idle() -> None:
