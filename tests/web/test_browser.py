@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from hostd.client.sync_wire import request
-from hostd_protocol.client_messages import ListTopics
+from hostd_protocol.client_messages import ListSchedules, ListTopics
 from tests.web.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -360,3 +360,31 @@ def test_rewind_edit_regenerate_and_fork_from_the_page(stack: WebStack, pages: C
     assert [r["text"] for r in rows_of(a)] == ["first, edited", "first, edited"]
     forked = a.evaluate("() => location.hash.split('=')[1]")
     assert forked != topic and len(stack.history(forked)) == 2
+
+
+def test_schedule_added_from_the_page_runs_now_into_the_transcript(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("scheduled")
+    page = pages(topic)
+    page.locator("[data-testid=schedules-toggle]").click()
+    form = page.locator("[data-testid=schedule-form]")
+    form.locator("input[name=when]").fill("2h")
+    form.locator("select[name=busy]").select_option("skip")
+    form.locator("input[name=text]").fill("scheduled ping")
+    form.locator("[data-testid=schedule-add]").click()
+    card = page.locator("[data-testid=schedule][data-text='scheduled ping']")
+    card.wait_for()
+    stored = request(stack.paths, ListSchedules(id=1, topic_id=topic)).schedules
+    assert [(s.text, s.every_s, s.busy, s.enabled) for s in stored] == [("scheduled ping", 7200.0, "skip", True)]
+    assert "every 2h" in card.inner_text()
+    screenshot(page, "schedule-1-added")
+    card.locator("[data-testid=schedule-run]").click()
+    wait_rows(page, "rows.length === 2 && rows[0].text === 'scheduled ping' && rows[1].status === 'success'")
+    page.wait_for_selector("[data-testid=schedule] [data-testid=schedule-runs]:has-text('1 run')")
+    card.locator("[data-testid=schedule-toggle]").click()
+    page.wait_for_selector("[data-testid=schedule][data-enabled=false]")
+    assert not request(stack.paths, ListSchedules(id=1, topic_id=topic)).schedules[0].enabled
+    card.locator("[data-testid=schedule-remove]").click()
+    card.wait_for(state="detached")
+    assert request(stack.paths, ListSchedules(id=1, topic_id=topic)).schedules == []

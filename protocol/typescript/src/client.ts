@@ -41,6 +41,7 @@ import type {
   HistoryMessage,
   HistoryResult,
   Pong,
+  ScheduleInfo,
   SendResult,
   ServerMessage,
   Snapshot,
@@ -83,6 +84,21 @@ export interface SendOptions extends CallOptions {
   client_msg_id?: string;
   options?: Record<string, unknown>;
   history?: HistoryMessage[];
+}
+
+/** A scheduled prompt: exactly one of `cron` (5 fields, in zone `tz`) or `every_s`. */
+export interface AddScheduleOptions extends CallOptions {
+  cron?: string;
+  every_s?: number;
+  /** IANA zone of `cron` (default UTC). */
+  tz?: string;
+  /** A due run while the topic answers: wait in the queue (default) or skip that due time. */
+  busy?: "queue" | "skip";
+  /** Due times passed while the daemon was down: one run at start (default) or none. */
+  missed?: "run-once" | "skip";
+  enabled?: boolean;
+  /** Create a topic of this assistant for every run (then pass `topicId` ""). */
+  assistant?: string;
 }
 
 export interface AttachOptions extends CallOptions {
@@ -571,6 +587,44 @@ export class Client {
   usage(topicId = "", options: CallOptions = {}): Promise<UsageTotals> {
     const body = { type: "get-usage", ...(topicId ? { topic_id: topicId } : {}) } as const;
     return this.call(body, "usage-totals", options);
+  }
+
+  // --- schedules (names as in the Python client) -------------------------------------
+
+  /** Send `text` to `topicId` at every due time of `cron` or every `every_s` seconds. */
+  async addSchedule(topicId: string, text: string, options: AddScheduleOptions = {}): Promise<ScheduleInfo> {
+    const { signal, ...fields } = options;
+    const body = { type: "add-schedule", topic_id: topicId, text, ...fields } as const;
+    return (await this.call(body, "schedule", { signal })).schedule;
+  }
+
+  /** All schedules, or those of `topicId`. */
+  async listSchedules(topicId = "", options: CallOptions = {}): Promise<ScheduleInfo[]> {
+    const body = { type: "list-schedules", ...(topicId ? { topic_id: topicId } : {}) } as const;
+    return (await this.call(body, "schedule-list", options)).schedules;
+  }
+
+  async removeSchedule(scheduleId: string, options: CallOptions = {}): Promise<void> {
+    await this.call({ type: "remove-schedule", schedule_id: scheduleId }, "empty", options);
+  }
+
+  pauseSchedule(scheduleId: string, options: CallOptions = {}): Promise<ScheduleInfo> {
+    return this.setScheduleEnabled(scheduleId, false, options);
+  }
+
+  /** Run again from now on (due times passed while paused are not run). */
+  resumeSchedule(scheduleId: string, options: CallOptions = {}): Promise<ScheduleInfo> {
+    return this.setScheduleEnabled(scheduleId, true, options);
+  }
+
+  async setScheduleEnabled(scheduleId: string, enabled: boolean, options: CallOptions = {}): Promise<ScheduleInfo> {
+    const body = { type: "set-schedule-enabled", schedule_id: scheduleId, enabled } as const;
+    return (await this.call(body, "schedule", options)).schedule;
+  }
+
+  /** Send the schedule's message now; rejects with TopicBusy while its previous run goes on. */
+  async runScheduleNow(scheduleId: string, options: CallOptions = {}): Promise<ScheduleInfo> {
+    return (await this.call({ type: "run-schedule-now", schedule_id: scheduleId }, "schedule", options)).schedule;
   }
 
   /** Ask the daemon to stop; resolves once it closed this connection (turns stopped, store flushed). */

@@ -19,6 +19,7 @@ export {
   Client,
   Subscription,
   TopicWatch,
+  type AddScheduleOptions,
   type AttachOptions,
   type CallOptions,
   type ClientOptions,

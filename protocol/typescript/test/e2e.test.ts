@@ -12,6 +12,7 @@ import {
   connectUnix,
   errorFromCode,
   HandshakeError,
+  HostdError,
   InvalidMessage,
   NothingToStop,
   NotFound,
@@ -290,6 +291,39 @@ test("rewind, regenerate, fork: the reducer equals the stored visible history", 
       (await client.allRows(fork.id)).map((r) => textOf(r)),
       ["/text one"],
     );
+  } finally {
+    client.close();
+  }
+});
+
+test("schedules: add, list, pause, resume, run now (the message arrives), remove", async () => {
+  const client = await daemon.connect();
+  try {
+    const topic = await client.createTopic({ driver: "scripted" });
+    const other = await client.createTopic({ driver: "scripted" });
+    await client.addSchedule(other.id, "elsewhere", { every_s: 3600 });
+    const added = await client.addSchedule(topic.id, "/text scheduled hello", { every_s: 3600, busy: "skip" });
+    assert.equal(added.topic_id, topic.id);
+    assert.equal(added.busy, "skip");
+    // Defaults are omitted on the wire: `enabled` absent means true.
+    assert.notEqual(added.enabled, false);
+    assert.equal(typeof added.next_due, "number");
+    assert.deepEqual((await client.listSchedules(topic.id)).map((s) => s.id), [added.id]);
+    assert.equal((await client.listSchedules()).length, 2);
+    const paused = await client.pauseSchedule(added.id);
+    assert.equal(paused.enabled, false);
+    assert.equal(paused.next_due ?? null, null);
+    assert.notEqual((await client.resumeSchedule(added.id)).enabled, false);
+    const sub = await client.attach(topic.id);
+    const ran = await client.runScheduleNow(added.id);
+    assert.equal(ran.id, added.id);
+    await until(sub, turnEnded);
+    const rows = await client.allRows(topic.id);
+    assert.equal(textOf(rows[0]), "/text scheduled hello");
+    assert.equal(textOf(rows[1]), "scheduled hello");
+    await client.removeSchedule(added.id);
+    assert.deepEqual(await client.listSchedules(topic.id), []);
+    await assert.rejects(client.removeSchedule(added.id), HostdError);
   } finally {
     client.close();
   }

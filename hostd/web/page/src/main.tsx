@@ -10,6 +10,7 @@ import type { ApprovalInfo, DriverInfo, MessageRow, SendIntent } from "hostd-cli
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
+import { SchedulesPanel } from "./schedules";
 import { Session, type ViewState } from "./session";
 import { type RowActions, rowText, TranscriptView } from "./transcript_view";
 
@@ -399,6 +400,7 @@ function TopicView({ s }: { s: ViewState }) {
           </span>
         )}
       </div>
+      <SchedulesPanel session={session} topicId={s.topicId} rowCount={s.rows.length} />
       {s.topicState === "compacting" && (
         <div class="compacting" data-testid="compacting">
           Compacting the conversation…
