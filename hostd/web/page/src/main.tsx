@@ -400,7 +400,7 @@ function TopicView({ s }: { s: ViewState }) {
           </span>
         )}
       </div>
-      <SchedulesPanel session={session} topicId={s.topicId} rowCount={s.rows.length} />
+      <SchedulesPanel session={session} topicId={s.topicId} rowCount={s.rows.length} online={s.conn === "online"} />
       {s.topicState === "compacting" && (
         <div class="compacting" data-testid="compacting">
           Compacting the conversation…

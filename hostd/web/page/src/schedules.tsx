@@ -124,17 +124,22 @@ function AddSchedule({ session, topicId, added }: { session: Session; topicId: s
   );
 }
 
-export function SchedulesPanel({ session, topicId, rowCount }: { session: Session; topicId: string; rowCount: number }) {
+export function SchedulesPanel(
+  { session, topicId, rowCount, online }: { session: Session; topicId: string; rowCount: number; online: boolean },
+) {
   const [open, setOpen] = useState(false);
   const [schedules, setSchedules] = useState<ScheduleInfo[] | null>(null);
   const refresh = async () => {
+    // Offline (a page just loaded, a reconnect) is the connection indicator's business, not
+    // an error banner of ours: the list is read again once online.
+    if (session.client === null) return;
     const list = await session.call((c) => c.listSchedules(topicId));
     if (list !== undefined) setSchedules(list);
   };
+  useEffect(() => setSchedules(null), [topicId]);
   useEffect(() => {
-    setSchedules(null);
-    void refresh();
-  }, [topicId]);
+    if (online) void refresh();
+  }, [topicId, online]);
   useEffect(() => {
     if (open) void refresh();
   }, [rowCount]);
