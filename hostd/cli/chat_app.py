@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -40,6 +40,7 @@ from hostd.cli.chat_input import (
     Interrupt,
     LineEditor,
     Submit,
+    chat_history,
     raw_terminal,
     read_chunks,
 )
@@ -70,6 +71,9 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import Usage
 from hostd_protocol.errors import AlreadyAnswered, HostdError, UnknownTopic
+
+if TYPE_CHECKING:
+    from prompt_toolkit.history import History
 
 __all__ = ["ChatApp", "cmd_chat", "parse_command"]
 
@@ -155,6 +159,7 @@ class ChatApp:
         client_name: str,
         input_fd: int | None = None,
         interactive: bool = True,
+        history: History | None = None,
     ) -> None:
         self.client = client
         self.sub = sub
@@ -164,7 +169,7 @@ class ChatApp:
         self.interactive = interactive
         self.topic_id = sub.topic_id
         self.state = ChatState()
-        self.editor = LineEditor()
+        self.editor = LineEditor(history, piped=not interactive)
         self.notes: list[RenderableType] = []
         self.hint = ""
         self._hint_until = 0.0
@@ -323,6 +328,7 @@ class ChatApp:
             approvals=self.transcript.approvals(),
             usage=self._usage(),
             input_text=self.editor.text if self.interactive else None,
+            input_cursor=self.editor.cursor,
             hint=self.hint,
             height=self.console.height,
         )
@@ -646,7 +652,7 @@ async def _choose_topic(client: Client, *, latest: bool) -> str:
     if not topics:
         raise Quit(1, "no topics yet: `hostd chat` starts one")
     if latest:
-        return topics[0].id
+        return str(topics[0].id)
     shown = topics[:20]
     for n, t in enumerate(shown, 1):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.updated_at))
@@ -748,6 +754,7 @@ async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) ->
                 client_name=client_name,
                 input_fd=stdin_fd,
                 interactive=interactive,
+                history=chat_history(paths.data_dir / "chat-history") if interactive else None,
             )
             try:
                 stored = await client.usage(topic.id)

@@ -23,7 +23,9 @@ def add_chat_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  
         "chat",
         help="chat with a topic in the terminal (type while it answers to steer)",
         description="Open (or create) a topic and chat with it. Type while the answer streams "
-        "to steer it; /help lists the commands. Ctrl-C stops the answer, twice quits; the "
+        "to steer it; /help lists the commands. Enter sends; Alt-Enter, Ctrl-J or \\ then "
+        "Enter start a new line; a paste is kept whole; Up/Down recall what you sent. "
+        "Ctrl-C stops the answer, twice quits; the "
         "daemon and the topic keep going.",
     )
     p.add_argument("topic", nargs="?", default="", help="topic id (default: a new topic)")

@@ -371,6 +371,8 @@ class ChatView:
     usage: Usage | None = None
     #: What the user is typing (None: the input line is not drawn, e.g. piped stdin).
     input_text: str | None = None
+    #: Where the cursor is in `input_text` (None: at its end).
+    input_cursor: int | None = None
     #: A one-line hint under the status (e.g. "Ctrl-C again to quit").
     hint: str = ""
     #: How many lines the live answer may take (the rest scrolls off as "… N lines above").
@@ -397,9 +399,14 @@ def render_chat_live(view: ChatView) -> Group:
     out.append(Rule(style="dim"))
     out.append(status)
     if view.input_text is not None:
+        text = view.input_text
+        at = len(text) if view.input_cursor is None else max(0, min(view.input_cursor, len(text)))
         prompt = Text(f"{PROMPT_MARK} ", style="bold cyan")
-        prompt.append(view.input_text)
+        # A multi-line message: its later lines are indented under the first.
+        indent = "\n" + " " * (len(PROMPT_MARK) + 1)
+        prompt.append(text[:at].replace("\n", indent))
         prompt.append("▏", style="blink")
+        prompt.append(text[at:].replace("\n", indent))
         out.append(prompt)
     return Group(*out)
 

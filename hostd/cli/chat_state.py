@@ -94,6 +94,7 @@ class ChatState:
         approvals: list[ApprovalInfo],
         usage: Usage | None,
         input_text: str | None,
+        input_cursor: int | None = None,
         hint: str = "",
         height: int = 40,
     ) -> ChatView:
@@ -102,6 +103,7 @@ class ChatState:
         live = self.live_rows(rows)
         # What the answer may take: the terminal minus the status, input, queue and prompt.
         reserved = 4 + (len(unsent) + 1 if unsent else 0) + (6 if approvals else 0)
+        reserved += (input_text or "").count("\n")
         return ChatView(
             topic=topic,
             state=state,
@@ -112,6 +114,7 @@ class ChatState:
             approvals=approvals,
             usage=usage,
             input_text=input_text,
+            input_cursor=input_cursor,
             hint=hint,
             max_answer_lines=max(4, height - reserved),
         )

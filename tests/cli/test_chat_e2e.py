@@ -268,3 +268,50 @@ async def test_chat_continue_and_pick(daemon: DemoDaemon) -> None:
     async with open_client(daemon.paths) as c:
         rows = (await c.history(older)).rows
     assert any("hello older" in str(r.parts) for r in rows)
+
+
+@pytest.mark.skipif(not os.path.exists(TMUX), reason="tmux is not installed")
+async def test_chat_in_tmux_paste_history_and_a_stopped_tool_card(daemon: DemoDaemon) -> None:
+    """A pasted block of lines is one message (bracketed paste), Up brings back what was
+    sent, and a turn stopped during a tool leaves a card that says so (also on reopen)."""
+    topic_id = await new_topic(daemon, "/echo")
+    pane = Pane()
+    try:
+        with trio.fail_after(50):
+            await pane.start(chat_command(daemon, topic_id))
+            await pane.wait_for("hostd chat", "● idle", "❯")
+            await pane.tmux("set-buffer", "-b", "p", "first line\nsecond line\nthird line")
+            await pane.tmux("paste-buffer", "-p", "-b", "p", "-t", "chat")  # bracketed
+            await pane.wait_for("❯ first line", "second line", "third line▏")
+            async with open_client(daemon.paths) as c:
+                assert (await c.history(topic_id)).rows == []  # the paste sent nothing
+            await pane.keys("Enter")
+            await pane.wait_for("U1  you ❯ first line", "● idle")
+            async with open_client(daemon.paths) as c:
+                (user, _answer) = (await c.history(topic_id)).rows
+            assert row_text(user) == "first line\nsecond line\nthird line"
+
+            await pane.keys("Up")
+            await pane.wait_for("third line▏")
+            await pane.keys("C-u")  # the last line of the recalled message cleared
+            await pane.wait_until(lambda s: "third line▏" not in s, 10, "line cleared")
+            await pane.keys("Down")  # back to the (empty) draft
+            await pane.keys("//tool Read pause=30", "Enter")
+            await pane.wait_for("⚙ Read", "running…")
+            await pane.keys("C-c")
+            await pane.wait_for("stopped before it finished", "● idle")
+            screen = await pane.screen()
+            assert "running…" not in screen and "stopping…" not in screen
+            await pane.keys("C-c")
+            await pane.wait_for("CHAT-EXIT=0")
+        # Reopened: the card is drawn from the stored row, still "stopped".
+        pane2 = Pane()
+        try:
+            with trio.fail_after(30):
+                await pane2.start(chat_command(daemon, topic_id))
+                screen = await pane2.wait_for("stopped before it finished", "● idle")
+                assert "running…" not in screen
+        finally:
+            await pane2.kill()
+    finally:
+        await pane.kill()

@@ -3,6 +3,8 @@ scrollback (settled, in order, once) versus the live region."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hostd.cli.chat_app import Command, parse_command
@@ -29,7 +31,7 @@ def test_editor_keys() -> None:
 
 @pytest.mark.parametrize("split", [1, 2, 3, 100])
 def test_editor_swallows_escape_sequences_across_feeds(split: int) -> None:
-    keys = "a\x1b[A\x1b[1;5Cb\x1bOPc\x1bxd\n"  # up, ctrl-right, F1, alt-x
+    keys = "a\x1b[A\x1b[1;5Cb\x1bOPc\x1bxd\r"  # up (no history yet), ctrl-right, F1, alt-x
     ed = LineEditor()
     events = []
     for i in range(0, len(keys), split):
@@ -38,7 +40,52 @@ def test_editor_swallows_escape_sequences_across_feeds(split: int) -> None:
 
 
 def test_editor_two_lines_in_one_read() -> None:
-    assert LineEditor().feed("one\ntwo\n") == [Submit("one"), Submit("two")]
+    assert LineEditor(piped=True).feed("one\ntwo\n") == [Submit("one"), Submit("two")]
+
+
+def test_editor_multi_line_paste_and_newline_keys() -> None:
+    """A paste is inserted whole (it never sends); Alt-Enter, Ctrl-J and `\\` + Enter start
+    a new line; Enter sends everything."""
+    ed = LineEditor()
+    assert ed.feed("look:\x1b[200~line 1\r\nline 2\nline 3\x1b[201~") == []
+    assert ed.text == "look:line 1\nline 2\nline 3"
+    assert ed.feed("\x1b\rmore\nand\\\rend") == []  # Alt-Enter, Ctrl-J, backslash-Enter
+    assert ed.text == "look:line 1\nline 2\nline 3\nmore\nand\nend"
+    assert ed.feed("\r") == [Submit("look:line 1\nline 2\nline 3\nmore\nand\nend")]
+
+
+def test_editor_cursor_keys_and_history() -> None:
+    ed = LineEditor()
+    ed.feed("helo\x1b[D\x1b[Dx")  # left, left, insert
+    assert (ed.text, ed.cursor) == ("hexlo", 3)
+    ed.feed("\x01\x1b[3~\x05!")  # Ctrl-A, Delete, Ctrl-E, insert
+    assert ed.text == "exlo!"
+    assert ed.feed("\r") == [Submit("exlo!")]
+    ed.feed("second\r")
+    ed.feed("draft")
+    ed.feed("\x1b[A")  # Up: the newest sent message
+    assert ed.text == "second"
+    ed.feed("\x1b[A")
+    assert ed.text == "exlo!"
+    ed.feed("\x1b[A")  # nothing older: stays
+    assert ed.text == "exlo!"
+    ed.feed("\x1b[B\x1b[B")  # Down twice: back to the draft
+    assert ed.text == "draft"
+    ed.feed("\x0b")  # Ctrl-K at the end: nothing
+    ed.feed("\x01\x0b")  # Ctrl-A, Ctrl-K: the line is gone
+    assert ed.text == ""
+
+
+def test_editor_history_file(tmp_path: Path) -> None:
+    from hostd.cli.chat_input import chat_history
+
+    path = tmp_path / "chat-history"
+    ed = LineEditor(chat_history(path))
+    ed.feed("remember me\r")
+    assert (path.stat().st_mode & 0o777) == 0o600
+    again = LineEditor(chat_history(path))  # a new chat window
+    again.feed("\x1b[A")
+    assert again.text == "remember me"
 
 
 def test_parse_command() -> None:
