@@ -9,6 +9,7 @@ or `eval "$(hostd completion zsh)"` in ~/.zshrc.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 #: Commands whose first argument is a topic id.
@@ -16,15 +17,22 @@ TOPIC_COMMANDS = ("send", "history", "attach", "chat", "continue", "usage", "sto
                   "delete", "export")
 
 
-def register(sub: argparse._SubParsersAction, handlers: dict[str, Any]) -> None:  # type: ignore[type-arg]
+ParserBuilder = Callable[[], tuple[argparse.ArgumentParser, Any]]
+
+
+def register(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    handlers: dict[str, Any],
+    build_parser: ParserBuilder,
+) -> None:
+    """Add `completion`; `build_parser` makes the whole `hostd` parser (passed in, so this
+    module does not import `hostd.cli.main`, which imports it)."""
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete for")
-    handlers["completion"] = run
+    handlers["completion"] = lambda args: run(args, build_parser)
 
 
-def _options_by_command() -> dict[str, list[str]]:
-    from hostd.cli.main import build_parser
-
+def _options_by_command(build_parser: ParserBuilder) -> dict[str, list[str]]:
     parser, _ = build_parser()
     out: dict[str, list[str]] = {}
     for action in parser._actions:
@@ -36,8 +44,8 @@ def _options_by_command() -> dict[str, list[str]]:
     return out
 
 
-def script(shell: str) -> str:
-    options = _options_by_command()
+def script(shell: str, build_parser: ParserBuilder) -> str:
+    options = _options_by_command(build_parser)
     commands = " ".join(sorted(options))
     cases = "\n".join(
         f"        {name}) opts=\"{' '.join(opts)}\" ;;" for name, opts in sorted(options.items())
@@ -80,6 +88,6 @@ _hostd() {{
     return body + "complete -F _hostd hostd\n"
 
 
-def run(args: argparse.Namespace) -> int:
-    print(script(args.shell), end="")
+def run(args: argparse.Namespace, build_parser: ParserBuilder) -> int:
+    print(script(args.shell, build_parser), end="")
     return 0

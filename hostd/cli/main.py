@@ -43,7 +43,7 @@ def _add_own(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
 
     from hostd.cli import completion_cmd
 
-    completion_cmd.register(sub, handlers)
+    completion_cmd.register(sub, handlers, lambda: build_parser())
 
 
 def _add_assistants(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
