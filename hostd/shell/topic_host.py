@@ -442,10 +442,9 @@ class TopicHost:
         A stop (or send-now) of the running turn also reaches its machine: a running hook
         is cancelled."""
         self._check_open()
-        await self._commit(self.apply(effects_of(trio.current_time())))
-        machine = self.turns.machine
-        if machine is not None and not machine.over and self.runtime.stopping:
-            self.turns.feed(machine, machine.stop)
+        gen = self.apply(effects_of(trio.current_time()))
+        self._stop_machine()
+        await self._commit(gen)
 
     async def stop(self) -> None:
         await self._request(self.runtime.stop)
@@ -480,11 +479,18 @@ class TopicHost:
         reaches the running turn machine."""
         self._check_open()
         result, effects = result_and_effects(trio.current_time())
-        await self._writer.wait_committed(self.apply(effects) or None)
+        gen = self.apply(effects)
+        self._stop_machine()
+        await self._writer.wait_committed(gen or None)
+        return result
+
+    def _stop_machine(self) -> None:
+        """After a request that asked the running turn to stop: its machine hears it at once,
+        before anything can await (a session closed meanwhile ends it `stopped`, not
+        `error`), and a running hook is cancelled."""
         machine = self.turns.machine
         if machine is not None and not machine.over and self.runtime.stopping:
             self.turns.feed(machine, machine.stop)
-        return result
 
     async def rewind(self, row_id: str, *, include: bool = False, stop: bool = False) -> list[str]:
         cut: list[str] = await self._answer(

@@ -81,9 +81,14 @@ class ConfigCache:
     size or the set of files changed. Reads run on a worker thread (`load`); `load_sync`
     is for the CLI and tests."""
 
+    #: Seconds a look at the files' stamps holds for `load` (an edit shows from the next
+    #: turn that starts this long after the last look).
+    FRESH_FOR = 0.5
+
     def __init__(self, config_dir: Path) -> None:
         self.config_dir = config_dir
         self._loaded: _Loaded | None = None
+        self._checked_at = -math.inf
         self.reads = 0  # how many times the files were parsed (tests check the cache)
 
     def _stamp(self) -> tuple[tuple[str, int, int], ...]:
@@ -102,6 +107,7 @@ class ConfigCache:
         from hostd.shell.config import load_assistants, load_roles
 
         stamp = self._stamp()
+        self._checked_at = time.monotonic()
         loaded = self._loaded
         if loaded is not None and loaded.stamp == stamp:
             return loaded
@@ -115,9 +121,26 @@ class ConfigCache:
         return loaded
 
     async def load(self, assistant: str) -> tuple[AssistantConfig, RolesConfig]:
-        """Assistant `assistant` ("" = default) and the roles; `ConfigError` names the file."""
-        loaded = await trio.to_thread.run_sync(self.load_sync)
-        return _pick(loaded, assistant)
+        """Assistant `assistant` ("" = default) and the roles; `ConfigError` names the file.
+
+        The files' stamps are looked at again (on a worker thread) only when the last look is
+        older than `FRESH_FOR`: turns started in a burst skip the thread hop, the cost that
+        showed in the time to first token on a loaded machine (docs/benchmarks.md)."""
+        cached = self.cached(assistant)
+        if cached is not None:
+            return cached
+        return _pick(await trio.to_thread.run_sync(self.load_sync), assistant)
+
+    def cached(self, assistant: str) -> tuple[AssistantConfig, RolesConfig] | None:
+        """The config as last looked at, if that look is fresh (`FRESH_FOR`) and has this
+        assistant; None: look at the files again (maybe one was just written)."""
+        loaded = self._loaded
+        if loaded is None or time.monotonic() - self._checked_at > self.FRESH_FOR:
+            return None
+        try:
+            return _pick(loaded, assistant)
+        except ConfigError:
+            return None
 
     def assistant_sync(self, assistant: str) -> AssistantConfig:
         return _pick(self.load_sync(), assistant)[0]
@@ -433,11 +456,25 @@ class TurnRunner:
                 if self._hook_scope is not None:
                     self._hook_scope.cancel()
             elif isinstance(eff, fx.LoadConfig):
-                self._spawn(machine, self._load_config, eff)
+                cached = self.services.config.cached(eff.assistant)
+                if cached is not None:  # the hot path: no task, no thread
+                    self.feed(machine, partial(machine.config_loaded, *cached))
+                else:
+                    self._spawn(machine, self._load_config, eff)
             elif isinstance(eff, fx.RunHook):
                 self._spawn(machine, self._run_hook, eff)
             elif isinstance(eff, fx.OpenSession):
-                self._spawn(machine, self._open, eff)
+                current = host.session
+                if (
+                    eff.root
+                    and current is not None
+                    and current.alive
+                    and workspace_of(eff.options.options) is None
+                ):  # the topic's open session: reused at once (the hot path)
+                    caps = current.capabilities
+                    self.feed(machine, partial(machine.session_opened, eff.key, caps))
+                else:
+                    self._spawn(machine, self._open, eff)
             elif isinstance(eff, fx.AskRetry):
                 self._spawn(machine, self._ask_retry, eff)
             elif isinstance(eff, fx.CloseSession):
