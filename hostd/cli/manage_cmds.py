@@ -193,6 +193,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
         "data": str(paths.data_dir),
         "database": str(paths.db_path),
         "workspaces": str(paths.data_dir / "workspaces"),
+        "chat history": str(paths.data_dir / "chat-history"),
         "log": str(paths.log_path),
         "runtime": str(paths.runtime_dir),
         "socket": str(paths.socket_path),
