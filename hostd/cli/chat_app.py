@@ -45,6 +45,7 @@ from hostd.cli.chat_input import (
     read_chunks,
 )
 from hostd.cli.chat_render import (
+    allow_always_option,
     render_chat_live,
     render_row,
     roll_labels,
@@ -109,8 +110,8 @@ class Command:
 
 
 COMMANDS = frozenset(
-    {"help", "quit", "stop", "discard", "send", "edit", "allow", "deny", "regenerate", "undo",
-     "fork"}
+    {"help", "quit", "stop", "discard", "send", "edit", "allow", "always", "deny", "regenerate",
+     "undo", "fork"}
 )
 _ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
 
@@ -126,6 +127,8 @@ def parse_command(line: str, *, approval_open: bool = False) -> Command:
         return Command("allow")
     if approval_open and text.lower() in ("n", "no"):
         return Command("deny")
+    if approval_open and text.lower() in ("a", "always"):
+        return Command("always")
     if not text.startswith("/"):
         return Command("", line)
     name, _, arg = text[1:].partition(" ")
@@ -531,6 +534,8 @@ class ChatApp:
             await self._topic_op(cmd.name)
         elif cmd.name in ("allow", "deny"):
             await self._answer(cmd.name == "allow", cmd.arg)
+        elif cmd.name == "always":
+            await self._answer(True, cmd.arg, always=True)
         elif cmd.name == "drain":
             await self._wait_idle()
             raise Quit(0)
@@ -558,20 +563,30 @@ class ChatApp:
         fork = await c.fork_topic(tid, done[-1].id)
         self.note_text(f"forked into {fork.id} ({fork.title}): hostd chat {fork.id}")
 
-    async def _answer(self, allow: bool, reason: str) -> None:
+    async def _answer(self, allow: bool, reason: str, *, always: bool = False) -> None:
         approvals = self.transcript.approvals()
         if not approvals:
             self.note_text("no approval is waiting")
             return
         approval = approvals[0]
+        option_id = ""
+        if always:
+            # Allow-always exists only where the driver offers it (an approval option).
+            option = allow_always_option(approval)
+            if option is None:
+                self.note_text(f"{approval.tool}: this driver offers no allow-always; y or n")
+                return
+            option_id = option.id
         self._answered_here.add(approval.id)
         try:
-            await self.client.answer_approval(self.topic_id, approval.id, allow, reason)
+            await self.client.answer_approval(
+                self.topic_id, approval.id, allow, reason, option_id=option_id
+            )
         except AlreadyAnswered as exc:
             self._answered_here.discard(approval.id)
             self.note_text(f"too late: {exc.message}", "yellow")
             return
-        verb = "allowed once" if allow else "denied"
+        verb = "allowed always (this topic)" if always else "allowed once" if allow else "denied"
         self.note_text(f"{approval.tool}: {verb}", "green" if allow else "yellow")
 
     async def _wait_idle(self) -> None:

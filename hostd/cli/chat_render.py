@@ -32,10 +32,18 @@ from rich.table import Table
 from rich.text import Text
 
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
-from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult, Usage
+from hostd_protocol.common import (
+    ApprovalOption,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 __all__ = [
     "ChatView",
+    "allow_always_option",
     "Tail",
     "render_approval",
     "render_chat_live",
@@ -297,6 +305,11 @@ def render_status_line(
     return line
 
 
+def allow_always_option(approval: ApprovalInfo) -> ApprovalOption | None:
+    """The driver's "allow always" answer for this approval, if it offers one."""
+    return next((o for o in approval.options if o.kind == "allow_always"), None)
+
+
 def render_approval(approval: ApprovalInfo) -> Panel:
     """The approval prompt: what the tool wants to do, and how to answer."""
     body = Text()
@@ -307,6 +320,9 @@ def render_approval(approval: ApprovalInfo) -> Panel:
     body.append("\n")
     body.append("y", style="bold green")
     body.append(" allow once   ")
+    if (always := allow_always_option(approval)) is not None:
+        body.append("a", style="bold green")
+        body.append(f" {always.label or 'allow always'}   ")
     body.append("n", style="bold red")
     body.append(" deny")
     return Panel(

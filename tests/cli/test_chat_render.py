@@ -332,3 +332,23 @@ def test_failed_row_shows_the_first_line_of_a_long_error() -> None:
     assert screen(render_row(failed, label="A2")) == clean("""
 A2  assistant  (failed)
 ✗ driver 'x' exited with code 3""")
+
+
+def test_allow_always_is_offered_only_when_the_driver_has_it() -> None:
+    from hostd.cli.chat_app import parse_command
+    from hostd.cli.chat_render import allow_always_option, render_approval
+    from hostd_protocol.client_messages import ApprovalInfo
+    from hostd_protocol.common import ApprovalOption
+
+    plain = ApprovalInfo(id="ap1", topic_id="tp", turn_id="t", tool="Bash")
+    offered = ApprovalInfo(
+        id="ap2", topic_id="tp", turn_id="t", tool="Bash",
+        options=[ApprovalOption(id="o1", label="Allow once", kind="allow_once"),
+                 ApprovalOption(id="o2", label="Always allow Bash", kind="allow_always")],
+    )
+    assert allow_always_option(plain) is None
+    assert allow_always_option(offered) == offered.options[1]
+    assert " a " not in screen(render_approval(plain))
+    assert "a Always allow Bash" in screen(render_approval(offered))
+    assert parse_command("a", approval_open=True).name == "always"
+    assert parse_command("a", approval_open=False).name == ""  # just a message
