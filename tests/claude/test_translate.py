@@ -308,3 +308,17 @@ def test_error_results_always_say_why() -> None:
 def test_tool_result_text() -> None:
     assert tool_result_text(None) == ""
     assert tool_result_text([{"type": "text", "text": "a"}, {"type": "image"}]) == "a\n[image]"
+
+
+def test_an_interrupted_turn_counts_the_streamed_tokens() -> None:
+    """The CLI's result of an interrupted turn has a cost but no tokens: the tokens the
+    streamed messages reported are used, so usage never reads "0 tokens, $0.01"."""
+    t = Translator("t1")
+    t.feed(ev({"type": "message_start",
+               "message": {"id": "m1", "usage": {"input_tokens": 900, "output_tokens": 1,
+                                                 "cache_read_input_tokens": 50}}}))
+    t.feed(ev({"type": "message_delta", "delta": {}, "usage": {"output_tokens": 42}}))
+    out = t.feed(result(usage={"input_tokens": 0, "output_tokens": 0}, total_cost_usd=0.01,
+                        is_error=True, subtype="error_during_execution"))
+    assert out == [UsageEvent(turn_id="t1", usage=Usage(
+        input_tokens=900, output_tokens=42, cache_read_tokens=50, cost_usd=0.01))]

@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+import msgspec
 from claude_agent_sdk import (
     AssistantMessage,
     ResultMessage,
@@ -171,6 +172,9 @@ class Translator:
         self.result: ResultMessage | None = None
         self._blocks: dict[int, _ToolBlock] = {}
         self._streamed_messages: set[str] = set()
+        #: Token counts per streamed top-level message (`message_start` / `message_delta`).
+        self._stream_usage: dict[str, dict[str, int]] = {}
+        self._current_message = ""
         self._compaction: _CompactionState = "idle"
         self._anchor: CompactionAnchor | None = None
 
@@ -193,11 +197,35 @@ class Translator:
         if isinstance(msg, ResultMessage):
             out = self._settle_compaction()
             self.result = msg
-            out.append(
-                UsageEvent(turn_id=self.turn_id, usage=usage_from_result(msg, self.cost_base))
-            )
+            usage = usage_from_result(msg, self.cost_base)
+            if not (usage.input_tokens or usage.output_tokens) and self._stream_usage:
+                # An interrupted turn's result carries a cost but no tokens: count the tokens
+                # the streamed messages reported instead of showing 0 tokens for a cost.
+                usage = msgspec.structs.replace(usage, **self._streamed_tokens())
+            out.append(UsageEvent(turn_id=self.turn_id, usage=usage))
             return out
         return []
+
+    def _note_usage(self, usage: Any) -> None:
+        """Keep the newest token counts of the current streamed message."""
+        if not isinstance(usage, dict):
+            return
+        counts = self._stream_usage.setdefault(self._current_message, {})
+        for key in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                    "cache_creation_input_tokens"):
+            if isinstance(usage.get(key), int):
+                counts[key] = usage[key]
+
+    def _streamed_tokens(self) -> dict[str, int]:
+        def total(key: str) -> int:
+            return sum(c.get(key, 0) for c in self._stream_usage.values())
+
+        return {
+            "input_tokens": total("input_tokens"),
+            "output_tokens": total("output_tokens"),
+            "cache_read_tokens": total("cache_read_input_tokens"),
+            "cache_write_tokens": total("cache_creation_input_tokens"),
+        }
 
     def finish(self) -> list[Output]:
         """The turn ended (result, error or interrupt): close an open compaction."""
@@ -221,9 +249,14 @@ class Translator:
             message = ev.get("message") or {}
             if message.get("id"):
                 self._streamed_messages.add(str(message["id"]))
+            self._current_message = str(message.get("id") or len(self._stream_usage))
+            self._note_usage(message.get("usage"))
             self._blocks.clear()
             out.append(MESSAGE_START)
             return out
+        if kind == "message_delta":
+            self._note_usage(ev.get("usage"))
+            return []
         if self._compaction != "idle":
             return []  # the summary request's stream is never part of the answer
         if kind == "content_block_start":
