@@ -257,6 +257,9 @@ class TopicHost:
         #: The open session started without a resume token and has had no turn yet: the
         #: vendor knows nothing of this topic, so its first turn is fed the stored history.
         self._fresh_session = False
+        #: `ResetSession`s queued but not yet done: the next turn's session waits for them.
+        self._resets_pending = 0
+        self._resets_done = trio.Event()
         #: The turn whose Send each session (by key) was last given, and steers that came
         #: before it: a steer sent as a topic's first turn starts (its driver still opening)
         #: waits for that Send instead of failing the turn.
@@ -389,6 +392,7 @@ class TopicHost:
                 # session closes in order with the driver commands, before the next turn.
                 self._resume_token = None
                 durable_gen = writer.put(st.PutResumeToken(tid, "", time.time()), durable=True)
+                self._resets_pending += 1
                 self._ops_send.send_nowait(eff)
             elif isinstance(eff, SetTimer):
                 if eff.deadline is None:
@@ -643,6 +647,11 @@ class TopicHost:
         each turn)."""
         self._session = None
 
+    async def wait_resets(self) -> None:
+        """Until every queued `ResetSession` has closed its session."""
+        while self._resets_pending:
+            await self._resets_done.wait()
+
     async def open_session(self, opts: SessionOptions) -> DriverSession:
         """Open the topic's own session (resuming with its token) and start its pump."""
         session = await self._supervisor.open(self.topic_id, opts, self._resume_token)
@@ -658,10 +667,16 @@ class TopicHost:
         async for op in self._ops_recv:
             try:
                 if isinstance(op, ResetSession):
-                    # Rewind / fork: the vendor session goes, in order with the commands.
-                    session, self._session = self._session, None
-                    if session is not None:
-                        await self._supervisor.close(self.topic_id)
+                    try:
+                        # Rewind / fork: the vendor session goes, in order with the commands.
+                        session, self._session = self._session, None
+                        if session is not None:
+                            await self._supervisor.close(self.topic_id)
+                    finally:
+                        self._resets_pending -= 1
+                        if not self._resets_pending:
+                            self._resets_done.set()
+                            self._resets_done = trio.Event()
                     continue
                 await self._write(*op)
             except Exception as exc:  # the turn boundary's map: see turn_failure

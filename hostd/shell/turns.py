@@ -401,6 +401,8 @@ class TurnHost(Protocol):
 
     async def open_session(self, opts: SessionOptions) -> DriverSession: ...
 
+    async def wait_resets(self) -> None: ...
+
     def detach_session(self) -> None: ...
 
 
@@ -464,17 +466,9 @@ class TurnRunner:
             elif isinstance(eff, fx.RunHook):
                 self._spawn(machine, self._run_hook, eff)
             elif isinstance(eff, fx.OpenSession):
-                current = host.session
-                if (
-                    eff.root
-                    and current is not None
-                    and current.alive
-                    and workspace_of(eff.options.options) is None
-                ):  # the topic's open session: reused at once (the hot path)
-                    caps = current.capabilities
-                    self.feed(machine, partial(machine.session_opened, eff.key, caps))
-                else:
-                    self._spawn(machine, self._open, eff)
+                # A task even for an open session: a `ResetSession` (rewind, fork) queued
+                # before it must close that session first.
+                self._spawn(machine, self._open, eff)
             elif isinstance(eff, fx.AskRetry):
                 self._spawn(machine, self._ask_retry, eff)
             elif isinstance(eff, fx.CloseSession):
@@ -518,6 +512,8 @@ class TurnRunner:
 
     async def _open(self, machine: TurnMachine, eff: fx.OpenSession) -> None:
         host = self.host
+        if eff.root:
+            await host.wait_resets()  # a rewind's reset closes the old session first
         opts = eff.options
         ws = workspace_of(opts.options) if eff.root else None
         if ws is not None:
