@@ -88,11 +88,18 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     """Folders `python -I` imports from, plus its prefixes: what a driver needs to start.
 
     Asked of the interpreter itself (isolated, as drivers run), once per interpreter: editable
-    installs add their source folders through `.pth` files only it knows about.
+    installs add their source folders through `.pth` files only it knows about. setuptools'
+    editable installs (PEP 660) do not put those folders on `sys.path` but in a `MAPPING` of
+    an `__editable___*_finder` module: without them, a checkout under /tmp or the home (both
+    hidden in the sandbox) would leave the driver unable to import its own package.
     """
     code = (
-        "import json, sys; print(json.dumps([sys.prefix, sys.exec_prefix, sys.base_prefix, "
-        "sys.base_exec_prefix, *sys.path]))"
+        "import json, sys\n"
+        "paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]\n"
+        "for name, mod in list(sys.modules.items()):\n"
+        "    if name.startswith('__editable__') and isinstance(getattr(mod, 'MAPPING', None), dict):\n"
+        "        paths += [str(p) for p in mod.MAPPING.values()]\n"
+        "print(json.dumps(paths))"
     )
     found: list[str] = [os.path.dirname(os.path.realpath(python)), os.path.dirname(python)]
     try:
