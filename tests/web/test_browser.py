@@ -155,7 +155,9 @@ def test_reload_mid_stream_restores_the_transcript_and_keeps_streaming(
     topic = stack.create_topic("reload", STEER_SCRIPT)
     a, b = pages(topic), pages(topic)
     type_and_send(a, "go")
-    wait_rows(a, "rows.length === 2 && rows[1].status === 'pending' && rows[1].text.includes('reading')")
+    # The whole first text (not just a word of it: it streams in pieces), and the tool's
+    # wait-steer holds the answer there, so the snapshot after the reload must equal this.
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'pending' && rows[1].text.includes('the file now.')")
     before = rows_of(a)
     a.reload()
     a.wait_for_selector("[data-conn=online]")
