@@ -10,22 +10,19 @@ import importlib
 import importlib.util
 from typing import Any
 
-from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.report import Context, Result, first_missing
 
 GOAL = "ACP driver beside Claude Code on the fake API: first chunk and RSS (optional)"
 
 
 def _missing() -> str:
-    for module, why in (
+    why = first_missing((
         ("hostd_acp", "the acp driver is not installed (scripts/setup)"),
         ("hostd_claude_code", "the claude-code driver is not installed (scripts/setup)"),
         ("tests.acp.bench", "tests/acp/bench.py is not importable (run from the repo root)"),
-    ):
-        try:
-            if importlib.util.find_spec(module) is None:
-                return why
-        except ModuleNotFoundError:
-            return why
+    ))
+    if why:
+        return why
     support: Any = importlib.import_module("tests.acp.support")
     if not support.CLAUDE_AGENT_ACP.exists():
         return "claude-agent-acp is not installed in .cache/npm-acp (scripts/setup)"

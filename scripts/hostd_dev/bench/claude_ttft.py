@@ -10,23 +10,18 @@ import importlib
 import importlib.util
 from typing import Any
 
-from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.report import Context, Result, first_missing
 
 GOAL = "Claude Code driver on the fake API: warm << cold (optional)"
 
 
 def _missing() -> str:
-    for module, why in (
+    why = first_missing((
         ("hostd_claude_code", "the claude-code driver is not installed (scripts/setup)"),
         ("claude_agent_sdk", "claude-agent-sdk is not installed (it comes with the driver)"),
         ("tests.claude.bench", "tests/claude/bench.py is not importable (run from the repo root)"),
-    ):
-        try:
-            if importlib.util.find_spec(module) is None:
-                return why
-        except ModuleNotFoundError:
-            return why
-    return ""
+    ))
+    return why
 
 
 def run(ctx: Context) -> Result:

@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from hostd_dev.bench.report import Context, Result
+from hostd_dev.bench.report import Context, Result, first_missing
 
 GOAL = "hostd-openai: in-session first chunk and tool step within 2 ms of a bare openai SDK loop"
 
@@ -21,17 +21,12 @@ WITHIN_MS = 2.0
 
 
 def _missing() -> str:
-    for module, why in (
+    why = first_missing((
         ("hostd_openai", "the openai driver is not installed (scripts/setup)"),
         ("openai", "the openai package is not installed (scripts/setup installs the test extra)"),
         ("tests.openai.bench", "tests/openai/bench.py is not importable (run from the repo root)"),
-    ):
-        try:
-            if importlib.util.find_spec(module) is None:
-                return why
-        except ModuleNotFoundError:
-            return why
-    return ""
+    ))
+    return why
 
 
 def run(ctx: Context) -> Result:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,3 +177,18 @@ def render(results: list[Result], machine: dict[str, Any]) -> None:
     for res in results:
         for note in res.notes:
             console.print(f"[bold]{res.scenario}[/bold]: {note}")
+
+
+def first_missing(requirements: Sequence[tuple[str, str]]) -> str:
+    """The reason of the first `(module, reason)` whose module cannot be found, else "".
+
+    Scenarios that need an optional driver or a test helper are skipped with that reason."""
+    import importlib.util
+
+    for module, why in requirements:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return why
+        except ModuleNotFoundError:
+            return why
+    return ""
