@@ -24,3 +24,8 @@ def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
     graph.setdefault("hostd.shell.daemon", set())
     assert cycles(graph) == [["a", "b"]]
     assert "hostd.core.turn -> hostd.shell.daemon" in upward_imports(graph)
+
+
+def test_only_the_cli_is_left_out_of_the_cycle_rule() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in ("hostd.cli", "hostd.cli.x", "hostd.client.x")}
+    assert set(library(graph)) == {"hostd.client.x"}

@@ -1,6 +1,5 @@
-"""The hostd client library: an async trio client and a thin synchronous facade.
-
-Async::
+"""The hostd client library's async trio client (`sync_client.SyncClient` is its blocking
+face)::
 
     async with open_client(autostart=True) as client:
         topic = await client.create_topic(title="demo", driver="scripted")
@@ -10,11 +9,6 @@ Async::
                 if isinstance(item, TurnEnded):
                     break
             print(sub.transcript.rows())
-
-Sync::
-
-    with SyncClient() as client:
-        print(client.list_topics())
 
 Rules this module guards:
 
@@ -33,22 +27,20 @@ import itertools
 import math
 import os
 import socket
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import trio
 
 from hostd.client.sync_wire import (
-    ClosingContext,
     DaemonNotRunning,
     autostart_connect,
     connect_attempts,
     start_daemon,
 )
 from hostd.client.sync_wire import not_running as _not_running
-from hostd.client.topic_ops import TOPIC_OP_METHODS, TopicOps
+from hostd.client.topic_ops import TopicOps
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AddSchedule,
@@ -659,109 +651,10 @@ async def open_client(
         await client.aclose()
 
 
-class SyncClient(ClosingContext):
-    """Blocking facade: a trio thread holds one connection; each call runs there.
-
-    Request methods are the async client's, called without `await`; `attach` is not
-    offered (iterate events with the async client).
-    """
-
-    _METHODS = frozenset(
-        {
-            "create_topic",
-            "list_topics",
-            "get_topic",
-            "rename_topic",
-            "delete_topic",
-            "send",
-            "stop",
-            "answer_approval",
-            "edit_queued",
-            "discard_queued",
-            "send_now",
-            "prewarm",
-            "history",
-            "status",
-            "list_drivers",
-            "ping",
-            "shutdown",
-            "add_schedule",
-            "list_schedules",
-            "remove_schedule",
-            "pause_schedule",
-            "resume_schedule",
-            "run_schedule_now",
-            *TOPIC_OP_METHODS,
-        }
-    )
-
-    def __init__(
-        self,
-        paths: Paths | None = None,
-        *,
-        home: str | os.PathLike[str] | None = None,
-        autostart: bool = False,
-        client_name: str = "hostd-sync-client",
-    ) -> None:
-        self._paths = paths or Paths.from_env(home)
-        self._autostart = autostart
-        self._client_name = client_name
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._client: Client | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._thread = threading.Thread(target=self._main, name="hostd-sync-client", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            self._thread.join()
-            raise self._error
-
-    def _main(self) -> None:
-        async def run() -> None:
-            try:
-                async with open_client(
-                    self._paths, client_name=self._client_name, autostart=self._autostart
-                ) as client:
-                    self._client = client
-                    self._token = trio.lowlevel.current_trio_token()
-                    self._stop = trio.Event()
-                    self._ready.set()
-                    await self._stop.wait()
-            except BaseException as exc:
-                self._error = exc
-                self._ready.set()
-                if not isinstance(exc, HostdError | OSError):
-                    raise
-
-        try:
-            trio.run(run)
-        except BaseException:  # already recorded in self._error for the caller
-            pass
-
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        assert self._client is not None and self._token is not None
-        fn: Callable[..., Any] = getattr(self._client, name)
-        return trio.from_thread.run(lambda: fn(*args, **kwargs), trio_token=self._token)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name in SyncClient._METHODS:
-            return lambda *args, **kwargs: self._call(name, *args, **kwargs)
-        raise AttributeError(name)
-
-    def close(self) -> None:
-        if self._stop is not None and self._token is not None and self._thread.is_alive():
-            stop = self._stop
-            trio.from_thread.run_sync(stop.set, trio_token=self._token)
-        self._thread.join()
-
-
 __all__ = [
     "Client",
     "DaemonNotRunning",
     "Subscription",
-    "SyncClient",
     "open_client",
     "start_daemon",
 ]

@@ -1,7 +1,7 @@
 """The client's topic operations: rewind, regenerate, edit-and-resend, fork, full history.
 
 A mixin of `Client` (one concept per module: these requests share their rules, documented in
-`hostd_protocol.client_messages`), so the sync client derives them like every other method.
+`hostd_protocol.client_messages`), so the sync client derives them like every other method (`sync_client.blocking`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,7 @@ from hostd_protocol.client_messages import (
     TopicResult,
 )
 
-__all__ = ["TOPIC_OP_METHODS", "TopicOps"]
-
-#: Request methods the sync client offers from this mixin.
-TOPIC_OP_METHODS = frozenset(
-    {"rewind", "regenerate", "edit_resend", "fork_topic", "history_all"}
-)
+__all__ = ["TopicOps"]
 
 
 class TopicOps:

@@ -79,7 +79,7 @@ def module_graph(package_dir: Path, *, typing_only: bool = True) -> dict[str, se
 
 def library(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph without the CLI (see rule 1)."""
-    keep = {m for m in graph if not m.startswith("hostd.cli")}
+    keep = {m for m in graph if m != "hostd.cli" and not m.startswith("hostd.cli.")}
     return {m: graph[m] & keep for m in keep}
 
 
