@@ -24,40 +24,37 @@ Rules this file guards:
 8. Driver events for a turn that is not running are ignored (no effects), never an error.
 
 Positions are explained in `hostd.core.runtime_rows`; the rules windows rebuild rows by in
-`hostd.core.transcript`.
+`hostd.core.transcript`. The runtime's concepts each have a module beside it, mixed in here:
+driver events and their table (`hostd.core.runtime_driver_events`), the queue
+(`hostd.core.runtime_queue`), rewind / resend / fork (`hostd.core.runtime_rewind`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from hostd.core.effects import (
-    DeleteRow,
     Effect,
-    Emit,
-    SaveResumeToken,
     SaveTopic,
     SaveTurn,
     StartTurn,
     ToDriver,
-    TouchRow,
 )
 from hostd.core.rows import LiveRow
 from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
+from hostd.core.runtime_driver_events import DriverEventOps
 from hostd.core.runtime_outbox import NoticeLevel, Outbox
+from hostd.core.runtime_queue import QueueOps
 from hostd.core.runtime_rewind import RewindOps, rewind_target
 from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.core.runtime_turn import Steer, Turn
 from hostd_protocol.client_messages import (
     ApprovalInfo,
-    DriverReady,
     MessageRow,
     Rolled,
-    RowAppended,
-    RowRemoved,
     SendDisposition,
     SendResult,
     Snapshot,
@@ -66,44 +63,21 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
     TurnStarted,
-    UsageUpdated,
 )
 from hostd_protocol.common import (
     Capabilities,
-    Chunk,
     SendIntent,
     TextDelta,
     TopicState,
     TurnStatus,
 )
 from hostd_protocol.driver_messages import (
-    ApiRetry,
-    ApprovalRequest,
-    ChunkEvent,
-    CompactionComplete,
-    CompactionError,
-    CompactionStart,
-    DriverEvent,
-    DriverFatal,
     Interrupt,
-    Log,
-    Notice,
-    Ready,
     Redirect,
-    ResumeToken,
     Send,
-    SteerBoundary,
-    SteerInjected,
-    SteerUndelivered,
-    TurnEnd,
-    UsageEvent,
-    Warmed,
 )
 from hostd_protocol.errors import (
-    DriverTurnError,
-    HostdError,
     InvalidArgument,
-    NotFound,
     NothingToStop,
     TopicBusy,
 )
@@ -135,12 +109,7 @@ _SEND: dict[tuple[str, str], SendDisposition | None] = {
 }
 
 
-# Which turn a driver event must name to be applied: "none" (any time), "match" (the running
-# turn), "match-or-blank" (the running turn; a blank turn_id means the running one).
-_TurnRule = Literal["none", "match", "match-or-blank"]
-
-
-class TopicRuntime(RewindOps):
+class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
     """Everything that happens to one topic, as a pure synchronous state machine.
 
     Every method returns the effects to carry out, in order, or raises a typed
@@ -246,11 +215,6 @@ class TopicRuntime(RewindOps):
         """The current row (for the store writer after `TouchRow`); None if it is gone."""
         live = self._book.get(row_id)
         return None if live is None else live.freeze()
-
-    def queued_row_ids(self) -> list[str]:
-        """Queued rows in the order they will run (steers in flight and drafts excluded)."""
-        steering = self._steer_rows()
-        return [r.id for r in self._book.queued() if r.id not in steering]
 
     # --- client requests ------------------------------------------------------------------
 
@@ -381,62 +345,6 @@ class TopicRuntime(RewindOps):
         self._approvals.arm(self._out)
         return self._done()
 
-    def edit_queued(self, row_id: str, text: str, now: float) -> list[Effect]:
-        """Replace the text of a queued or draft row.
-
-        Raises:
-            NotFound: no such row.
-            InvalidArgument: the row was sent already, or the text is empty.
-        """
-        live = self._unsent_row(row_id, "edited")
-        if not text.strip():
-            raise InvalidArgument("the new text is empty; discard the message instead")
-        parts: list[Chunk] = [TextDelta(text=text)]
-        self._out.row_changed(live, parts=parts)
-        return self._done()
-
-    def discard_queued(self, row_id: str, now: float) -> list[Effect]:
-        """Remove a queued or draft row.
-
-        Raises:
-            NotFound: no such row.
-            InvalidArgument: the row was sent already.
-        """
-        self._unsent_row(row_id, "discarded")
-        self._book.remove(row_id)
-        if self._next_up == row_id:
-            self._next_up = None
-        self._out.add(DeleteRow(row_id))
-        self._out.event(RowRemoved, row_id=row_id)
-        return self._done()
-
-    def send_now(self, row_id: str, now: float) -> list[Effect]:
-        """Run a queued or draft row next: at once when idle, else stop the running turn and
-        run the row when that turn has ended (never lost on the way: it stays `queued`).
-
-        Raises:
-            NotFound: no such row.
-            InvalidArgument: the row was sent already.
-        """
-        live = self._unsent_row(row_id, "sent now")
-        turn = self._turn
-        if turn is None:
-            self._start_turn(live)
-        else:
-            if live.status == "draft":
-                self._out.row_changed(live, status="queued")
-            self._next_up = row_id
-            if not turn.stopping:
-                self._begin_stop(turn)
-        return self._done()
-
-    def resume_queue(self, now: float) -> list[Effect]:
-        """Start the oldest queued row if no turn runs (after a restart, or a paused queue)."""
-        queued = self.queued_row_ids()
-        if self._turn is None and queued:
-            self._start_turn(self._book[queued[0]])
-        return self._done()
-
     def notice(
         self, code: str, message: str, level: NoticeLevel = "info", now: float = 0.0
     ) -> list[Effect]:
@@ -452,166 +360,6 @@ class TopicRuntime(RewindOps):
         topic = msgspec.structs.replace(self._topic, state=self.state, seq=self._out.seq + 1)
         self._out.event(TopicChanged, topic=topic)
         return self._done()
-
-    # --- driver side ----------------------------------------------------------------------
-
-    def driver_ready(self, capabilities: Capabilities, now: float) -> list[Effect]:
-        """A driver session for this topic (re)started with these capabilities."""
-        self._set_capabilities(capabilities)
-        return self._done()
-
-    def _set_capabilities(self, capabilities: Capabilities) -> None:
-        # Windows learn them from `DriverReady` when they were unknown or changed: a topic's
-        # first turn starts before its driver is up.
-        if self._caps_known and capabilities == self._caps:
-            return
-        self._caps = capabilities
-        self._caps_known = True
-        self._out.event(DriverReady, capabilities=capabilities)
-
-    def driver_event(self, event: DriverEvent, now: float) -> list[Effect]:
-        """Apply one driver event. Events for a turn that is not running are ignored."""
-        entry = _DRIVER_TABLE.get(type(event))
-        if entry is None:
-            return self._done()
-        handler, rule = entry
-        turn = self._turn
-        if rule != "none":
-            named: str = getattr(event, "turn_id", "")
-            if turn is None or not (named == turn.id or (rule == "match-or-blank" and not named)):
-                return self._done()  # a stray event of an ended (or never started) turn
-        handler(self, event, turn, now)
-        return self._done()
-
-    def driver_lost(self, error: HostdError, now: float) -> list[Effect]:
-        """The driver crashed or could not be opened, or the shell failed to set the turn up.
-
-        A running turn ends as `error` with `str(error)` (which includes the stderr tail), or as
-        `stopped` if a stop was already asked for; the partial answer is kept either way.
-        """
-        turn = self._turn
-        if turn is not None:
-            if turn.stopping:
-                self._end_turn(turn, "stopped", "", "")
-            else:
-                self._end_turn(turn, "error", str(error), error.code)
-        return self._done()
-
-    def tick(self, now: float) -> list[Effect]:
-        """Timers: deny every approval whose deadline has passed."""
-        self._approvals.expire(now, self._out)
-        return self._done()
-
-    # --- driver event handlers (see _DRIVER_TABLE) ----------------------------------------
-
-    def _on_ready(self, ev: Ready, turn: Turn | None, now: float) -> None:
-        self._set_capabilities(ev.capabilities)
-
-    def _on_chunk(self, ev: ChunkEvent, turn: Turn, now: float) -> None:
-        # The hot path: no row copy, no store write; the store reads the row at flush time.
-        live = self._book[turn.row_id]
-        if live.append(ev.chunk):
-            turn.output = True
-            out = self._out
-            out.seq += 1
-            out.effects.append(
-                Emit(RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=ev.chunk))
-            )
-            out.effects.append(TouchRow(live.id))
-
-    def _on_injected(self, ev: SteerInjected, turn: Turn, now: float) -> None:
-        turn.mark_injected(ev.steer_id)
-
-    def _on_boundary(self, ev: SteerBoundary, turn: Turn, now: float) -> None:
-        rolling = turn.take_rolling(set(ev.steer_ids))
-        if rolling:
-            self._roll(turn, rolling)
-
-    def _on_undelivered(self, ev: SteerUndelivered, turn: Turn, now: float) -> None:
-        for steer in turn.take_named(set(ev.steer_ids)):
-            # Its row is already `queued` at its acceptance position, so it runs as a next
-            # turn. After a stop it goes back to the windows instead, like every unsent steer.
-            if turn.stopping:
-                self._out.row_changed(self._book[steer.row_id], status="draft")
-
-    def _on_compaction_start(self, ev: CompactionStart, turn: Turn, now: float) -> None:
-        turn.compacting = True
-
-    def _on_compaction_complete(self, ev: CompactionComplete, turn: Turn, now: float) -> None:
-        anchor = ev.anchor
-        if not turn.finish_compaction(anchor):
-            return  # no boundary details, or a repeated completion
-        self._open_row(
-            role="marker",
-            status="success",
-            position=self._book.place(),
-            turn_id=turn.id,
-            anchor=anchor,
-        )
-        answer = self._book[turn.row_id]
-        if not answer.parts:
-            # Compaction before the answer said anything: the answer reads after the marker.
-            self._out.row_changed(answer, position=self._book.place())
-
-    def _on_compaction_error(self, ev: CompactionError, turn: Turn, now: float) -> None:
-        if turn.compacting:  # else a duplicate: the first one already told the windows
-            turn.compacting = False
-            reason = ev.message or "the driver gave no reason"
-            self._out.notice("compaction_failed", f"compaction failed: {reason}", "error")
-
-    def _on_approval(self, ev: ApprovalRequest, turn: Turn, now: float) -> None:
-        if ev.approval_id in self._approvals:
-            return  # a duplicate request: the first one is open or answered
-        info = ApprovalInfo(
-            id=ev.approval_id,
-            topic_id=self._tid,
-            turn_id=turn.id,
-            tool=ev.tool,
-            input=ev.input,
-            description=ev.description,
-            created_at=self._wall(),
-            options=list(ev.options),
-        )
-        if turn.stopping:
-            # Deny at once so the driver is not left waiting while it stops.
-            self._approvals.refuse(info, "the turn was stopped", self._out)
-        else:
-            self._approvals.request(info, now, self._out)
-
-    def _on_usage(self, ev: UsageEvent, turn: Turn, now: float) -> None:
-        self._out.event(UsageUpdated, turn_id=turn.id, usage=ev.usage)
-
-    def _on_resume_token(self, ev: ResumeToken, turn: Turn | None, now: float) -> None:
-        self._out.add(SaveResumeToken(ev.token))
-
-    def _on_api_retry(self, ev: ApiRetry, turn: Turn | None, now: float) -> None:
-        status = f" (HTTP {ev.error_status})" if ev.error_status is not None else ""
-        message = (
-            f"the model API request failed{status}; retry {ev.attempt} of {ev.max_retries} "
-            f"in {ev.retry_delay_ms / 1000:g} s"
-        )
-        self._out.notice("api_retry", message, "warning")
-
-    def _on_notice(self, ev: Notice, turn: Turn | None, now: float) -> None:
-        self._out.notice(ev.code, ev.message, "warning")
-
-    def _on_turn_end(self, ev: TurnEnd, turn: Turn, now: float) -> None:
-        error, code = ev.error, ev.error_code
-        if ev.status == "error":
-            # Never a bare "error": the user must see that it failed and where to look.
-            error = error or (
-                f"the {self._topic.driver or 'topic'} driver ended the turn with an error but "
-                "gave no reason; see the daemon log"
-            )
-            code = code or DriverTurnError.code
-        self._end_turn(turn, ev.status, error, code)
-
-    def _on_fatal(self, ev: DriverFatal, turn: Turn | None, now: float) -> None:
-        if turn is not None:
-            self._end_turn(turn, "stopped" if turn.stopping else "error", ev.message, ev.code)
-
-    def _on_nothing(self, ev: object, turn: Turn | None, now: float) -> None:
-        pass
 
     # --- transitions ----------------------------------------------------------------------
 
@@ -738,26 +486,6 @@ class TopicRuntime(RewindOps):
                 self._cut(rewind_target(self._book, self._tid, row_id, include))
         self._chain(turn, status)
 
-    def _chain(self, ended: Turn, status: TurnStatus) -> None:
-        """Start the next turn: the `send_now` pick, else the queue head when allowed."""
-        pick = self._book.get(self._next_up) if self._next_up else None
-        self._next_up = None
-        if pick is not None and pick.status in UNSENT_STATUSES:
-            self._start_turn(pick)
-            return
-        queued = self.queued_row_ids()
-        if not queued:
-            return
-        if status == "success" or ended.stopping:
-            self._start_turn(self._book[queued[0]])
-            return
-        self._out.notice(
-            "queue_paused",
-            f"{len(queued)} queued message(s) wait because the last turn ended with "
-            f"{status}; they run after the next turn that succeeds, or use send-now",
-            "warning",
-        )
-
     # --- helpers --------------------------------------------------------------------------
 
     def _done(self) -> list[Effect]:
@@ -767,45 +495,3 @@ class TopicRuntime(RewindOps):
             self._announced = state
             self._out.event(StateChanged, state=state)
         return self._out.take()
-
-    def _steer_rows(self) -> set[str]:
-        return self._turn.steer_rows() if self._turn else set()
-
-    def _unsent_row(self, row_id: str, verb: str) -> LiveRow:
-        live = self._book.get(row_id)
-        if live is None:
-            raise NotFound(f"row {row_id} does not exist in topic {self._tid}")
-        if row_id in self._steer_rows():
-            raise InvalidArgument(
-                f"row {row_id} was already handed to the driver as a steer and cannot be "
-                f"{verb}; it joins the answer or runs as the next turn"
-            )
-        if live.status not in UNSENT_STATUSES:
-            raise InvalidArgument(
-                f"row {row_id} is {live.status}; only queued or draft messages can be {verb}"
-            )
-        return live
-
-
-_Handler = Callable[[TopicRuntime, Any, Any, float], None]
-
-#: The driver-event transition table: event type -> (handler, which turn it must name).
-_DRIVER_TABLE: dict[type[Any], tuple[_Handler, _TurnRule]] = {
-    Ready: (TopicRuntime._on_ready, "none"),
-    Warmed: (TopicRuntime._on_nothing, "none"),
-    Log: (TopicRuntime._on_nothing, "none"),
-    ResumeToken: (TopicRuntime._on_resume_token, "none"),
-    ApiRetry: (TopicRuntime._on_api_retry, "none"),
-    Notice: (TopicRuntime._on_notice, "none"),
-    DriverFatal: (TopicRuntime._on_fatal, "none"),
-    ChunkEvent: (TopicRuntime._on_chunk, "match"),
-    SteerInjected: (TopicRuntime._on_injected, "match"),
-    SteerBoundary: (TopicRuntime._on_boundary, "match"),
-    SteerUndelivered: (TopicRuntime._on_undelivered, "match"),
-    ApprovalRequest: (TopicRuntime._on_approval, "match"),
-    UsageEvent: (TopicRuntime._on_usage, "match"),
-    TurnEnd: (TopicRuntime._on_turn_end, "match"),
-    CompactionStart: (TopicRuntime._on_compaction_start, "match-or-blank"),
-    CompactionComplete: (TopicRuntime._on_compaction_complete, "match-or-blank"),
-    CompactionError: (TopicRuntime._on_compaction_error, "match-or-blank"),
-}
