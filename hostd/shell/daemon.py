@@ -610,6 +610,9 @@ class Daemon:
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         check_send(msg.text, msg.history)  # refused: nothing is stored
+        if msg.also:
+            # Protocol 1.1 has the fields; the daemon side lands next (issue 20, lanes).
+            raise InvalidArgument("several answers to one message (also) are not supported yet")
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id

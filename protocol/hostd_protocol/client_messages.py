@@ -23,6 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from hostd_protocol.common import (
+    AnswerTarget,
     ApprovalOption,
     Capabilities,
     Chunk,
@@ -82,6 +83,17 @@ class MessageRow(_Frozen, frozen=True):
     #: The row left the visible history (a rewind, regenerate or edit-and-resend removed
     #: it). Only `History(all=True)` returns such rows; a snapshot never holds one.
     superseded: bool = False
+    #: Multi-answer turns (`SendMessage.also`): which answer this row is (0 = the topic's own
+    #: driver, 1.. = `also` in order). 0 on every other row.
+    lane: int = 0
+    #: An answer of a multi-answer turn that was not chosen (`ChooseAnswer`): shown, but not
+    #: part of the history later turns see.
+    alternative: bool = False
+    #: Who wrote this answer; set on every answer row of a multi-answer turn (lane 0 too).
+    target: AnswerTarget | None = None
+    #: The answer's own token usage; set on the answer rows of a multi-answer turn when
+    #: their lane ends.
+    usage: Usage | None = None
 
 
 ApprovalStatus = Literal["open", "allowed", "denied", "timed_out", "cancelled"]
@@ -104,6 +116,8 @@ class ApprovalInfo(_Frozen, frozen=True):
     options: list[ApprovalOption] = []
     #: The option chosen, once answered with one.
     option_id: str = ""
+    #: The lane (answer) of a multi-answer turn whose driver asks; 0 otherwise.
+    lane: int = 0
 
 
 class Snapshot(_Frozen, frozen=True):
@@ -209,6 +223,10 @@ class SendMessage(_Frozen, frozen=True, tag="send"):
     options: dict[str, Any] = {}
     #: Messages the client sends along (its own transcript); overlap with history is removed.
     history: list[HistoryMessage] = []
+    #: More answers to the same message, each in its own assistant row (lane 1, 2, ...),
+    #: streaming at the same time as the topic's own (lane 0). Such a turn is never steered:
+    #: intent `steer` is refused while one runs, `auto` queues. See `ChooseAnswer`.
+    also: list[AnswerTarget] = []
 
 
 class Stop(_Frozen, frozen=True, tag="stop"):
@@ -313,6 +331,19 @@ class ForkTopic(_Frozen, frozen=True, tag="fork-topic"):
     topic_id: str
     row_id: str
     title: str = ""
+
+
+class ChooseAnswer(_Frozen, frozen=True, tag="choose-answer"):
+    """Pick the answer of a multi-answer turn the conversation continues from: `row_id` (an
+    answer row with a `target`) loses `alternative`, the other answers of its turn get it
+    (`RowUpdated`). Later turns' history holds only the chosen answer. Without a choice, a
+    turn ends with its first successful answer chosen (lane 0 when it succeeded). Allowed
+    while that turn runs (the choice holds at its end); refused (`topic_busy`) while a later
+    turn runs. Answered by `Empty`."""
+
+    id: int
+    topic_id: str
+    row_id: str
 
 
 class ReadRow(_Frozen, frozen=True, tag="read-row"):
@@ -491,6 +522,7 @@ ClientMessage = (
     | Regenerate
     | EditResend
     | ForkTopic
+    | ChooseAnswer
     | ReadRow
     | PrewarmTopic
     | Status
@@ -692,6 +724,10 @@ class RowUpdated(_Frozen, frozen=True, tag="row-updated"):
     empty: bool | None = None
     #: Replaces all parts (used when a queued message is edited).
     parts: list[Chunk] | None = None
+    #: A multi-answer turn's answer was chosen (False) or not (True): see `ChooseAnswer`.
+    alternative: bool | None = None
+    #: The answer's own usage (multi-answer rows, at their lane's end).
+    usage: Usage | None = None
 
 
 class RowRemoved(_Frozen, frozen=True, tag="row-removed"):
@@ -722,6 +758,9 @@ class TurnStarted(_Frozen, frozen=True, tag="turn-started"):
     #: daemon started): `capabilities` is then a placeholder, and `driver-ready` follows with
     #: the real set as soon as the driver is up.
     capabilities_known: bool = False
+    #: A multi-answer turn: who answers in each lane, lane 0 (the topic's own) first. Empty
+    #: for an ordinary turn (one answer).
+    lanes: list[AnswerTarget] = []
 
 
 class DriverReady(_Frozen, frozen=True, tag="driver-ready"):
@@ -737,7 +776,9 @@ class DriverReady(_Frozen, frozen=True, tag="driver-ready"):
 
 
 class TurnEnded(_Frozen, frozen=True, tag="turn-ended"):
-    """Exactly one per turn, whatever happened."""
+    """Exactly one per turn, whatever happened. A multi-answer turn ends once, when every
+    lane has ended (each answer row has its own final status): `success` when any answer
+    succeeded, else `stopped` when it was stopped, else `error` with the first lane's error."""
 
     topic_id: str
     seq: int
@@ -784,10 +825,15 @@ class ApprovalResolved(_Frozen, frozen=True, tag="approval-resolved"):
 
 
 class UsageUpdated(_Frozen, frozen=True, tag="usage-updated"):
+    """The turn's usage so far (all its lanes together, so it can replace the last figure of
+    the turn); in a multi-answer turn `lane` says whose figure changed and `lane_usage` is it."""
+
     topic_id: str
     seq: int
     turn_id: str
     usage: Usage
+    lane: int = 0
+    lane_usage: Usage | None = None
 
 
 class NoticeEvent(_Frozen, frozen=True, tag="notice"):

@@ -15,7 +15,7 @@ import msgspec
 
 #: The protocol version both channels speak. Bump the major on an incompatible change; the
 #: handshake refuses a different major with `VersionMismatch`.
-PROTOCOL_VERSION: tuple[int, int] = (1, 0)
+PROTOCOL_VERSION: tuple[int, int] = (1, 1)
 
 RowStatus = Literal["queued", "pending", "success", "error", "stopped", "draft"]
 RowRole = Literal["user", "assistant", "marker"]
@@ -120,3 +120,14 @@ class HistoryMessage(_Frozen, frozen=True):
     role: Literal["system", "user", "assistant"]
     text: str
     id: str = ""
+
+
+class AnswerTarget(_Frozen, frozen=True):
+    """Who answers one lane of a multi-answer turn (`SendMessage.also`, `TurnStarted.lanes`,
+    `MessageRow.target`): an assistant (its config resolves driver and model), or a driver
+    with an optional model. Fields left empty fall back to the topic's: a target with only
+    `model` runs the topic's driver with that model. At least one field must be set."""
+
+    assistant: str = ""
+    driver: str = ""
+    model: str = ""

@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 0];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 1];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -79,6 +79,21 @@ export interface Detach {
   readonly topic_id: string;
 }
 
+/**
+ * Who answers one lane of a multi-answer turn (`SendMessage.also`, `TurnStarted.lanes`,
+ * `MessageRow.target`): an assistant (its config resolves driver and model), or a driver
+ * with an optional model. Fields left empty fall back to the topic's: a target with only
+ * `model` runs the topic's driver with that model. At least one field must be set.
+ */
+export interface AnswerTarget {
+  /** Default: `""` (omitted on the wire). */
+  readonly assistant?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly driver?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly model?: string;
+}
+
 /** One message of conversation history, as sent to stateless drivers or by clients. */
 export interface HistoryMessage {
   /** Default: `""` (omitted on the wire). */
@@ -90,6 +105,8 @@ export interface HistoryMessage {
 /** A user message. `intent` says what to do if a turn is running (see `SendIntent`). */
 export interface SendMessage {
   readonly type: "send";
+  /** Default: `[]` (omitted on the wire). */
+  readonly also?: AnswerTarget[];
   /** Default: `""` (omitted on the wire). */
   readonly client_msg_id?: string;
   /** Default: `[]` (omitted on the wire). */
@@ -228,6 +245,21 @@ export interface ForkTopic {
   readonly row_id: string;
   /** Default: `""` (omitted on the wire). */
   readonly title?: string;
+  readonly topic_id: string;
+}
+
+/**
+ * Pick the answer of a multi-answer turn the conversation continues from: `row_id` (an
+ * answer row with a `target`) loses `alternative`, the other answers of its turn get it
+ * (`RowUpdated`). Later turns' history holds only the chosen answer. Without a choice, a
+ * turn ends with its first successful answer chosen (lane 0 when it succeeded). Allowed
+ * while that turn runs (the choice holds at its end); refused (`topic_busy`) while a later
+ * turn runs. Answered by `Empty`.
+ */
+export interface ChooseAnswer {
+  readonly type: "choose-answer";
+  readonly id: number;
+  readonly row_id: string;
   readonly topic_id: string;
 }
 
@@ -437,6 +469,8 @@ export interface ApprovalInfo {
   readonly id: string;
   /** Default: `{}` (omitted on the wire). */
   readonly input?: Record<string, unknown>;
+  /** Default: `0` (omitted on the wire). */
+  readonly lane?: number;
   /** Default: `""` (omitted on the wire). */
   readonly option_id?: string;
   /** Default: `[]` (omitted on the wire). */
@@ -494,6 +528,20 @@ export interface ToolResult {
   readonly output: string;
 }
 
+/** Token and cost accounting for (part of) a turn. Fields the vendor does not report are 0. */
+export interface Usage {
+  /** Default: `0` (omitted on the wire). */
+  readonly cache_read_tokens?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly cache_write_tokens?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly cost_usd?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly input_tokens?: number;
+  /** Default: `0` (omitted on the wire). */
+  readonly output_tokens?: number;
+}
+
 /**
  * One row of a topic's history.
  *
@@ -501,6 +549,8 @@ export interface ToolResult {
  * A `marker` row (compaction anchor) has `anchor` set and is not a message.
  */
 export interface MessageRow {
+  /** Default: `false` (omitted on the wire). */
+  readonly alternative?: boolean;
   /** Default: `null` (omitted on the wire). */
   readonly anchor?: CompactionAnchor | null;
   /** Default: `0` (omitted on the wire). */
@@ -512,6 +562,8 @@ export interface MessageRow {
   /** Default: `""` (omitted on the wire). */
   readonly error_code?: string;
   readonly id: string;
+  /** Default: `0` (omitted on the wire). */
+  readonly lane?: number;
   /** Default: `{}` (omitted on the wire). */
   readonly meta?: Record<string, unknown>;
   /** Default: `[]` (omitted on the wire). */
@@ -521,11 +573,15 @@ export interface MessageRow {
   readonly status: "draft" | "error" | "pending" | "queued" | "stopped" | "success";
   /** Default: `false` (omitted on the wire). */
   readonly superseded?: boolean;
+  /** Default: `null` (omitted on the wire). */
+  readonly target?: AnswerTarget | null;
   readonly topic_id: string;
   /** Default: `""` (omitted on the wire). */
   readonly turn_id?: string;
   /** Default: `0` (omitted on the wire). */
   readonly updated_at?: number;
+  /** Default: `null` (omitted on the wire). */
+  readonly usage?: Usage | null;
 }
 
 /** Everything a window needs to draw a topic, consistent as of event `seq`. */
@@ -661,20 +717,6 @@ export interface Pong {
   readonly time?: number;
 }
 
-/** Token and cost accounting for (part of) a turn. Fields the vendor does not report are 0. */
-export interface Usage {
-  /** Default: `0` (omitted on the wire). */
-  readonly cache_read_tokens?: number;
-  /** Default: `0` (omitted on the wire). */
-  readonly cache_write_tokens?: number;
-  /** Default: `0` (omitted on the wire). */
-  readonly cost_usd?: number;
-  /** Default: `0` (omitted on the wire). */
-  readonly input_tokens?: number;
-  /** Default: `0` (omitted on the wire). */
-  readonly output_tokens?: number;
-}
-
 export interface TurnUsage {
   readonly turn_id: string;
   readonly usage: Usage;
@@ -790,6 +832,8 @@ export interface RowAppended {
 export interface RowUpdated {
   readonly type: "row-updated";
   /** Default: `null` (omitted on the wire). */
+  readonly alternative?: boolean | null;
+  /** Default: `null` (omitted on the wire). */
   readonly empty?: boolean | null;
   /** Default: `null` (omitted on the wire). */
   readonly error?: string | null;
@@ -806,6 +850,8 @@ export interface RowUpdated {
   readonly topic_id: string;
   /** Default: `null` (omitted on the wire). */
   readonly turn_id?: string | null;
+  /** Default: `null` (omitted on the wire). */
+  readonly usage?: Usage | null;
 }
 
 export interface RowRemoved {
@@ -852,6 +898,8 @@ export interface TurnStarted {
   readonly capabilities_known?: boolean;
   /** Default: `""` (omitted on the wire). */
   readonly driver?: string;
+  /** Default: `[]` (omitted on the wire). */
+  readonly lanes?: AnswerTarget[];
   /** Default: `""` (omitted on the wire). */
   readonly model?: string;
   readonly seq: number;
@@ -859,7 +907,11 @@ export interface TurnStarted {
   readonly turn_id: string;
 }
 
-/** Exactly one per turn, whatever happened. */
+/**
+ * Exactly one per turn, whatever happened. A multi-answer turn ends once, when every
+ * lane has ended (each answer row has its own final status): `success` when any answer
+ * succeeded, else `stopped` when it was stopped, else `error` with the first lane's error.
+ */
 export interface TurnEnded {
   readonly type: "turn-ended";
   /** Default: `false` (omitted on the wire). */
@@ -916,8 +968,16 @@ export interface ApprovalResolved {
   readonly topic_id: string;
 }
 
+/**
+ * The turn's usage so far (all its lanes together, so it can replace the last figure of
+ * the turn); in a multi-answer turn `lane` says whose figure changed and `lane_usage` is it.
+ */
 export interface UsageUpdated {
   readonly type: "usage-updated";
+  /** Default: `0` (omitted on the wire). */
+  readonly lane?: number;
+  /** Default: `null` (omitted on the wire). */
+  readonly lane_usage?: Usage | null;
   readonly seq: number;
   readonly topic_id: string;
   readonly turn_id: string;
@@ -1014,6 +1074,7 @@ export type ClientMessage =
   | Regenerate
   | EditResend
   | ForkTopic
+  | ChooseAnswer
   | ReadRow
   | PrewarmTopic
   | Status
@@ -1051,6 +1112,7 @@ export const CLIENT_MESSAGE_TYPES = [
   "regenerate",
   "edit-resend",
   "fork-topic",
+  "choose-answer",
   "read-row",
   "prewarm",
   "status",
