@@ -1,14 +1,18 @@
 """The driver conformance suite: what every hostd driver must do, checked through the supervisor.
 
-A driver's tests run it with a profile saying how to drive that driver:
+A driver's tests run it through the pytest plugin (`hostd.testing.plugin`), with a profile
+saying how to drive that driver:
 
-    from hostd.testing.conformance import CHECKS, ConformanceProfile
+    from hostd.testing.conformance import ConformanceProfile
 
-    PROFILE = ConformanceProfile(driver="scripted", turn_text="hello", ...)
+    @pytest.fixture
+    def hostd_conformance_profile():
+        return ConformanceProfile(driver="scripted", turn_text="hello", ...)
 
-    @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-    async def test_conformance(check, tmp_path):
-        await check(PROFILE, tmp_path)
+    def test_conformance(hostd_conformance):   # one test per check
+        hostd_conformance.run()
+
+(or call the checks in `CHECKS` directly: each is `async def check(profile, workdir)`).
 
 Each check starts its own `Supervisor` (real subprocesses), bounds itself with
 `trio.fail_after`, and asserts no process outlives it. Checks a profile cannot drive (no way

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from hostd.testing.conformance import CHECKS, Check
+from hostd.testing.conformance import ConformanceProfile
+from hostd.testing.plugin import ConformanceCheck
 from tests.acp.support import profile
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-async def test_acp_conformance(check: Check, tmp_path: Path) -> None:
-    await check(profile(tmp_path / "home"), tmp_path)
+@pytest.fixture
+def hostd_conformance_profile(tmp_path: Path) -> ConformanceProfile:
+    return profile(tmp_path / "home")
+
+
+def test_acp_conformance(hostd_conformance: ConformanceCheck) -> None:
+    hostd_conformance.run()

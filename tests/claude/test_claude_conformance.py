@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
+from hostd.testing.conformance import ConformanceProfile
+from hostd.testing.plugin import ConformanceCheck
 from hostd_claude_code.spec import SPEC
 from tests.claude.driver_peer import offline_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, hang, text, user_says
@@ -34,7 +35,7 @@ RULES = [
 
 
 @pytest.fixture(scope="module")
-def profile() -> Iterator[ConformanceProfile]:
+def hostd_conformance_profile() -> Iterator[ConformanceProfile]:
     with FakeAnthropicAPI(RULES) as api:
         yield ConformanceProfile(
             driver="claude-code",
@@ -90,8 +91,5 @@ def short_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-async def test_claude_code_conformance(
-    check: Check, profile: ConformanceProfile, short_dir: Path
-) -> None:
-    await check(profile, short_dir)
+def test_claude_code_conformance(hostd_conformance: ConformanceCheck, short_dir: Path) -> None:
+    hostd_conformance.run(short_dir)

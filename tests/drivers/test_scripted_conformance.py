@@ -1,4 +1,5 @@
-"""The conformance suite (hostd.testing.conformance) run against the scripted driver."""
+"""The conformance suite run against the scripted driver, through the pytest plugin
+(`hostd.testing.plugin`: the `hostd_conformance` fixture), as a driver author runs it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.testing.conformance import CHECKS, Check, ConformanceProfile
+from hostd.testing.conformance import ConformanceProfile
+from hostd.testing.plugin import ConformanceCheck
 from hostd_scripted.spec import SPEC
 
 PROFILE = ConformanceProfile(
@@ -40,9 +42,13 @@ KILLED = ConformanceProfile(
 )
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-async def test_scripted_conformance(check: Check, tmp_path: Path) -> None:
-    await check(PROFILE, tmp_path)
+@pytest.fixture
+def hostd_conformance_profile() -> ConformanceProfile:
+    return PROFILE
+
+
+def test_scripted_conformance(hostd_conformance: ConformanceCheck) -> None:
+    hostd_conformance.run()
 
 
 async def test_scripted_crash_by_kill(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 import trio
 
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.testing.conformance import CHECKS, Check, ConformanceProfile, collect_turn, serving
+from hostd.testing.conformance import ConformanceProfile, collect_turn, serving
+from hostd.testing.plugin import ConformanceCheck
 from hostd_openai.spec import SPEC
 from hostd_protocol.driver_messages import Send
 from tests.fakes.openai_api import FakeOpenAI, Hang, Rule, Text, anything, user_says
@@ -29,7 +30,7 @@ RULES = [
 
 
 @pytest.fixture(scope="module")
-def profile() -> Iterator[ConformanceProfile]:
+def hostd_conformance_profile() -> Iterator[ConformanceProfile]:
     with FakeOpenAI(RULES) as api:
         yield ConformanceProfile(
             driver="openai",
@@ -44,11 +45,8 @@ def profile() -> Iterator[ConformanceProfile]:
         )
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-async def test_openai_conformance(
-    check: Check, profile: ConformanceProfile, tmp_path: Path
-) -> None:
-    await check(profile, tmp_path)
+def test_openai_conformance(hostd_conformance: ConformanceCheck) -> None:
+    hostd_conformance.run()
 
 
 async def test_the_key_variable_named_by_the_assistant_reaches_this_driver_only(
