@@ -28,7 +28,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("hostd.client.async_client",),
     ("hostd.shell.daemon",),
-    ("hostd.shell.connection", "hostd.shell.topic_host"),
+    ("hostd.shell.connection", "hostd.shell.topic_host", "hostd.shell.topic_driver"),
     (
         "hostd.shell.turns",
         "hostd.shell.drivers.supervisor",

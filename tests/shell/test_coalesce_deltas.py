@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.core.transcript import PartsBuilder
-from hostd.shell.topic_host import coalesce_deltas
+from hostd.shell.topic_driver import coalesce_deltas
 from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall
 from hostd_protocol.driver_messages import ChunkEvent, SteerBoundary, TurnEnd
 

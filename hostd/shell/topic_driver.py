@@ -1,0 +1,305 @@
+"""The driver side of a `TopicHost`: its sessions, the ordered command queue, the event pump.
+
+Rules it guards (see `hostd.shell.topic_host` for the host's own):
+
+- Commands reach the driver in the order the runtime and the turn machine issued them: one
+  task (`_driver_loop`) writes them, `ResetSession`s included, so a rewind's session closes
+  before the next turn's `Send`.
+- A steer that arrives before its turn's `Send` was written (a topic's first turn, its driver
+  still opening) is held and written right after that `Send`, never dropped.
+- Driver events are taken in batches (every batch already waiting), coalesced
+  (`coalesce_deltas`) and applied without awaiting anything, so a slow window or disk never
+  slows the driver.
+- A session that ends during a turn, a command with no session to go to, and any exception
+  while writing (`turn_failure`) are the host's `_lost`: the running turn machine's `lost`
+  input (or the runtime's `driver_lost` when no machine runs). A session replaced on purpose
+  (a rewind) or closed with the host is no failure.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from hostd.core.effects import Effect, ResetSession
+from hostd.shell import trace
+from hostd.shell.turns import TurnRunner, turn_failure
+from hostd_protocol.common import TextDelta, ThinkingDelta
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    DriverEvent,
+    HostCommand,
+    Interrupt,
+    Redirect,
+    Send,
+    TurnEnd,
+)
+from hostd_protocol.errors import DriverCrashed, DriverError, HostdError
+from hostd_protocol.limits import MAX_CHUNK_CHARS
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from hostd.core.options import SessionOptions
+    from hostd.shell.drivers.supervisor import DriverSession, Supervisor
+    from hostd.shell.runtime_protocol import Runtime
+    from hostd_protocol.client_messages import TopicInfo
+
+__all__ = ["DriverLink", "coalesce_deltas"]
+
+log = logging.getLogger(__name__)
+
+
+def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
+    """Consecutive text (or thinking) deltas of one turn merged into one chunk.
+
+    The text is exactly the concatenation, so a row reads the same; what changes is that
+    the runtime, the encoder, every window's queue and the store see one event per pipe read
+    instead of one per chunk (the lever that keeps the daemon off the critical path). A merged
+    delta stays within `MAX_CHUNK_CHARS` (the limit `payload_bounds` split the driver's at).
+    """
+    if len(events) < 2:
+        return events
+    out: list[DriverEvent] = []
+    head: ChunkEvent | None = None
+    texts: list[str] = []
+    size = 0
+
+    def close() -> None:
+        if head is None:
+            return
+        if len(texts) == 1:
+            out.append(head)
+        else:
+            joined = "".join(texts)
+            merged = (
+                TextDelta(text=joined)
+                if isinstance(head.chunk, TextDelta)
+                else ThinkingDelta(text=joined)
+            )
+            out.append(ChunkEvent(turn_id=head.turn_id, chunk=merged))
+
+    for ev in events:
+        if isinstance(ev, ChunkEvent) and isinstance(ev.chunk, TextDelta | ThinkingDelta):
+            if (
+                head is not None
+                and ev.turn_id == head.turn_id
+                and type(ev.chunk) is type(head.chunk)
+                and size + len(ev.chunk.text) <= MAX_CHUNK_CHARS
+            ):
+                texts.append(ev.chunk.text)
+                size += len(ev.chunk.text)
+                continue
+            close()
+            head, texts, size = ev, [ev.chunk.text], len(ev.chunk.text)
+            continue
+        close()
+        head = None
+        out.append(ev)
+    close()
+    return out
+
+
+class DriverLink:
+    """The driver side of `TopicHost` (a mixin: one concept, kept beside its rules). The
+    host creates the command channel and the session state in its `__init__` and starts
+    `_driver_loop` in its nursery."""
+
+    topic_id: str
+    info: TopicInfo
+    runtime: Runtime
+    turns: TurnRunner
+    closed: bool
+    _supervisor: Supervisor
+    _resume_token: str | None
+    _interrupt_grace: float
+    _ops_send: trio.MemorySendChannel[tuple[str, HostCommand] | ResetSession]
+    _ops_recv: trio.MemoryReceiveChannel[tuple[str, HostCommand] | ResetSession]
+    _session: DriverSession | None
+    _fresh_session: bool
+    _resets_pending: int
+    _resets_done: trio.Event
+    _sent_turn: dict[str, str]
+    _early_steers: list[tuple[str, Redirect]]
+
+    if TYPE_CHECKING:  # provided by TopicHost
+
+        def apply(self, effects: list[Effect]) -> int: ...
+
+        def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+    @property
+    def session(self) -> DriverSession | None:
+        """The topic's own driver session, if one is open."""
+        return self._session
+
+    def queue_command(self, key: str, cmd: HostCommand) -> None:
+        """Write `cmd` to session `key` in order with every other command."""
+        self._ops_send.send_nowait((key, cmd))
+
+    def detach_session(self) -> None:
+        """Forget the topic's session so that its end is no failure: the next
+        `open_session` replaces it (a turn-scoped standalone workspace is a new working dir
+        each turn)."""
+        self._session = None
+
+    async def wait_resets(self) -> None:
+        """Until every queued `ResetSession` has closed its session."""
+        while self._resets_pending:
+            await self._resets_done.wait()
+
+    async def open_session(self, opts: SessionOptions) -> DriverSession:
+        """Open the topic's own session (resuming with its token) and start its pump."""
+        session = await self._supervisor.open(self.topic_id, opts, self._resume_token)
+        self._session = session
+        self._fresh_session = not self._resume_token
+        self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
+        self.start_soon(self._pump, session)
+        return session
+
+    def _lost(self, error: HostdError) -> None:
+        if self.closed:
+            return  # deleted or shutting down: its session was closed on purpose
+        log.warning("topic %s: driver lost: %s", self.topic_id, error)
+        machine = self.turns.machine
+        if machine is not None and not machine.over:
+            self.turns.feed(machine, partial(machine.lost, error))
+        else:
+            self.apply(self.runtime.driver_lost(error, trio.current_time()))
+
+    async def _driver_loop(self) -> None:
+        async for op in self._ops_recv:
+            try:
+                if isinstance(op, ResetSession):
+                    try:
+                        # Rewind / fork: the vendor session goes, in order with the commands.
+                        session, self._session = self._session, None
+                        if session is not None:
+                            await self._supervisor.close(self.topic_id)
+                    finally:
+                        self._resets_pending -= 1
+                        if not self._resets_pending:
+                            self._resets_done.set()
+                            self._resets_done = trio.Event()
+                    continue
+                await self._write(*op)
+            except Exception as exc:  # the turn boundary's map: see turn_failure
+                self._lost(turn_failure(exc, self.topic_id))
+
+    async def _write(self, key: str, cmd: HostCommand) -> None:
+        if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
+            return  # its turn already ended (e.g. stopped while a hook ran)
+        session = self._session if key == self.topic_id else self.turns.session_for(key)
+        if isinstance(cmd, Redirect) and self._sent_turn.get(key) != cmd.turn_id:
+            if cmd.turn_id == self.runtime.active_turn_id:
+                self._early_steers.append((key, cmd))
+            # Else its turn ended before it started: the runtime hands the steer back.
+            return
+        if session is None:
+            self._lost(
+                DriverCrashed(
+                    f"no driver session is open for {type(cmd).__name__}",
+                    driver=self.info.driver,
+                )
+            )
+            return
+        if isinstance(cmd, Interrupt):
+            # interrupt() waits for the turn end (or kills): do not hold up later commands.
+            self.start_soon(self._interrupt, session, cmd.turn_id)
+            return
+        if isinstance(cmd, Send) and key == self.topic_id:
+            self._supervisor.mark_busy(self.topic_id)
+            if self._fresh_session and not session.capabilities.needs_history:
+                # A new vendor session (rewind, fork, lost resume token): it gets the host's
+                # history, so the model sees what the windows see.
+                cmd = msgspec.structs.replace(cmd, history=self.runtime.history_for(cmd.message_id))
+            self._fresh_session = False
+        try:
+            await session.send(cmd)
+            if isinstance(cmd, Send):
+                await self._send_early_steers(key, session, cmd.turn_id)
+        except DriverError as exc:
+            self._lost(exc)
+        if trace.ENABLED and isinstance(cmd, Send) and key == self.topic_id:
+            # Here, not in the session: a prewarmed spare's session has no topic id.
+            trace.send_out(self.topic_id)
+
+    async def _send_early_steers(self, key: str, session: DriverSession, turn_id: str) -> None:
+        self._sent_turn[key] = turn_id
+        early, self._early_steers = self._early_steers, []
+        for held_key, steer in early:
+            if held_key == key and steer.turn_id == turn_id:
+                await session.send(steer)
+            elif steer.turn_id == self.runtime.active_turn_id:
+                self._early_steers.append((held_key, steer))
+
+    async def _interrupt(self, session: DriverSession, turn_id: str) -> None:
+        try:
+            await session.interrupt(turn_id, self._interrupt_grace)
+        except DriverError as exc:
+            log.info("topic %s: interrupt: %s", self.topic_id, exc)
+
+    async def _pump(self, session: DriverSession) -> None:
+        from hostd.shell.drivers.supervisor import SessionEnded
+
+        ended: SessionEnded | None = None
+        events_in = session.events
+        while ended is None:
+            try:
+                item = await events_in.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            # Take every batch already waiting too: a pump that fell behind catches up with
+            # fewer, longer deltas (coalesce_deltas), never with different text.
+            batch: list[DriverEvent] = []
+            while True:
+                if isinstance(item, SessionEnded):
+                    ended = item
+                    break
+                if trace.ENABLED:
+                    trace.batch_taken(item, first=not batch)
+                batch.extend(item)
+                try:
+                    item = events_in.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+            if batch:
+                self.feed(batch, trio.current_time())
+                if trace.ENABLED:
+                    trace.batch_done()
+                if self.runtime.active_turn_id is None:
+                    self._supervisor.mark_idle(self.topic_id)
+        if self._session is not session:
+            return  # replaced on purpose (a rewind) or closed with the host: not a failure
+        self._session = None
+        error = ended.error if ended is not None else None
+        if error is None and self.runtime.active_turn_id is not None:
+            error = DriverCrashed("the driver session ended during a turn", driver=self.info.driver)
+        if error is not None:
+            self._lost(error)
+
+    def feed(self, batch: list[DriverEvent], now: float) -> None:
+        """One pipe read of driver events into the runtime. The running turn's `TurnEnd` goes
+        to its machine instead (a next hook or a retry may follow); its chunks go to both
+        (the machine records tool steps and the answer a next hook reads)."""
+        turns = self.turns
+        for event in coalesce_deltas(batch):
+            machine = turns.machine
+            ours = (
+                machine is not None
+                and not machine.over
+                and isinstance(event, TurnEnd | ChunkEvent)
+                and event.turn_id == machine.turn_id
+            )
+            if ours and isinstance(event, TurnEnd):
+                assert machine is not None
+                turns.feed(machine, partial(machine.driver_end, event))
+                continue
+            self.apply(self.runtime.driver_event(event, now))
+            if ours and isinstance(event, ChunkEvent):
+                assert machine is not None
+                turns.feed(machine, partial(machine.chunk, event.chunk))
