@@ -81,13 +81,20 @@ class TurnInfo:
 
 @dataclass(frozen=True)
 class StepPrep:
-    """What prepare-step observers may adjust before a driver step: the input text, the
-    options and the history. Observers return a (modified) copy."""
+    """One driver step about to be sent, as observers' `prepare_step` sees it: exactly what
+    the driver will get (`text`, per-step `options`, and `history`, empty for a driver that
+    keeps its own). An observer returns a (modified) copy, and the copy is what is sent; the
+    stored user row keeps the user's text. Called before each step's first send: the turn's
+    first, each `Continue`, a delegated child's first (a retry resends the prepared step)."""
 
     turn_id: str
     text: str
     options: Mapping[str, Any]
     history: Sequence[HistoryMessage] = ()
+    topic_id: str = ""
+    #: The assistant whose step it is (a delegated child's own) and its delegation depth.
+    assistant: str = ""
+    depth: int = 0
 
     def with_options(self, **changes: Any) -> StepPrep:
         return replace(self, options={**self.options, **changes})

@@ -11,8 +11,8 @@ Rules this module guards:
   config (the assistant and roles, read by the shell) -> options and connector
   (`hostd.core.options.session_options`) -> create hook (may change options or delegate) ->
   session open (workspace created by the shell) -> history (stored window + the client's
-  transcript, overlap removed) -> driver turn (tool steps, bounded retries) -> next hook
-  (continue, delegate, finish) -> end. Permission is checked before the runtime accepts the
+  transcript, overlap removed) -> [observers prepare the step] -> driver turn (tool steps,
+  bounded retries) -> next hook (continue, delegate, finish) -> end. Permission is checked before the runtime accepts the
   message (a refusal leaves nothing behind), so it is not a phase here.
 - Every input in every phase has an outcome (the table is total: `test_turn_machine` checks
   it). An input a phase does not expect is ignored there (`_ignore`): a late hook result
@@ -21,6 +21,8 @@ Rules this module guards:
   the one `TurnEnded`), then waits in `ENDING` for that `TurnEnded` (`turn_ended`). The
   runtime may also end a turn by itself (a deleted topic): `turn_ended` is accepted in
   every phase, and seals the steps either way.
+- Observers' `prepare_step` (only when one is installed: `prepare`) sees each step before its
+  first send and decides what is sent; it runs like a hook: a stop cancels it.
 - Stop: a running hook is cancelled (`CancelHook`) and the turn ends `stopped` at once; while
   the driver answers, the runtime's `Interrupt` goes to `session_key` and the driver's end
   passes (as `stopped`). Any failure (`lost`: a session that cannot open or broke, a send
@@ -53,6 +55,7 @@ from hostd.core.hook_api import (
     ErrorInfo,
     Finish,
     HookContext,
+    StepPrep,
     TurnInfo,
     UpdateOptions,
 )
@@ -67,6 +70,7 @@ from hostd.core.turn_effects import (
     LoadConfig,
     Notify,
     OpenSession,
+    PrepareStep,
     RunHook,
     SaveSteps,
     SendToDriver,
@@ -99,6 +103,7 @@ class Phase(enum.Enum):
     CONFIG = "config"  # LoadConfig out: the frame's assistant and the roles
     CREATE_HOOK = "create_hook"  # RunHook(create) out
     OPENING = "opening"  # OpenSession out
+    PREPARING = "preparing"  # PrepareStep out: the observers decide what the step sends
     DRIVING = "driving"  # SendToDriver out: the driver answers until its TurnEnd
     RETRY = "retry"  # AskRetry out: run the failed step again?
     NEXT_HOOK = "next_hook"  # RunHook(next) out
@@ -142,6 +147,8 @@ class TurnMachine:
         transcript: The client's own transcript sent with the message (history overlap).
         profile: The requester's profile (role resolution, hook context).
         ask_retry: Whether observers can ask for retries (else a failed step just ends).
+        prepare: Whether observers prepare each step (`PrepareStep`; else it goes straight
+            to the driver).
         now: Monotonic seconds; every input takes `now` too.
     """
 
@@ -152,6 +159,7 @@ class TurnMachine:
     transcript: list[HistoryMessage] = field(default_factory=list)
     profile: str = ""
     ask_retry: bool = False
+    prepare: bool = False
     phase: Phase = Phase.CONFIG
     frames: list[Frame] = field(default_factory=list)
     record: TurnRecord = field(init=False)
@@ -166,7 +174,8 @@ class TurnMachine:
     answer: list[str] = field(default_factory=list)
     attempts: int = 0
     child_keys: list[str] = field(default_factory=list)
-    #: The last Send of the current step (a retry sends it again).
+    #: The last Send of the current step (a retry sends it again; while PREPARING, the one
+    #: the observers are preparing).
     last_send: Send | None = None
 
     def __post_init__(self) -> None:
@@ -229,6 +238,10 @@ class TurnMachine:
 
     def session_opened(self, key: str, capabilities: Capabilities, now: float) -> list[TurnEffect]:
         return self._input("session_opened", now, key, capabilities)
+
+    def step_prepared(self, prep: StepPrep, now: float) -> list[TurnEffect]:
+        """The observers' `prepare_step` chain returned: send what it says."""
+        return self._input("step_prepared", now, prep)
 
     def chunk(self, chunk: Chunk, now: float) -> list[TurnEffect]:
         """A chunk of the answer (tool steps, the text a next hook reads)."""
@@ -358,7 +371,14 @@ class TurnMachine:
                 options=frame.options,
                 history=frame.history if capabilities.needs_history else [],
             )
-        return self._drive(frame, send, now)
+        return self._step(frame, send, now)
+
+    def _on_prepared(self, now: float, prep: StepPrep) -> list[TurnEffect]:
+        assert self.last_send is not None
+        send = replace_send(
+            self.last_send, text=prep.text, options=dict(prep.options), history=list(prep.history)
+        )
+        return self._drive(self.frames[-1], send, now)
 
     def _on_chunk(self, now: float, chunk: Chunk) -> list[TurnEffect]:
         self.record.partial = True
@@ -430,14 +450,14 @@ class TurnMachine:
         if self.phase is Phase.DRIVING:
             return []  # the runtime's Interrupt is on its way; the driver's end passes
         out: list[TurnEffect] = []
-        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK):
+        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK, Phase.PREPARING):
             out = [CancelHook(), *self._end_hook_step(now, status="stopped")]
         self.held = None
         return [*out, *self._end("stopped", "", "")]
 
     def _on_lost(self, now: float, error: HostdError) -> list[TurnEffect]:
         out: list[TurnEffect] = []
-        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK):
+        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK, Phase.PREPARING):
             out = [CancelHook(), *self._end_hook_step(now, error)]
         if self.llm is not None:
             self.record.end_step(self.llm, now, "error", str(error), error.code)
@@ -452,7 +472,7 @@ class TurnMachine:
         self, now: float, status: TurnStatus, error: str, error_code: str
     ) -> list[TurnEffect]:
         out: list[TurnEffect] = []
-        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK):
+        if self.phase in (Phase.CREATE_HOOK, Phase.NEXT_HOOK, Phase.PREPARING):
             out.append(CancelHook())
         self.phase = Phase.ENDED
         self.record.set_status(status, error, error_code)
@@ -534,6 +554,23 @@ class TurnMachine:
             self.sandbox_step = self.record.begin_step("sandbox", now, detail, depth=frame.depth)
         return [OpenSession(frame.key, frame.session, root=frame.depth == 0)]
 
+    def _step(self, frame: Frame, send: Send, now: float) -> list[TurnEffect]:
+        """A new driver step: prepared by the observers first when one prepares steps."""
+        if not self.prepare:
+            return self._drive(frame, send, now)
+        self.phase = Phase.PREPARING
+        self.last_send = send
+        prep = StepPrep(
+            turn_id=self.turn_id,
+            text=send.text,
+            options=dict(send.options),
+            history=tuple(send.history),
+            topic_id=self.topic.id,
+            assistant=frame.assistant.name if frame.assistant else frame.assistant_name,
+            depth=frame.depth,
+        )
+        return [PrepareStep(prep)]
+
     def _drive(self, frame: Frame, send: Send, now: float) -> list[TurnEffect]:
         self.phase = Phase.DRIVING
         self.last_send = send
@@ -567,7 +604,7 @@ class TurnMachine:
             history=frame.history if caps.needs_history else [],
             options=frame.options,
         )
-        return self._drive(frame, send, now)
+        return self._step(frame, send, now)
 
     def _delegate(self, delegate: Delegate, now: float) -> list[TurnEffect]:
         parent = self.frames[-1]
@@ -621,6 +658,7 @@ INPUTS = (
     "hook_returned",
     "hook_failed",
     "session_opened",
+    "step_prepared",
     "chunk",
     "driver_end",
     "retry_decided",
@@ -650,6 +688,7 @@ TABLE: Mapping[Phase, Mapping[str, Handler]] = {
         {**_ANY, "hook_returned": _T._on_hook_returned, "hook_failed": _T._on_hook_failed}
     ),
     Phase.OPENING: _row({**_ANY, "session_opened": _T._on_session_opened}),
+    Phase.PREPARING: _row({**_ANY, "step_prepared": _T._on_prepared}),
     Phase.DRIVING: _row({**_ANY, "chunk": _T._on_chunk, "driver_end": _T._on_driver_end}),
     Phase.RETRY: _row({**_ANY, "retry_decided": _T._on_retry}),
     Phase.NEXT_HOOK: _row(
@@ -675,6 +714,7 @@ __all__ = [
     "Notify",
     "OpenSession",
     "Phase",
+    "PrepareStep",
     "RunHook",
     "SaveSteps",
     "SendToDriver",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hostd.core.hook_api import ErrorInfo, HookContext
+from hostd.core.hook_api import ErrorInfo, HookContext, StepPrep
 from hostd.core.options import SessionOptions
 from hostd.core.turn_record import TurnOutcome
 from hostd_protocol.driver_messages import Send, TurnEnd
@@ -30,7 +30,7 @@ class RunHook:
 
 @dataclass(frozen=True)
 class CancelHook:
-    """Cancel the running hook; its result, if any, is not fed."""
+    """Cancel the running hook (or `PrepareStep`); its result, if any, is not fed."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,14 @@ class OpenSession:
     key: str
     options: SessionOptions
     root: bool
+
+
+@dataclass(frozen=True)
+class PrepareStep:
+    """Offer the step to the observers' `prepare_step` chain (cancellable, like a hook) ->
+    `step_prepared` with what to send."""
+
+    prep: StepPrep
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ TurnEffect = (
     | RunHook
     | CancelHook
     | OpenSession
+    | PrepareStep
     | SendToDriver
     | AppendText
     | AskRetry
@@ -120,6 +129,7 @@ __all__ = [
     "LoadConfig",
     "Notify",
     "OpenSession",
+    "PrepareStep",
     "RunHook",
     "SaveSteps",
     "SendToDriver",

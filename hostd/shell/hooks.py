@@ -12,8 +12,12 @@ Two kinds, with different error policies on purpose:
   first, then entry points sorted by name) with these rules:
     * `turn_start` / `turn_finish` / `step` / `tool` / `usage`: every observer in order; one
       that raises is logged and skipped, the rest still run;
-    * `prepare_step`: a chain, each observer gets the previous one's result; one that raises
-      (or returns the wrong type) is logged and skipped, its input passed on unchanged;
+    * `prepare_step`: before each driver step is sent (the turn's first, each continue, a
+      delegated child's first; not a retry), a chain: each observer gets the previous one's
+      `StepPrep` and returns what to send; one that raises (or returns the wrong type) is
+      logged and skipped, its input passed on unchanged. A stop cancels it; a chain slower
+      than `turns.PREPARE_STEP_TIMEOUT` is given up (the step goes unprepared). Only when an
+      observer overrides it does a turn wait for it at all (`ObserverChain.prepares`);
     * `error`: every observer runs; any one may ask for a retry; retries are bounded by
       `max_retries`.
 
@@ -167,6 +171,16 @@ class ObserverChain:
     def __init__(self, observers: Iterable[object] = (), *, max_retries: int = 2) -> None:
         self.observers: list[object] = list(observers)
         self.max_retries = max_retries
+
+    @property
+    def prepares(self) -> bool:
+        """Whether an observer prepares steps (one that keeps `TurnObserver`'s no-op does
+        not): only then does a turn offer each step to `prepare_step` before sending it."""
+        for obs in self.observers:
+            fn = getattr(obs, "prepare_step", None)
+            if fn is not None and getattr(fn, "__func__", fn) is not TurnObserver.prepare_step:
+                return True
+        return False
 
     async def _each(self, method: str, *args: Any) -> None:
         for obs in self.observers:

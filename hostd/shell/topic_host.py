@@ -476,6 +476,7 @@ class TopicHost(DriverLink):
             now=time.time(),
             transcript=services.take_transcript(self.topic_id, self.runtime.row(send.message_id)),
             ask_retry=bool(services.observers.observers),
+            prepare=services.observers.prepares,
         )
         self.turns.begin(machine)
 

@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 MAX_PENDING_TRANSCRIPTS = 256
 #: What `continue` sends when the failed turn had already answered part of its input.
 CONTINUE_PROMPT = "Continue exactly where you stopped; do not repeat what you already wrote."
+#: The observers' `prepare_step` chain gets this long per step, then the step goes unprepared.
+PREPARE_STEP_TIMEOUT = 30.0
 
 
 # --- configuration, read once per change -------------------------------------------------------
@@ -465,6 +467,8 @@ class TurnRunner:
                     self._spawn(machine, self._load_config, eff)
             elif isinstance(eff, fx.RunHook):
                 self._spawn(machine, self._run_hook, eff)
+            elif isinstance(eff, fx.PrepareStep):
+                self._spawn(machine, self._prepare_step, eff)
             elif isinstance(eff, fx.OpenSession):
                 # A task even for an open session: a `ResetSession` (rewind, fork) queued
                 # before it must close that session first.
@@ -509,6 +513,27 @@ class TurnRunner:
                 if self._hook_scope is scope:
                     self._hook_scope = None
             self.feed(machine, partial(machine.hook_returned, result))
+
+    async def _prepare_step(self, machine: TurnMachine, eff: fx.PrepareStep) -> None:
+        """The observers' `prepare_step` chain, cancellable like a hook (a stop). Observers
+        never break a turn: one that raises is skipped (`ObserverChain`), and a chain that
+        takes longer than `PREPARE_STEP_TIMEOUT` is given up: the step goes as it was."""
+        with trio.CancelScope() as scope:
+            self._hook_scope = scope
+            try:
+                prep = eff.prep
+                with trio.move_on_after(PREPARE_STEP_TIMEOUT) as bound:
+                    prep = await self.services.observers.prepare_step(eff.prep)
+                if bound.cancelled_caught:
+                    log.warning(
+                        "topic %s: observers' prepare_step took over %.0f s; step sent unprepared",
+                        self.host.topic_id,
+                        PREPARE_STEP_TIMEOUT,
+                    )
+            finally:
+                if self._hook_scope is scope:
+                    self._hook_scope = None
+            self.feed(machine, partial(machine.step_prepared, prep))
 
     async def _open(self, machine: TurnMachine, eff: fx.OpenSession) -> None:
         host = self.host

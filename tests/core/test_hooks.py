@@ -171,6 +171,20 @@ async def test_prepare_step_chain_passes_results_and_skips_failures() -> None:
     assert log == ["a.prepare", "b.prepare", "c.prepare"]
 
 
+def test_a_chain_prepares_steps_only_when_an_observer_overrides_prepare_step() -> None:
+    class Watcher(TurnObserver):
+        def turn_start(self, info: TurnInfo) -> None:
+            pass
+
+    class Plain:  # no TurnObserver base: only what it defines counts
+        def step(self, info: TurnInfo, step: StepRecord) -> None:
+            pass
+
+    assert not ObserverChain([]).prepares
+    assert not ObserverChain([UsageAccounting(), Watcher(), Plain()]).prepares
+    assert ObserverChain([Watcher(), Recorder("r", [])]).prepares
+
+
 async def test_error_runs_every_observer_and_any_may_retry_bounded() -> None:
     log: list[str] = []
     chain = ObserverChain(

@@ -8,7 +8,7 @@ turn ends exactly once and stores its steps once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from hostd.core.assistants import AssistantConfig, RolesConfig, RoleTarget, Workdir
-from hostd.core.hook_api import Continue, Delegate, Finish, UpdateOptions
+from hostd.core.hook_api import Continue, Delegate, Finish, StepPrep, UpdateOptions
 from hostd.core.turn import (
     INPUTS,
     MAX_CONTINUES,
@@ -32,6 +32,7 @@ from hostd.core.turn import (
     Notify,
     OpenSession,
     Phase,
+    PrepareStep,
     RunHook,
     SaveSteps,
     SendToDriver,
@@ -283,6 +284,35 @@ def test_retries_are_bounded() -> None:
     assert [s[:2] for s in steps(m)] == [("llm", "error")] * (MAX_RETRIES + 1)
 
 
+def test_observers_prepare_each_step_and_decide_what_is_sent() -> None:
+    m = machine(prepare=True, ask_retry=True, send=send(options={"k": 1}))
+    m.start(0.0)
+    m.config_loaded(AssistantConfig(name="a", next_hook="m:n"), ROLES, 0.0)
+    eff = m.session_opened("tp1", OK, 0.0)
+    prep = only(eff, PrepareStep).prep
+    assert prep == StepPrep(
+        turn_id="t1", text="hello", options={"k": 1}, topic_id="tp1", assistant="a", depth=0
+    )
+    assert (kinds(eff), m.phase) == (["PrepareStep"], Phase.PREPARING)
+    # What the chain returns is what the driver gets (the user row keeps its id and text).
+    eff = m.step_prepared(replace(prep.with_options(k=2), text="HELLO"), 0.0)
+    sent = only(eff, SendToDriver).send
+    assert (sent.text, sent.options, sent.message_id) == ("HELLO", {"k": 2}, "r1")
+    assert m.phase is Phase.DRIVING
+    # A retry resends the prepared step; a continue is a new step, prepared again.
+    failed = TurnEnd(turn_id="t1", status="error", error="overloaded")
+    m.driver_end(failed, 0.0)
+    assert only(m.retry_decided(True, 0.0), SendToDriver).send == sent
+    m.driver_end(TurnEnd(turn_id="t1", status="success"), 0.0)
+    again = only(m.hook_returned(Continue("again"), 0.0), PrepareStep).prep
+    assert (again.text, again.options) == ("again", {"k": 1})
+    # A stop while the observers prepare cancels them and ends the turn.
+    eff = m.stop(0.0)
+    assert kinds(eff) == ["CancelHook", "EndTurn"]
+    assert end_of(m, eff).status == "stopped"
+    assert m.step_prepared(again, 0.0) == []  # a late result is ignored
+
+
 def test_history_window_and_client_transcript_overlap() -> None:
     stored = [HistoryMessage(role="user", text=f"u{i}") for i in range(5)]
     m = machine(
@@ -336,6 +366,7 @@ class Shell:
     config: list[LoadConfig] = field(default_factory=list)
     hook: RunHook | None = None
     opening: list[OpenSession] = field(default_factory=list)
+    preparing: PrepareStep | None = None
     driving: bool = False
     ask: bool = False
     ends: list[TurnEnd] = field(default_factory=list)
@@ -352,13 +383,18 @@ class WholeTurn(RuleBasedStateMachine):
         self.shell = Shell()
 
     @precondition(lambda self: self.m is None)
-    @rule(root=st.sampled_from(sorted(ASSISTANTS)), ask_retry=st.booleans())
-    def start(self, root: str, ask_retry: bool) -> None:
+    @rule(root=st.sampled_from(sorted(ASSISTANTS)), ask_retry=st.booleans(), prepare=st.booleans())
+    def start(self, root: str, ask_retry: bool, prepare: bool) -> None:
         topic = TopicInfo(
             id="tp1", title="", assistant=root, driver="scripted", created_at=0.0, updated_at=0.0
         )
         self.m = TurnMachine(
-            topic=topic, send=send(), workspaces="/ws", now=0.0, ask_retry=ask_retry
+            topic=topic,
+            send=send(),
+            workspaces="/ws",
+            now=0.0,
+            ask_retry=ask_retry,
+            prepare=prepare,
         )
         self.run(self.m.start(0.0))
 
@@ -372,6 +408,10 @@ class WholeTurn(RuleBasedStateMachine):
                 s.hook = e
             elif isinstance(e, CancelHook):
                 s.hook = None
+                s.preparing = None
+            elif isinstance(e, PrepareStep):
+                assert s.preparing is None and s.hook is None, "two user calls at once"
+                s.preparing = e
             elif isinstance(e, OpenSession):
                 s.opening.append(e)
             elif isinstance(e, SendToDriver):
@@ -429,6 +469,14 @@ class WholeTurn(RuleBasedStateMachine):
             self.run(self.m.session_opened(opening.key, caps, 1.0))
         else:
             self.run(self.m.lost(DriverCrashed("cannot start", driver="d"), 1.0))
+
+    @precondition(lambda self: self.live() and self.shell.preparing is not None)
+    @rule(rewrite=st.booleans())
+    def answer_prepare(self, rewrite: bool) -> None:
+        assert self.m is not None and self.shell.preparing is not None
+        prep = self.shell.preparing.prep
+        self.shell.preparing = None
+        self.run(self.m.step_prepared(replace(prep, text="x") if rewrite else prep, 1.0))
 
     @precondition(lambda self: self.live() and self.shell.driving)
     @rule(status=st.sampled_from(["success", "error", "stopped"]), tool=st.booleans())
@@ -493,7 +541,7 @@ class WholeTurn(RuleBasedStateMachine):
         """A live turn always waits on something the shell will answer (no silent hang)."""
         if self.live():
             s = self.shell
-            waiting = bool(s.config or s.hook or s.opening or s.driving or s.ask)
+            waiting = bool(s.config or s.hook or s.opening or s.preparing or s.driving or s.ask)
             assert waiting, self.m.phase if self.m else None
 
     def teardown(self) -> None:

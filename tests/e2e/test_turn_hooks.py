@@ -5,6 +5,7 @@ in this module."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,15 @@ import trio
 from hostd.client import open_client
 from hostd.shell.daemon import Daemon, DaemonConfig, serve_daemon
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.hooks import Delegate, Finish, HookContext, ObserverChain, TurnObserver
+from hostd.shell.hooks import (
+    Continue,
+    Delegate,
+    Finish,
+    HookContext,
+    ObserverChain,
+    StepPrep,
+    TurnObserver,
+)
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import Snapshot, TopicEvent, TurnEnded
 from hostd_protocol.common import TextDelta
@@ -58,6 +67,11 @@ scenario = "/text never"
 [hooks]
 create = "{HERE}:explode"
 """,
+    "two_steps": f"""
+driver = "scripted"
+[hooks]
+next = "{HERE}:continue_once"
+""",
     "broken_next": f"""
 driver = "scripted"
 [options]
@@ -79,6 +93,10 @@ async def delegate_to_worker(ctx: HookContext) -> Delegate:
 
 def finish(ctx: HookContext) -> Finish:
     return Finish(response=f" and finished after {ctx.answer!r}")
+
+
+def continue_once(ctx: HookContext) -> Continue | None:
+    return Continue("second") if ctx.text != "second" else None
 
 
 def explode(ctx: HookContext) -> None:
@@ -260,3 +278,93 @@ async def test_a_working_dir_that_is_a_file_fails_the_turn_not_the_topic(
         assert [r.status for r in rows if r.role == "assistant"] == ["error", "error"]
         host = daemon.hosts[topic.id]
         assert host.runtime.active_turn_id is None
+
+
+class Shouter(TurnObserver):
+    """Rewrites the text each step sends."""
+
+    name = "shouter"
+
+    def __init__(self) -> None:
+        self.seen: list[StepPrep] = []
+
+    def prepare_step(self, prep: StepPrep) -> StepPrep:
+        self.seen.append(prep)
+        return replace(prep, text=prep.text.upper())
+
+
+class Scenarist(TurnObserver):
+    """Sets a per-step option (the scripted driver plays `scenario` with the step's text)."""
+
+    name = "scenarist"
+
+    async def prepare_step(self, prep: StepPrep) -> StepPrep:
+        await trio.lowlevel.checkpoint()
+        return prep.with_options(scenario=f"/text [{prep.text}]")
+
+
+async def test_observers_prepare_every_step_the_driver_gets(daemon: Daemon) -> None:
+    """`prepare_step` runs before each step (the first and a continue), in chain order, and
+    what it returns is what the driver answers; the stored user row keeps the user's text."""
+    shouter = Shouter()
+    daemon.turns.observers = ObserverChain([shouter, Scenarist()])
+    with trio.fail_after(30):
+        end, answer = await one_turn(daemon, "two_steps", "hello")
+        assert end.status == "success", end.error
+        assert answer == "[HELLO][SECOND]"
+        async with open_client(daemon.paths) as c:
+            (topic_id,) = daemon.hosts
+            rows = (await c.history(topic_id)).rows
+    assert [(p.text, p.assistant, p.depth) for p in shouter.seen] == [
+        ("hello", "two_steps", 0),
+        ("second", "two_steps", 0),
+    ]
+    assert [p.text for r in rows if r.role == "user" for p in r.parts] == ["hello"]
+    assert await steps_of(daemon, end.turn_id) == [
+        ("llm", "success", 0),
+        ("hook_next", "success", 0),
+        ("llm", "success", 0),
+        ("hook_next", "success", 0),
+    ]
+
+
+class Hanger(TurnObserver):
+    """A `prepare_step` that never returns."""
+
+    def __init__(self) -> None:
+        self.started = trio.Event()
+
+    async def prepare_step(self, prep: StepPrep) -> StepPrep:
+        self.started.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_hanging_prepare_step_never_wedges_a_turn(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop cancels it; past `PREPARE_STEP_TIMEOUT` the step goes unprepared."""
+    import hostd.shell.turns
+
+    hanger = Hanger()
+    daemon.turns.observers = ObserverChain([hanger])
+    with trio.fail_after(30):
+        async with open_client(daemon.paths) as c:
+            topic = await c.create_topic(title="t")
+            async with c.attach(topic.id) as sub:
+                sent = await c.send(topic.id, "/text never sent")
+                await hanger.started.wait()
+                await c.stop(topic.id)
+                async for item in sub:
+                    if isinstance(item, TurnEnded) and item.turn_id == sent.turn_id:
+                        assert item.status == "stopped"
+                        break
+                monkeypatch.setattr(hostd.shell.turns, "PREPARE_STEP_TIMEOUT", 0.2)
+                sent = await c.send(topic.id, "/text sent as it was")
+                async for item in sub:
+                    if isinstance(item, TurnEnded) and item.turn_id == sent.turn_id:
+                        assert item.status == "success", item.error
+                        break
+                rows = sub.transcript.rows()
+    answers = [(r.status, [p.text for p in r.parts]) for r in rows if r.role == "assistant"]
+    assert answers == [("stopped", []), ("success", ["sent as it was"])]
