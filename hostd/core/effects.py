@@ -14,7 +14,11 @@ order, without interpreting them:
 - `StartTurn`: make sure the topic's driver session is open (single-flight, warm-aware), then
   send it `send`. If opening fails, feed `TopicRuntime.driver_lost` back.
 - `ToDriver`: send a command to the topic's open driver session (redirect, interrupt,
-  approval response). If no session is open, feed `driver_lost`.
+  approval response); with `lane` > 0, to that lane's session (a multi-answer turn). If no
+  session is open, feed `driver_lost`.
+- `StartLane`: a multi-answer turn's extra answer: run `send` in a driver session of its own
+  for `target` (`hostd.core.runtime_lanes`); its events come back through
+  `TopicRuntime.lane_event`, and its end ends only its lane.
 - `TouchRow`: a row's content grew (streamed chunks). Not durable and carries no row: at its
   next flush the store writer reads the current row with `TopicRuntime.row(row_id)` (None when
   the row was removed meanwhile), so a long answer is copied once per flush, not per chunk.
@@ -33,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicEvent, TopicInfo
-from hostd_protocol.common import TurnStatus
+from hostd_protocol.common import AnswerTarget, TurnStatus
 from hostd_protocol.driver_messages import HostCommand, Send
 
 
@@ -100,6 +104,18 @@ class ToDriver:
     """A command for the driver of the running turn (steer, interrupt, approval answer)."""
 
     command: HostCommand
+    #: The lane of a multi-answer turn whose session gets it (0: the topic's own).
+    lane: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StartLane:
+    """An extra answer of a multi-answer turn: lane `lane` answers `send` as `target`."""
+
+    turn_id: str
+    lane: int
+    target: AnswerTarget
+    send: Send
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +139,7 @@ Effect = (
     | SaveResumeToken
     | SaveTurn
     | StartTurn
+    | StartLane
     | ToDriver
     | ResetSession
     | SetTimer

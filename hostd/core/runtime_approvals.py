@@ -26,10 +26,21 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.driver_messages import ApprovalResponse
 from hostd_protocol.errors import AlreadyAnswered, NotFound
 
-__all__ = ["APPROVAL_TIMER", "ApprovalBook"]
+__all__ = ["APPROVAL_TIMER", "ApprovalBook", "driver_approval_id", "lane_approval_id"]
 
 #: The `SetTimer` name of the approval timeout.
 APPROVAL_TIMER = "approval-timeout"
+
+
+def lane_approval_id(lane: int, approval_id: str) -> str:
+    """The topic-wide id of a driver's approval: two lanes' drivers of a multi-answer turn
+    may both say `a1`, so an extra lane's id gets its lane as a suffix."""
+    return f"{approval_id}~{lane}" if lane else approval_id
+
+
+def driver_approval_id(info: ApprovalInfo) -> str:
+    """The id the approval's own driver knows it by (see `lane_approval_id`)."""
+    return info.id.rsplit("~", 1)[0] if info.lane else info.id
 
 
 class ApprovalBook:
@@ -54,8 +65,12 @@ class ApprovalBook:
         """Open approvals, oldest first."""
         return [self._all[aid] for aid in self._deadlines]
 
-    def open_ids(self, turn_id: str) -> list[str]:
-        return [aid for aid in self._deadlines if self._all[aid].turn_id == turn_id]
+    def open_ids(self, turn_id: str, lane: int | None = None) -> list[str]:
+        return [
+            aid
+            for aid in self._deadlines
+            if self._all[aid].turn_id == turn_id and lane in (None, self._all[aid].lane)
+        ]
 
     def check_answerable(self, approval_id: str) -> ApprovalInfo:
         """The open approval, or the typed error a window should see."""
@@ -83,7 +98,8 @@ class ApprovalBook:
         info = msgspec.structs.replace(info, status="cancelled", reason=reason)
         self._all[info.id] = info
         out.add(SaveApproval(info))
-        out.add(ToDriver(ApprovalResponse(approval_id=info.id, allow=False, reason=reason)))
+        response = ApprovalResponse(approval_id=driver_approval_id(info), allow=False, reason=reason)
+        out.add(ToDriver(response, lane=info.lane))
 
     def resolve(
         self,
@@ -108,13 +124,10 @@ class ApprovalBook:
         del self._deadlines[approval_id]
         if tell_driver:
             allow = status == "allowed"
-            out.add(
-                ToDriver(
-                    ApprovalResponse(
-                        approval_id=info.id, allow=allow, reason=reason, option_id=option_id
-                    )
-                )
+            response = ApprovalResponse(
+                approval_id=driver_approval_id(info), allow=allow, reason=reason, option_id=option_id
             )
+            out.add(ToDriver(response, lane=info.lane))
         out.add(SaveApproval(info))
         out.event(
             ApprovalResolved,
@@ -125,9 +138,11 @@ class ApprovalBook:
             option_id=option_id,
         )
 
-    def close_turn(self, turn_id: str, reason: str, out: Outbox, *, tell_driver: bool) -> None:
-        """Cancel every open approval of `turn_id`."""
-        for aid in self.open_ids(turn_id):
+    def close_turn(
+        self, turn_id: str, reason: str, out: Outbox, *, tell_driver: bool, lane: int | None = None
+    ) -> None:
+        """Cancel every open approval of `turn_id` (of its lane `lane` only, when given)."""
+        for aid in self.open_ids(turn_id, lane):
             self.resolve(aid, "cancelled", out, reason=reason, tell_driver=tell_driver)
         self.arm(out)
 

@@ -28,7 +28,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     UsageUpdated,
 )
-from hostd_protocol.common import Capabilities, TurnStatus
+from hostd_protocol.common import Capabilities, TurnStatus, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
@@ -81,6 +81,12 @@ class DriverEventOps:
         def _end_turn(
             self, turn: Turn, status: TurnStatus, error: str, error_code: str
         ) -> None: ...
+
+        def _end_lane(
+            self, turn: Turn, lane: int, status: TurnStatus, error: str, error_code: str
+        ) -> None: ...
+
+        def _lane_usage(self, turn: Turn, lane: int, usage: Usage) -> None: ...
 
         def _done(self) -> list[Effect]: ...
 
@@ -208,6 +214,9 @@ class DriverEventOps:
             self._approvals.request(info, now, self._out)
 
     def _on_usage(self, ev: UsageEvent, turn: Turn, now: float) -> None:
+        if turn.lanes:
+            self._lane_usage(turn, 0, ev.usage)  # the turn's figure sums its lanes
+            return
         self._out.event(UsageUpdated, turn_id=turn.id, usage=ev.usage)
 
     def _on_resume_token(self, ev: ResumeToken, turn: Turn | None, now: float) -> None:
@@ -233,11 +242,11 @@ class DriverEventOps:
                 "gave no reason; see the daemon log"
             )
             code = code or DriverTurnError.code
-        self._end_turn(turn, ev.status, error, code)
+        self._end_lane(turn, 0, ev.status, error, code)
 
     def _on_fatal(self, ev: DriverFatal, turn: Turn | None, now: float) -> None:
         if turn is not None:
-            self._end_turn(turn, "stopped" if turn.stopping else "error", ev.message, ev.code)
+            self._end_lane(turn, 0, "stopped" if turn.stopping else "error", ev.message, ev.code)
 
     def _on_nothing(self, ev: object, turn: Turn | None, now: float) -> None:
         pass

@@ -17,17 +17,19 @@ Rules it guards:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from hostd.core.effects import Effect, ResetSession, SaveRow
+from hostd.core.runtime_lanes import also_meta, also_of
 from hostd.core.runtime_outbox import Outbox
 from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.core.runtime_turn import Turn
 from hostd.core.transcript import LiveRow
 from hostd_protocol.client_messages import MessageRow, RowsRemoved, SendResult
-from hostd_protocol.common import HistoryMessage, SendIntent, TextDelta
+from hostd_protocol.common import AnswerTarget, HistoryMessage, SendIntent, TextDelta
 from hostd_protocol.errors import InvalidArgument, NotFound, TopicBusy
 
 __all__ = ["RewindOps", "fork_rows", "last_user_row", "rewind_target", "supersede_after"]
@@ -137,6 +139,7 @@ class RewindOps:
             *,
             client_msg_id: str = "",
             options: dict[str, Any] | None = None,
+            also: Sequence[AnswerTarget] = (),
         ) -> tuple[SendResult, list[Effect]]: ...
 
         def _open_row(self, **fields: Any) -> LiveRow: ...
@@ -189,14 +192,19 @@ class RewindOps:
             return self._sent[client_msg_id], []
         options = live.base.meta.get("options")
         opts = dict(options) if isinstance(options, dict) else None
+        also = also_of(live.base.meta)  # a message sent to several models is resent to them
         turn = self._turn
         if turn is None:
             self._cut(cut)
-            return self.send(text, "start", now, client_msg_id=client_msg_id, options=opts)
+            return self.send(
+                text, "start", now, client_msg_id=client_msg_id, options=opts, also=also
+            )
         self._check_stop(turn, stop, "resend a message")
         meta: dict[str, Any] = {"client_msg_id": client_msg_id} if client_msg_id else {}
         if opts:
             meta["options"] = opts
+        if also:
+            meta["also"] = also_meta(also)
         row = self._open_row(
             role="user",
             status="queued",

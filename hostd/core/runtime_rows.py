@@ -88,13 +88,14 @@ class RowBook:
         )
 
     def history_before(self, position: int) -> list[HistoryMessage]:
-        """Sent user messages and answers before `position`, as text (stateless drivers)."""
+        """Sent user messages and answers before `position`, as text (stateless drivers);
+        answers not chosen (a multi-answer turn's alternatives) are left out."""
         out: list[HistoryMessage] = []
         for live in self.ordered():
             if live.position >= position:
                 break
             role = live.base.role
-            if role == "marker" or live.status in UNSENT_STATUSES:
+            if role == "marker" or live.status in UNSENT_STATUSES or live.base.alternative:
                 continue
             text = live.parts.text()
             if text:

@@ -17,9 +17,24 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from hostd_protocol.common import CompactionAnchor
+from hostd_protocol.common import AnswerTarget, CompactionAnchor, TurnStatus, Usage
 
-__all__ = ["Steer", "Turn"]
+__all__ = ["Lane", "Steer", "Turn"]
+
+
+@dataclass(slots=True)
+class Lane:
+    """One answer of a multi-answer turn (`hostd.core.runtime_lanes`): its row and outcome."""
+
+    index: int
+    row_id: str
+    target: AnswerTarget
+    #: None while the lane runs; its final status once it ended.
+    status: TurnStatus | None = None
+    error: str = ""
+    error_code: str = ""
+    #: The lane's latest (cumulative) usage figure.
+    usage: Usage | None = None
 
 
 @dataclass(slots=True)
@@ -53,6 +68,11 @@ class Turn:
     anchors: list[CompactionAnchor] = field(default_factory=list)
     #: A rewind asked with stop: (row id, include) applied when the turn has ended.
     rewind_to: tuple[str, bool] | None = None
+    #: A multi-answer turn's lanes, lane 0 (the topic's own, `row_id`) first; empty for an
+    #: ordinary turn.
+    lanes: list[Lane] = field(default_factory=list)
+    #: The answer row a window chose while the turn ran (`choose_answer`).
+    chosen: str | None = None
 
     def steer_rows(self) -> set[str]:
         return {s.row_id for s in self.steers}

@@ -31,7 +31,7 @@ driver events and their table (`hostd.core.runtime_driver_events`), the queue
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -46,6 +46,7 @@ from hostd.core.effects import (
 from hostd.core.rows import LiveRow
 from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
 from hostd.core.runtime_driver_events import DriverEventOps
+from hostd.core.runtime_lanes import LaneOps, also_meta, also_of, check_also, steer_refusal
 from hostd.core.runtime_outbox import NoticeLevel, Outbox
 from hostd.core.runtime_queue import QueueOps
 from hostd.core.runtime_rewind import RewindOps, rewind_target
@@ -65,6 +66,7 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import (
+    AnswerTarget,
     Capabilities,
     SendIntent,
     TextDelta,
@@ -109,7 +111,7 @@ _SEND: dict[tuple[str, str], SendDisposition | None] = {
 }
 
 
-class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
+class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
     """Everything that happens to one topic, as a pure synchronous state machine.
 
     Every method returns the effects to carry out, in order, or raises a typed
@@ -226,28 +228,36 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
         *,
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
+        also: Sequence[AnswerTarget] = (),
     ) -> tuple[SendResult, list[Effect]]:
-        """Accept a user message: start a turn, steer the running one, or queue it.
+        """Accept a user message: start a turn, steer the running one, or queue it. `also`
+        asks more answers (a multi-answer turn, `hostd.core.runtime_lanes`).
 
         A resend with a known `client_msg_id` returns the first result and changes nothing.
 
         Raises:
-            InvalidArgument: empty text or unknown intent.
+            InvalidArgument: empty text, unknown intent, a bad `also`, or a steer of (or
+                with) a multi-answer turn.
             TopicBusy: intent `start` while a turn runs.
         """
         turn = self._turn
+        # A multi-answer turn, or a message asking several answers, is never steered.
+        multi = bool(also) or (turn is not None and bool(turn.lanes))
         if turn is None:
             phase = "waiting" if self.queued_row_ids() else "idle"
         else:
-            phase = "steerable" if self._steerable(turn) else "busy"
+            phase = "steerable" if self._steerable(turn) and not multi else "busy"
         if (phase, intent) not in _SEND:
             raise InvalidArgument(
                 f"unknown send intent {intent!r}; use one of start, steer, queue, auto"
             )
         if not text.strip():
             raise InvalidArgument("the message is empty; type some text to send")
+        check_also(also)
         if client_msg_id and client_msg_id in self._sent:
             return self._sent[client_msg_id], []
+        if turn is not None and multi and intent == "steer":
+            raise steer_refusal(turn.id)
         disposition = _SEND[phase, intent]
         if disposition is None:
             assert turn is not None
@@ -261,6 +271,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
             meta["client_msg_id"] = client_msg_id
         if options:
             meta["options"] = dict(options)
+        if also:
+            meta["also"] = also_meta(also)
         # A message that starts a turn goes straight into history; any other waits unsent.
         starting = disposition == "started"
         turn_id = self._new_id("t") if starting else ""
@@ -381,16 +393,25 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
             self._out.row_changed(user, status="success", position=position, turn_id=turn_id)
         text = user.parts.text()
         turn = self._turn = Turn(id=turn_id, row_id="", texts=[text])
+        also = also_of(user.base.meta)
+        topic = self._topic
+        # A multi-answer turn: lane 0 is the topic's own driver, then `also` in order.
+        lanes = (
+            [AnswerTarget(assistant=topic.assistant, driver=topic.driver, model=topic.model), *also]
+            if also
+            else []
+        )
         self._out.add(SaveTurn(turn_id, None))
         self._out.event(
             TurnStarted,
             turn_id=turn_id,
-            driver=self._topic.driver,
-            model=self._topic.model,
+            driver=topic.driver,
+            model=topic.model,
             capabilities=self._caps,
             capabilities_known=self._caps_known,
+            lanes=lanes,
         )
-        self._open_answer(turn)
+        self._open_answer(turn, **({"target": lanes[0]} if lanes else {}))
         options = user.base.meta.get("options")
         history = self._book.history_before(user.position) if self._caps.needs_history else []
         send = Send(
@@ -401,6 +422,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
             options=dict(options) if isinstance(options, dict) else {},
         )
         self._out.add(StartTurn(turn_id, send))
+        if lanes:
+            self._open_lanes(turn, lanes, send, user.position)
 
     def _open_row(self, **fields: Any) -> LiveRow:
         """Create a row (new id, timestamps), store it durably and show it to the windows."""
@@ -411,11 +434,15 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
         self._out.row_opened(row)
         return self._book.add(row)
 
-    def _open_answer(self, turn: Turn) -> LiveRow:
+    def _open_answer(self, turn: Turn, **fields: Any) -> LiveRow:
         """A new pending assistant row for `turn`, after everything placed so far; every
-        chunk of the turn goes there from now on."""
+        chunk of the turn (of its lane 0) goes there from now on."""
         answer = self._open_row(
-            role="assistant", status="pending", position=self._book.place(), turn_id=turn.id
+            role="assistant",
+            status="pending",
+            position=self._book.place(),
+            turn_id=turn.id,
+            **fields,
         )
         turn.row_id = answer.id
         return answer
@@ -452,22 +479,28 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps):
             if row_id != self._next_up:
                 self._out.row_changed(self._book[row_id], status="draft")
         self._out.add(ToDriver(Interrupt(turn_id=turn.id)))
+        self._stop_lanes(turn)
 
     def _end_turn(self, turn: Turn, status: TurnStatus, error: str, error_code: str) -> None:
-        """The one exit of every turn: rows final, approvals closed, record saved, TurnEnded."""
-        answer = self._book[turn.row_id]
+        """The one exit of every turn: rows final, approvals closed, record saved, TurnEnded.
+        A multi-answer turn ends here once its last lane has ended (`_end_lane`); lanes still
+        running end with `status` (`_settle_lanes`)."""
         # Steers the model saw but did not answer in a new message: the model has them, so
         # history shows them after the answer. Steers it never saw stay queued: next turns.
         for steer in turn.take_all():
             if steer.injected:
                 self._place_steer(turn, steer)
-        self._out.row_changed(
-            answer,
-            status=status,
-            error=error or None,
-            error_code=error_code or None,
-            empty=True if not answer.parts else None,
-        )
+        if turn.lanes:
+            status, error, error_code = self._settle_lanes(turn, status, error, error_code)
+        else:
+            answer = self._book[turn.row_id]
+            self._out.row_changed(
+                answer,
+                status=status,
+                error=error or None,
+                error_code=error_code or None,
+                empty=True if not answer.parts else None,
+            )
         self._approvals.close_turn(turn.id, "the turn ended", self._out, tell_driver=False)
         resume = "\n\n".join(t for t in turn.texts if t) if status != "success" else ""
         self._out.add(SaveTurn(turn.id, status, error, error_code, resume))

@@ -153,7 +153,9 @@ class Transcript:
         if row is None:
             return  # older than this window's (truncated) snapshot
         changes: dict[str, object] = {}
-        for name in ("status", "position", "turn_id", "error", "error_code", "empty"):
+        for name in (
+            "status", "position", "turn_id", "error", "error_code", "empty", "alternative", "usage"
+        ):
             value = getattr(event, name)
             if value is not None:
                 changes[name] = value
