@@ -36,7 +36,7 @@ import type {
   TopicInfo,
   UsageTotals,
 } from "./protocol.gen.js";
-import { readPieces } from "./row_pieces.js";
+import { type FetchPiece, type Omitted, omittedOf, readHead, readPieces, TRUNCATED_META } from "./row_pieces.js";
 import { Subscription } from "./subscription.js";
 import { TopicWatch } from "./topic_watch.js";
 import type { Transport } from "./transport.js";
@@ -157,7 +157,19 @@ export class Client extends Connection {
    * delivered cut (`meta.truncated`). Pieces of one part are joined.
    */
   readRow(topicId: string, rowId: string, options: CallOptions = {}): Promise<Chunk[]> {
-    const fetch = (part: number, offset: number) => {
+    return readPieces(this.rowPieces(topicId, rowId, options), rowId);
+  }
+
+  /**
+   * Only what a cut row left out (`omittedOf(row)`), to put in front of the parts a window
+   * holds (`Transcript.restoreHead`); null when the stored row does not reach that far.
+   */
+  readRowHead(topicId: string, rowId: string, omitted: Omitted, options: CallOptions = {}): Promise<Chunk[] | null> {
+    return readHead(this.rowPieces(topicId, rowId, options), rowId, omitted);
+  }
+
+  private rowPieces(topicId: string, rowId: string, options: CallOptions): FetchPiece {
+    return (part, offset) => {
       const body = {
         type: "read-row",
         topic_id: topicId,
@@ -167,7 +179,6 @@ export class Client extends Connection {
       } as const;
       return this.call(body, "row-content", options);
     };
-    return readPieces(fetch, rowId);
   }
 
   async prewarm(topicId: string, options: CallOptions = {}): Promise<void> {
@@ -260,8 +271,12 @@ export class Client extends Connection {
     return (await this.call(body, "topic", { signal })).topic;
   }
 
-  /** Every row of a topic, oldest first (pages through `history`). */
-  async allRows(topicId: string, options: CallOptions = {}): Promise<HistoryResult["rows"]> {
+  /**
+   * Every row of a topic, oldest first (pages through `history`; with `all`, the rows a rewind
+   * superseded too, marked `superseded`); a row a page delivered cut (`meta.truncated`) is
+   * read whole (`readRow`).
+   */
+  async allRows(topicId: string, options: CallOptions & { all?: boolean } = {}): Promise<HistoryResult["rows"]> {
     const pages: HistoryResult["rows"][] = [];
     let before: number | undefined;
     for (;;) {
@@ -271,7 +286,13 @@ export class Client extends Connection {
       if (!page.has_more || first === undefined) break;
       before = first.position;
     }
-    return pages.flat();
+    const rows = pages.flat();
+    for (const [i, row] of rows.entries()) {
+      if (omittedOf(row) === null) continue;
+      const { [TRUNCATED_META]: _cut, ...meta } = row.meta ?? {};
+      rows[i] = { ...row, meta, parts: await this.readRow(topicId, row.id, options) };
+    }
+    return rows;
   }
 
   status(options: CallOptions = {}): Promise<StatusResult> {
@@ -377,7 +398,13 @@ export class Client extends Connection {
       throw new HostdError(`already attached to topic ${topicId} on this connection`);
     }
     const since = options.since ?? options.transcript?.seq;
-    const sub = new Subscription(this, topicId, options.maxRows ?? 500, options.transcript ?? null);
+    const sub = new Subscription(
+      this,
+      topicId,
+      options.maxRows ?? 500,
+      options.transcript ?? null,
+      options.wholeRows ?? true,
+    );
     // Registered before the request, so events right behind the reply are routed.
     this.subs.set(topicId, sub);
     try {

@@ -7,6 +7,7 @@ export * from "./framing.js";
 export * from "./protocol.gen.js";
 export * from "./types.js";
 export { PartsBuilder, Transcript } from "./transcript.js";
+export { omittedOf, TRUNCATED_META, type Omitted } from "./row_pieces.js";
 export type { ConnectOptions, Transport, TransportHandlers } from "./transport.js";
 export {
   connectWebSocket,

@@ -56,6 +56,12 @@ export interface AttachOptions extends CallOptions {
   /** How many of the newest rows a snapshot carries (default 500). */
   maxRows?: number;
   /**
+   * Make rows a snapshot delivered cut (`meta.truncated`: one row bigger than a reply) whole
+   * before the snapshot is yielded, by reading what they left out with `read-row` (default
+   * true). With false the transcript keeps them cut (`Client.readRow` reads one later).
+   */
+  wholeRows?: boolean;
+  /**
    * A transcript to keep reducing (a reconnect): `since` defaults to its seq, and replayed
    * events are applied to it. Without it a `since` attach has no transcript until a resync
    * forces a snapshot.

@@ -11,11 +11,12 @@
  *   reason is thrown unless we closed it ourselves).
  */
 import type { Client } from "./client.js";
-import { ConnectionClosed, HostdError, InvalidMessage } from "./errors.js";
+import { ConnectionClosed, HostdError, InvalidMessage, NotFound, UnknownRequest } from "./errors.js";
 import type { CallOptions, SubscriptionItem } from "./options.js";
 import type { Snapshot } from "./protocol.gen.js";
+import { omittedOf } from "./row_pieces.js";
 import { Transcript } from "./transcript.js";
-import type { TopicEvent } from "./types.js";
+import type { Chunk, TopicEvent } from "./types.js";
 
 /**
  * The live view of one attached topic: iterate it (`for await`) for `SubscriptionItem`s.
@@ -43,6 +44,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem> {
     readonly topicId: string,
     readonly maxRows: number,
     public transcript: Transcript | null,
+    private readonly wholeRows: boolean = true,
   ) {}
 
   /** True once detached, or the connection ended. */
@@ -78,6 +80,28 @@ export class Subscription implements AsyncIterable<SubscriptionItem> {
     if (result.mode === "snapshot") {
       if (!result.snapshot) throw new InvalidMessage("attached in snapshot mode without a snapshot");
       this.reset(result.snapshot);
+      if (this.wholeRows) await this.completeCutRows(result.snapshot, signal);
+    }
+  }
+
+  /**
+   * Read what the snapshot's cut rows left out (`read-row`) into `transcript`, before any
+   * later event is applied (they queue meanwhile), so the window never shows a cut row.
+   */
+  private async completeCutRows(snapshot: Snapshot, signal?: AbortSignal): Promise<void> {
+    for (const row of snapshot.rows ?? []) {
+      const omitted = omittedOf(row);
+      if (omitted === null) continue;
+      let head: Chunk[] | null;
+      try {
+        head = await this.client.readRowHead(this.topicId, row.id, omitted, { signal });
+      } catch (exc) {
+        // Gone meanwhile (a rewind; its `rows-removed` follows), or a daemon without
+        // `read-row`: the row stays cut, as delivered.
+        if (exc instanceof NotFound || exc instanceof UnknownRequest) continue;
+        throw exc;
+      }
+      if (head !== null) this.transcript?.restoreHead(row.id, head);
     }
   }
 

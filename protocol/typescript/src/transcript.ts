@@ -28,6 +28,7 @@ import type {
   TopicInfo,
   Usage,
 } from "./protocol.gen.js";
+import { omittedOf, TRUNCATED_META, withHead } from "./row_pieces.js";
 import type { Chunk, TopicEvent, TopicState } from "./types.js";
 
 type TextKind = "text" | "thinking";
@@ -262,6 +263,21 @@ export class Transcript {
     }
     if (changed) row.update(changes as Partial<MessageRow>);
     if (event.parts !== null && event.parts !== undefined) row.setParts(event.parts);
+  }
+
+  /**
+   * Put back the head a cut row left out (`meta.truncated`, read with `Client.readRowHead`) in
+   * front of what the row holds now (it may have grown since): the row is whole again and its
+   * mark is gone. False when the row is unknown or not cut.
+   */
+  restoreHead(rowId: string, head: readonly Chunk[]): boolean {
+    const row = this.liveRows.get(rowId);
+    const omitted = row === undefined ? null : omittedOf(row.base);
+    if (row === undefined || omitted === null) return false;
+    row.setParts(withHead(head, row.parts.build(), omitted));
+    const { [TRUNCATED_META]: _cut, ...meta } = row.base.meta ?? {};
+    row.update({ meta });
+    return true;
   }
 
   // --- reading -------------------------------------------------------------------------

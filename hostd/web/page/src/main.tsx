@@ -12,7 +12,8 @@ import { useEffect, useRef, useState } from "preact/hooks";
 
 import { SchedulesPanel } from "./schedules";
 import { Session, type ViewState } from "./session";
-import { type RowActions, rowText, TranscriptView } from "./transcript_view";
+import { RemovedSwitch, rowActions } from "./row_menu";
+import { rowText, TranscriptView } from "./transcript_view";
 
 const session = new Session();
 
@@ -279,42 +280,6 @@ function Unsent({ topicId, rows }: { topicId: string; rows: MessageRow[] }) {
 
 // --- composer ----------------------------------------------------------------------------------
 
-/** Topic operations on a finished row while no turn runs: rewind to it, fork at it, and for
- * a user message, edit and resend it (the daemon supersedes what followed). */
-function rowActions(s: ViewState): RowActions {
-  const idle = s.topicState === "idle" && s.activeTurnId === "";
-  const topicId = s.topicId;
-  return (row) => {
-    if (!idle || row.status === "pending") return null;
-    const fork = async () => {
-      const topic = await session.call((c) => c.forkTopic(topicId, row.id));
-      if (topic !== undefined) window.location.hash = `topic=${topic.id}`;
-    };
-    const edit = () => {
-      const text = window.prompt("Edit the message and send it again", rowText(row));
-      if (text && text.trim()) void session.call((c) => c.editResend(topicId, row.id, text));
-    };
-    return (
-      <span class="row-actions">
-        <button class="ghost small" data-testid="rewind" title="Remove every message after this one"
-          onClick={() => void session.call((c) => c.rewind(topicId, row.id))}>
-          Rewind here
-        </button>
-        <button class="ghost small" data-testid="fork" title="A new topic with the history up to here"
-          onClick={() => void fork()}>
-          Fork
-        </button>
-        {row.role === "user" && (
-          <button class="ghost small" data-testid="edit-resend" title="Edit this message and send it again"
-            onClick={edit}>
-            Edit
-          </button>
-        )}
-      </span>
-    );
-  };
-}
-
 function draftKey(topicId: string): string {
   return `hostd-composer:${topicId}`;
 }
@@ -369,10 +334,6 @@ function Composer({ s }: { s: ViewState }) {
         <button class="danger" data-testid="stop" disabled={!busy} onClick={stop} title="Esc">
           Stop
         </button>
-        <button class="ghost" data-testid="regenerate" title="Answer the last message again (stops a running answer)"
-          onClick={() => void session.call((c) => c.regenerate(s.topicId, { stop: true }))}>
-          Regenerate
-        </button>
       </div>
     </div>
   );
@@ -393,6 +354,7 @@ function TopicView({ s }: { s: ViewState }) {
         <span class={`badge state-${s.topicState}`} data-testid="topic-state" data-state={s.topicState}>
           {s.topicState}
         </span>
+        <RemovedSwitch session={session} s={s} />
         {u && (
           <span class="usage" data-testid="usage">
             in {u.input_tokens} · out {u.output_tokens}
@@ -406,7 +368,16 @@ function TopicView({ s }: { s: ViewState }) {
           Compacting the conversation…
         </div>
       )}
-      <TranscriptView rows={s.rows} actions={rowActions(s)} />
+      <TranscriptView
+        rows={s.older.length ? [...s.older, ...s.rows] : s.rows}
+        removed={s.removed}
+        actions={rowActions(session, s)}
+        older={s.hasOlder && (
+          <button class="ghost small earlier" data-testid="load-older" onClick={() => void session.loadOlder()}>
+            Earlier messages
+          </button>
+        )}
+      />
       <Approvals topicId={s.topicId} approvals={s.approvals} />
       <Unsent topicId={s.topicId} rows={s.rows} />
       <Composer key={s.topicId} s={s} />

@@ -11,6 +11,7 @@ import {
   Client,
   connectWebSocket,
   HostdError,
+  omittedOf,
   type ApprovalInfo,
   type MessageRow,
   type Subscription,
@@ -28,10 +29,17 @@ export interface ViewState {
   topics: TopicInfo[];
   topicId: string;
   rows: MessageRow[];
+  /** History rows older than the snapshot (it carries the newest only), read on request. */
+  older: MessageRow[];
+  /** Whether rows older than `older` and `rows` exist (the snapshot or the last page said so). */
+  hasOlder: boolean;
   approvals: ApprovalInfo[];
   topicState: string;
   activeTurnId: string;
   usage: Usage | null;
+  /** Rows a rewind (or regenerate, edit and resend) superseded, shown greyed among the others;
+   * null while hidden. */
+  removed: MessageRow[] | null;
   /** The last error of a request, one line. */
   error: string;
   /** Bumped on every change (cheap change detection for the view). */
@@ -44,10 +52,13 @@ const EMPTY: ViewState = {
   topics: [],
   topicId: "",
   rows: [],
+  older: [],
+  hasOlder: false,
   approvals: [],
   topicState: "idle",
   activeTurnId: "",
   usage: null,
+  removed: null,
   error: "",
   version: 0,
 };
@@ -172,7 +183,10 @@ export class Session {
       void old.detach().catch(() => undefined);
     }
     this.transcript = null;
-    this.set({ topicId, rows: [], approvals: [], usage: null, topicState: "idle", activeTurnId: "", error: "" });
+    this.set({
+      topicId, rows: [], older: [], hasOlder: false, approvals: [], usage: null, removed: null,
+      topicState: "idle", activeTurnId: "", error: "",
+    });
     if (topicId && this.client !== null) await this.attach(topicId);
   }
 
@@ -195,6 +209,7 @@ export class Session {
     }
     this.sub = sub;
     if (sub.transcript) {
+      if (sub.transcript !== this.transcript) this.set({ older: [], hasOlder: sub.transcript.truncated });
       this.transcript = sub.transcript;
       this.fromTranscript();
     }
@@ -208,12 +223,54 @@ export class Session {
           return;
         }
         if (item.type === "topic-changed") void this.refreshTopics();
+        // A new snapshot (a resync) starts the older rows over.
+        if (item.type === "snapshot") this.set({ older: [], hasOlder: item.snapshot.truncated ?? false });
+        if (item.type === "rows-removed") {
+          const gone = new Set(item.row_ids);
+          if (this.state.older.some((r) => gone.has(r.id))) {
+            this.set({ older: this.state.older.filter((r) => !gone.has(r.id)) });
+          }
+          if (this.state.removed !== null) void this.loadRemoved();
+        }
         this.fromTranscript();
       }
     } catch (exc) {
       // The connection ended: `run` reconnects and re-attaches from our transcript.
       if (!(exc instanceof HostdError)) this.fail(exc);
     }
+  }
+
+  /** Read the page of history rows before the oldest shown (a row cut for size read whole). */
+  async loadOlder(): Promise<void> {
+    const topicId = this.state.topicId;
+    const first = this.state.older[0] ?? this.state.rows[0];
+    const page = await this.call(async (c) => {
+      const got = await c.history(topicId, { beforePosition: first?.position, limit: 100 });
+      const rows = [...got.rows];
+      for (const [i, row] of rows.entries()) {
+        if (omittedOf(row) !== null) rows[i] = { ...row, parts: await c.readRow(topicId, row.id) };
+      }
+      return { rows, hasMore: got.has_more ?? false };
+    });
+    if (page === undefined || this.state.topicId !== topicId) return;
+    const known = new Set([...this.state.older, ...this.state.rows].map((r) => r.id));
+    this.set({ older: [...page.rows.filter((r) => !known.has(r.id)), ...this.state.older], hasOlder: page.hasMore });
+  }
+
+  /** Show (or hide) the superseded rows of the open topic (`history` with `all`). */
+  async showRemoved(on: boolean): Promise<void> {
+    if (!on) {
+      this.set({ removed: null });
+      return;
+    }
+    await this.loadRemoved();
+  }
+
+  private async loadRemoved(): Promise<void> {
+    const topicId = this.state.topicId;
+    const rows = await this.call((c) => c.allRows(topicId, { all: true }));
+    if (rows === undefined || this.state.topicId !== topicId) return;
+    this.set({ removed: rows.filter((r) => r.superseded) });
   }
 
   fail(exc: unknown): void {

@@ -75,7 +75,7 @@ function AssistantParts({ row }: { row: MessageRow }) {
 /** Buttons a row shows under its head (rewind here, fork, edit), or null. */
 export type RowActions = (row: MessageRow) => ComponentChildren;
 
-function Row({ row, label, actions }: { row: MessageRow; label: string; actions?: RowActions }) {
+function Row({ row, label, actions, removed = false }: { row: MessageRow; label: string; actions?: RowActions; removed?: boolean }) {
   if (row.role === "marker") {
     const a = row.anchor;
     return (
@@ -88,8 +88,8 @@ function Row({ row, label, actions }: { row: MessageRow; label: string; actions?
   const text = rowText(row);
   return (
     <div
-      class={`row ${row.role} status-${row.status}`}
-      data-testid="row"
+      class={`row ${row.role} status-${row.status}${removed ? " superseded" : ""}`}
+      data-testid={removed ? "removed-row" : "row"}
       data-id={row.id}
       data-role={row.role}
       data-status={row.status}
@@ -102,7 +102,8 @@ function Row({ row, label, actions }: { row: MessageRow; label: string; actions?
         {row.status === "pending" && <span class="badge live">streaming</span>}
         {row.status === "stopped" && <span class="badge">stopped</span>}
         {row.status === "error" && <span class="badge err">error</span>}
-        {actions?.(row)}
+        {removed && <span class="badge">removed</span>}
+        {!removed && actions?.(row)}
       </div>
       {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} />}
       {row.error && <div class="row-error">{row.error}</div>}
@@ -110,8 +111,22 @@ function Row({ row, label, actions }: { row: MessageRow; label: string; actions?
   );
 }
 
-export function TranscriptView({ rows, actions }: { rows: MessageRow[]; actions?: RowActions }) {
-  const shown = rows.filter((r) => r.status !== "queued" && r.status !== "draft");
+export function TranscriptView({
+  rows,
+  removed,
+  actions,
+  older,
+}: {
+  rows: MessageRow[];
+  /** "Earlier messages" button (the snapshot carried the newest rows only), or none. */
+  older?: ComponentChildren;
+  /** Superseded rows to show greyed in place (by position), or null. */
+  removed?: MessageRow[] | null;
+  actions?: RowActions;
+}) {
+  const history = rows.filter((r) => r.status !== "queued" && r.status !== "draft");
+  const shown = removed ? [...history, ...removed].sort((a, b) => a.position - b.position) : history;
+  const gone = useMemo(() => new Set((removed ?? []).map((r) => r.id)), [removed]);
   const labels = useMemo(() => rollLabels(rows), [rows]);
   const end = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
@@ -129,9 +144,10 @@ export function TranscriptView({ rows, actions }: { rows: MessageRow[]; actions?
         if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
       }}
     >
-      {shown.length === 0 && <div class="empty">No messages yet. Type below; Enter sends.</div>}
+      {older}
+      {shown.length === 0 && !older && <div class="empty">No messages yet. Type below; Enter sends.</div>}
       {shown.map((r) => (
-        <Row key={r.id} row={r} label={labels.get(r.id) ?? ""} actions={actions} />
+        <Row key={r.id} row={r} label={labels.get(r.id) ?? ""} actions={actions} removed={gone.has(r.id)} />
       ))}
       <div ref={end} />
     </div>
