@@ -21,8 +21,8 @@ import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from hostd.client.sync_wire import request
-from hostd_scripted.driver import words_text
 from hostd_protocol.client_messages import History, ListSchedules, ListTopics
+from hostd_scripted.driver import words_text
 from tests.web.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
