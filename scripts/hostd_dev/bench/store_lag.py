@@ -14,6 +14,7 @@ for the store it would show there.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -69,7 +70,7 @@ class Sampler:
                 rows = conn.execute(
                     "SELECT id, substr(parts, -?) FROM rows "
                     "WHERE status = 'pending' AND role = 'assistant'",
-                    (STAMP_SIZE,),
+                    (STAMP_SIZE + 8,),
                 ).fetchall()
                 for row_id, tail in rows:
                     stamp = _stamp(tail)
@@ -84,12 +85,15 @@ class Sampler:
             conn.close()
 
 
-def _stamp(tail: bytes | None) -> int | None:
-    """The driver stamp of the last whole bench chunk at the end of a row's parts blob."""
-    if not tail or len(tail) < STAMP_SIZE:
-        return None
-    head = bytes(tail).partition(b":")[0]
-    return int(head) if head.isdigit() else None
+#: The end of a row's parts (JSON text) when its last part is bench text: the last chunk's
+#: stamp, its padding, and the closing of the text part and of the list.
+_LAST_STAMP = re.compile(r'(\d+):x*"\}\]$')
+
+
+def _stamp(tail: str | None) -> int | None:
+    """The driver stamp of the last bench chunk at the end of a row's parts."""
+    found = _LAST_STAMP.search(tail) if tail else None
+    return int(found.group(1)) if found else None
 
 
 def run(ctx: Context) -> Result:
