@@ -27,7 +27,7 @@ from pathlib import Path
 #: One send's modules, top to bottom (docs/design.md "One send, end to end").
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("hostd.client.async_client",),
-    ("hostd.shell.daemon",),
+    ("hostd.shell.daemon", "hostd.shell.handlers"),
     ("hostd.shell.connection", "hostd.shell.topic_host", "hostd.shell.topic_driver"),
     (
         "hostd.shell.turns",
