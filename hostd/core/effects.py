@@ -26,7 +26,9 @@ order, without interpreting them:
 - `SaveTopic`: persist the topic record (rename).
 - `ResetSession`: the history changed under the vendor session (a rewind): close the topic's
   driver session and forget its resume token, both before any later `StartTurn`, so the next
-  turn opens a fresh vendor session, which the shell feeds the remaining history.
+  turn opens a new vendor session: started from `resume_at` (a vendor checkpoint of the kept
+  history) when the driver can, else fresh and fed the remaining history by the shell
+  (`hostd.core.vendor_session`).
 - `SetTimer`: call `TopicRuntime.tick(now)` at or after `deadline` (monotonic seconds, the
   same clock as the `now` arguments). A later `SetTimer` with the same `name` replaces it;
   `deadline=None` cancels it.
@@ -121,6 +123,9 @@ class StartLane:
 @dataclass(frozen=True, slots=True)
 class ResetSession:
     """Replace the vendor session: close it and drop the resume token (see module doc)."""
+
+    #: A `Checkpoint` token of the last kept row: the next session may start from it.
+    resume_at: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from hostd.core.runtime_approvals import ApprovalBook
 from hostd.core.runtime_outbox import Outbox
 from hostd.core.runtime_rows import RowBook
 from hostd.core.runtime_turn import Steer, Turn
+from hostd.core.vendor_session import with_checkpoint
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     DriverReady,
@@ -32,6 +33,7 @@ from hostd_protocol.common import Capabilities, TurnStatus, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
+    Checkpoint,
     ChunkEvent,
     CompactionComplete,
     CompactionError,
@@ -222,6 +224,10 @@ class DriverEventOps:
     def _on_resume_token(self, ev: ResumeToken, turn: Turn | None, now: float) -> None:
         self._out.add(SaveResumeToken(ev.token))
 
+    def _on_checkpoint(self, ev: Checkpoint, turn: Turn, now: float) -> None:
+        live = self._book[turn.row_id]  # a later rewind's or fork's source
+        self._out.row_changed(live, meta=with_checkpoint(live, ev.token))
+
     def _on_api_retry(self, ev: ApiRetry, turn: Turn | None, now: float) -> None:
         status = f" (HTTP {ev.error_status})" if ev.error_status is not None else ""
         message = (
@@ -260,6 +266,7 @@ _DRIVER_TABLE: dict[type[Any], tuple[_Handler, _TurnRule]] = {
     Warmed: (DriverEventOps._on_nothing, "none"),
     Log: (DriverEventOps._on_nothing, "none"),
     ResumeToken: (DriverEventOps._on_resume_token, "none"),
+    Checkpoint: (DriverEventOps._on_checkpoint, "match"),
     ApiRetry: (DriverEventOps._on_api_retry, "none"),
     Notice: (DriverEventOps._on_notice, "none"),
     DriverFatal: (DriverEventOps._on_fatal, "none"),

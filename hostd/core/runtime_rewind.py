@@ -8,7 +8,8 @@ Rules it guards:
   row after the cut leaves the runtime's book, is saved once more with `superseded=True` (the
   store keeps it, `History(all=True)` shows it) and is named in one `RowsRemoved` event, so a
   window and a late attach agree. The vendor session is replaced (`ResetSession`) whenever a
-  row left, because it remembers what was cut.
+  row left, because it remembers what was cut; the new one starts from the vendor checkpoint
+  of the last kept row when there is one (`hostd.core.vendor_session`), else fresh.
 - A fork copies the rows up to and including its target; the target must be finished (not
   `pending`), so the copy never holds half an answer.
 - Positions never go back: rows placed after a rewind take new, higher positions, so the
@@ -28,6 +29,7 @@ from hostd.core.runtime_outbox import Outbox
 from hostd.core.runtime_rows import UNSENT_STATUSES, RowBook
 from hostd.core.runtime_turn import Turn
 from hostd.core.transcript import LiveRow
+from hostd.core.vendor_session import fork_source_token, rewind_source_token
 from hostd_protocol.client_messages import MessageRow, RowsRemoved, SendResult
 from hostd_protocol.common import AnswerTarget, HistoryMessage, SendIntent, TextDelta
 from hostd_protocol.errors import InvalidArgument, NotFound, TopicBusy
@@ -67,6 +69,7 @@ def supersede_after(book: RowBook, out: Outbox, cut: int) -> list[str]:
     ]
     if not gone:
         return []
+    resume_at = rewind_source_token(book, cut) or ""
     at = out.wall()
     for live in gone:
         row = msgspec.structs.replace(live.freeze(), superseded=True, updated_at=at)
@@ -74,7 +77,7 @@ def supersede_after(book: RowBook, out: Outbox, cut: int) -> list[str]:
         book.remove(live.id)
     ids = [live.id for live in gone]
     out.event(RowsRemoved, row_ids=ids, reason="rewind")
-    out.add(ResetSession())
+    out.add(ResetSession(resume_at=resume_at))
     return ids
 
 
@@ -238,6 +241,10 @@ class RewindOps:
     def fork_rows(self, row_id: str) -> list[MessageRow]:
         """The history up to and including `row_id`, for a new topic (see `fork_rows`)."""
         return fork_rows(self._book, self._tid, row_id)
+
+    def fork_source(self, row_id: str, resume_token: str | None) -> str | None:
+        """The vendor session a fork at `row_id` may start from (`fork_source_token`)."""
+        return fork_source_token(self._book, row_id, resume_token)
 
     def history_for(self, row_id: str) -> list[HistoryMessage]:
         """The history before `row_id`, as text: what a fresh vendor session must be fed."""

@@ -154,7 +154,8 @@ class Transcript:
             return  # older than this window's (truncated) snapshot
         changes: dict[str, object] = {}
         for name in (
-            "status", "position", "turn_id", "error", "error_code", "empty", "alternative", "usage"
+            "status", "position", "turn_id", "error", "error_code", "empty", "alternative",
+            "usage", "meta",
         ):
             value = getattr(event, name)
             if value is not None:

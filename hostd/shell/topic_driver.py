@@ -26,9 +26,10 @@ import msgspec
 import trio
 
 from hostd.core.effects import Effect, ResetSession
+from hostd.core.vendor_session import feeds_history
 from hostd.shell import trace
 from hostd.shell.turns import TurnRunner, turn_failure
-from hostd_protocol.common import TextDelta, ThinkingDelta
+from hostd_protocol.common import SessionSource, TextDelta, ThinkingDelta
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     DriverEvent,
@@ -116,6 +117,7 @@ class DriverLink:
     closed: bool
     _supervisor: Supervisor
     _resume_token: str | None
+    _fork_from: SessionSource | None
     _interrupt_grace: float
     _ops_send: trio.MemorySendChannel[tuple[str, HostCommand] | ResetSession]
     _ops_recv: trio.MemoryReceiveChannel[tuple[str, HostCommand] | ResetSession]
@@ -152,11 +154,30 @@ class DriverLink:
         while self._resets_pending:
             await self._resets_done.wait()
 
+    @property
+    def resume_token(self) -> str | None:
+        """The topic's vendor session token (None: the next session starts fresh)."""
+        return self._resume_token
+
+    def start_from(self, source: SessionSource | None) -> None:
+        """Offer `source` (a fork's origin) to the topic's next session, which the driver
+        may start as a copy of it (`hostd.core.vendor_session`)."""
+        if not self._resume_token:
+            self._fork_from = source
+
     async def open_session(self, opts: SessionOptions) -> DriverSession:
-        """Open the topic's own session (resuming with its token) and start its pump."""
-        session = await self._supervisor.open(self.topic_id, opts, self._resume_token)
+        """Open the topic's own session (resuming with its token, else from the offered
+        vendor source) and start its pump."""
+        token = self._resume_token
+        session = await self._supervisor.open(
+            self.topic_id, opts, token, fork_from=None if token else self._fork_from
+        )
         self._session = session
-        self._fresh_session = not self._resume_token
+        self._fresh_session = feeds_history(
+            resumed=bool(token),
+            offered=session.fork_from is not None,
+            capabilities=session.capabilities,
+        )
         self.apply(self.runtime.driver_ready(session.capabilities, trio.current_time()))
         self.start_soon(self._pump, session)
         return session
@@ -213,9 +234,9 @@ class DriverLink:
             return
         if isinstance(cmd, Send) and key == self.topic_id:
             self._supervisor.mark_busy(self.topic_id)
-            if self._fresh_session and not session.capabilities.needs_history:
-                # A new vendor session (rewind, fork, lost resume token): it gets the host's
-                # history, so the model sees what the windows see.
+            if self._fresh_session:
+                # A new vendor session (rewind, fork, lost resume token) that is no vendor
+                # copy: it gets the host's history, so the model sees what the windows see.
                 cmd = msgspec.structs.replace(cmd, history=self.runtime.history_for(cmd.message_id))
             self._fresh_session = False
         try:

@@ -75,7 +75,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import SendIntent
+from hostd_protocol.common import SendIntent, SessionSource
 from hostd_protocol.driver_messages import (
     DriverEvent,
     HostCommand,
@@ -122,6 +122,9 @@ class TopicHost(DriverLink):
         self._supervisor = supervisor
         self._services = services
         self._resume_token = resume_token
+        #: A vendor session the topic's next session may start from (a fork's source, a
+        #: rewind's checkpoint) while the topic has no resume token of its own.
+        self._fork_from: SessionSource | None = None
         # Every emitted event (usage accounting).
         self._observe = observe
         #: Executes the running turn machine's effects (hostd.shell.turns).
@@ -131,8 +134,9 @@ class TopicHost(DriverLink):
             tuple[str, HostCommand] | ResetSession
         ](math.inf)
         self._session: DriverSession | None = None
-        #: The open session started without a resume token and has had no turn yet: the
-        #: vendor knows nothing of this topic, so its first turn is fed the stored history.
+        #: The open session started without a resume token nor a vendor copy, and has had no
+        #: turn yet: the vendor knows nothing of this topic, so its first turn is fed the
+        #: stored history (`hostd.core.vendor_session.feeds_history`).
         self._fresh_session = False
         #: `ResetSession`s queued but not yet done: the next turn's session waits for them.
         self._resets_pending = 0
@@ -242,6 +246,7 @@ class TopicHost(DriverLink):
                 durable_gen = writer.put(st.PutApproval(eff.approval), durable=True)
             elif isinstance(eff, SaveResumeToken):
                 self._resume_token = eff.token
+                self._fork_from = None  # the topic has its own vendor session now
                 durable_gen = writer.put(
                     st.PutResumeToken(tid, eff.token, time.time()), durable=True
                 )
@@ -268,6 +273,7 @@ class TopicHost(DriverLink):
                 # The token goes now (a restart must not resume the cut conversation); the
                 # session closes in order with the driver commands, before the next turn.
                 self._resume_token = None
+                self._fork_from = SessionSource(token=eff.resume_at) if eff.resume_at else None
                 durable_gen = writer.put(st.PutResumeToken(tid, "", time.time()), durable=True)
                 self._resets_pending += 1
                 self._ops_send.send_nowait(eff)

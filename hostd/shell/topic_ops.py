@@ -9,8 +9,11 @@ The decisions (which rows go, which are copied, what is refused) are the runtime
 - Fork writes the new topic and its copied rows durably before it answers, then loads it like
   any topic. Copies get new ids (a row belongs to one topic) and keep positions, roles,
   statuses, turn ids and content; idempotency keys are not copied (they belong to the
-  original's sends). The fork has no resume token, so its first turn opens a fresh vendor
-  session that the host feeds the copied history (`TopicHost`), whatever the driver.
+  original's sends). The fork has no resume token: its first session is offered the
+  original's vendor session to copy when the runtime names one (`fork_source`: the fork's
+  last row is the original's last, or has a vendor checkpoint), and a driver declaring
+  `fork_session` starts as that copy; any other first session is fresh and the host feeds
+  it the copied history (`TopicHost`, `hostd.core.vendor_session`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
+from hostd.core.options import state_dir
 from hostd.core.payload_bounds import check_text
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import new_id
@@ -36,6 +40,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TopicResult,
 )
+from hostd_protocol.common import SessionSource
 from hostd_protocol.limits import MAX_SEND_BYTES
 
 if TYPE_CHECKING:
@@ -82,6 +87,7 @@ def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], 
         check_text("the title", msg.title, MAX_SEND_BYTES)
         host = await daemon.host(msg.topic_id)
         rows = host.runtime.fork_rows(msg.row_id)
+        source = host.runtime.fork_source(msg.row_id, host.resume_token)
         origin = host.topic_info()
         now = time.time()
         info = TopicInfo(
@@ -112,6 +118,10 @@ def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], 
         await writer.wait_committed(gen or None)
         with trio.CancelScope(shield=True):  # stored: it must be served too
             new_host = await daemon.add_topic(info, copies)
+        if source is not None:
+            # Where the original's driver keeps its vendor files (the session options' rule).
+            where = state_dir(str(daemon.turns.workspaces), origin.id)
+            new_host.start_from(SessionSource(token=source, state_dir=where))
         return TopicResult(topic=new_host.topic_info())
 
     return {Rewind: rewind, Regenerate: regenerate, EditResend: edit_resend, ForkTopic: fork}

@@ -33,6 +33,7 @@ from hostd.shell.workspaces import Workspaces
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, UsageUpdated
 from hostd_protocol.common import HistoryMessage, TextDelta, Usage
 from hostd_protocol.driver_messages import (
+    Checkpoint,
     ChunkEvent,
     DriverEvent,
     HostCommand,
@@ -577,7 +578,7 @@ class TurnRunner:
 
     async def _pump_child(self, machine: TurnMachine, key: str, session: DriverSession) -> None:
         """A child session's events into the host, like the topic's own pump (its resume
-        tokens are dropped: they are not the topic's)."""
+        tokens and checkpoints are dropped: they are not the topic's)."""
         from hostd.shell.drivers.supervisor import SessionEnded
 
         error: HostdError | None = None
@@ -585,7 +586,9 @@ class TurnRunner:
             if isinstance(item, SessionEnded):
                 error = item.error
                 break
-            batch: list[DriverEvent] = [e for e in item if not isinstance(e, ResumeToken)]
+            batch: list[DriverEvent] = [
+                e for e in item if not isinstance(e, ResumeToken | Checkpoint)
+            ]
             if batch:
                 self.host.feed(batch, trio.current_time())
         if machine.over or self.children.get(key) is not session:

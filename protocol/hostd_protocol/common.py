@@ -75,6 +75,24 @@ class Capabilities(_Frozen, frozen=True):
     warm: bool = False
     #: The driver needs the host to send history with each turn (stateless vendors).
     needs_history: bool = False
+    #: The driver can start its vendor session as a copy of another one (`Init.fork_from`).
+    #: In the `Ready` that answers an `Init` naming a source, it says whether this session
+    #: IS that copy (the vendor remembers the conversation); False there means the driver
+    #: started fresh and the host feeds it the history instead.
+    fork_session: bool = False
+    #: The driver reports a `Checkpoint` at the end of each turn, and `Init.fork_from` may
+    #: name one: the vendor session can be resumed as it stood at that point (a rewind).
+    rewind_session: bool = False
+
+
+class SessionSource(_Frozen, frozen=True):
+    """A vendor session to start from (`Init.fork_from`): a fork, or a rewind's checkpoint."""
+
+    #: A resume token or a `Checkpoint` token the driver reported.
+    token: str
+    #: The state dir of the topic whose driver reported `token` ("" = this session's own):
+    #: where a driver that keeps vendor files per topic finds the source.
+    state_dir: str = ""
 
 
 class ApprovalOption(_Frozen, frozen=True):

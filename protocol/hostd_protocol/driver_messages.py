@@ -33,6 +33,7 @@ from hostd_protocol.common import (
     Chunk,
     CompactionAnchor,
     HistoryMessage,
+    SessionSource,
     TurnStatus,
     Usage,
     _Frozen,
@@ -54,6 +55,10 @@ class Init(_Frozen, frozen=True, tag="init"):
     #: A private folder the host keeps for this topic, where the driver may keep its own
     #: files (vendor config, transcripts) instead of the working dir ("" = none given).
     state_dir: str = ""
+    #: Start the vendor session as a copy of this one instead of a new one (a fork, or a
+    #: rewind to a `Checkpoint`); only with `resume_token` None. A driver declaring
+    #: `fork_session` in its `Ready` took it; one that ignores it starts fresh.
+    fork_from: SessionSource | None = None
 
 
 class Prewarm(_Frozen, frozen=True, tag="prewarm"):
@@ -177,6 +182,15 @@ class ResumeToken(_Frozen, frozen=True, tag="resume-token"):
     token: str
 
 
+class Checkpoint(_Frozen, frozen=True, tag="checkpoint"):
+    """Where the vendor session stands at the end of `turn_id` (drivers declaring
+    `rewind_session`; sent before its `TurnEnd`): a token `Init.fork_from` accepts to start
+    a session that remembers the conversation up to that turn and nothing after it."""
+
+    turn_id: str
+    token: str
+
+
 class ApprovalRequest(_Frozen, frozen=True, tag="approval-request"):
     """The model wants to run a tool that needs the user's permission."""
 
@@ -253,6 +267,7 @@ DriverEvent = (
     | CompactionComplete
     | CompactionError
     | ResumeToken
+    | Checkpoint
     | ApprovalRequest
     | UsageEvent
     | ApiRetry
@@ -282,6 +297,7 @@ DRIVER_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
     CompactionComplete,
     CompactionError,
     ResumeToken,
+    Checkpoint,
     ApprovalRequest,
     UsageEvent,
     ApiRetry,

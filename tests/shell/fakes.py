@@ -43,7 +43,14 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import Capabilities, HistoryMessage, SendIntent, TextDelta, TopicState
+from hostd_protocol.common import (
+    Capabilities,
+    HistoryMessage,
+    SendIntent,
+    SessionSource,
+    TextDelta,
+    TopicState,
+)
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     DriverEvent,
@@ -327,6 +334,7 @@ class FakeSession:
         self.topic_id = topic_id
         self.driver = driver
         self.capabilities = Capabilities()
+        self.fork_from: SessionSource | None = None
         self.pid = 0
         self._send, self.events = trio.open_memory_channel[Any](math.inf)
         self.commands: list[HostCommand] = []
@@ -380,13 +388,27 @@ class FakeSupervisor:
         self.sessions: dict[str, FakeSession] = {}
         self.turns_send, self.turns = trio.open_memory_channel[FakeTurn](math.inf)
         self.opened = 0
+        #: (topic, resume token, fork source) of every open, in order.
+        self.inits: list[tuple[str, str | None, SessionSource | None]] = []
+        #: What every session opened from now on declares in its `Ready`.
+        self.capabilities = Capabilities()
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
 
-    async def open(self, topic_id: str, opts: Any, resume_token: str | None = None) -> FakeSession:
+    async def open(
+        self,
+        topic_id: str,
+        opts: Any,
+        resume_token: str | None = None,
+        *,
+        fork_from: SessionSource | None = None,
+    ) -> FakeSession:
         self.opened += 1
+        self.inits.append((topic_id, resume_token, fork_from))
         session = self.sessions[topic_id] = FakeSession(self, topic_id, opts.driver)
+        session.fork_from = fork_from
+        session.capabilities = self.capabilities
         return session
 
     def mark_idle(self, topic_id: str) -> None:

@@ -180,10 +180,10 @@ async def test_daemon_runs_assistant_turns_history_and_continue(
             self.opts: list[Any] = []
 
         async def open(
-            self, topic_id: str, opts: Any, resume_token: str | None = None
+            self, topic_id: str, opts: Any, resume_token: str | None = None, **kw: Any
         ) -> FakeSession:
             self.opts.append(opts)
-            session = await super().open(topic_id, opts, resume_token)
+            session = await super().open(topic_id, opts, resume_token, **kw)
             session.capabilities = Capabilities(needs_history=True)
             return session
 

@@ -168,7 +168,12 @@ class ScriptedDriver(DriverBase):
             self.resumed_from = init.resume_token
         else:
             self.session_token = f"scripted-{uuid.uuid4().hex[:12]}"
+        # Option `fork_session`: a vendor that copies sessions (`/whoami` names the source).
+        forks = _opt_bool(opts, "fork_session", False)
+        if forks and init.fork_from is not None and not init.resume_token:
+            self.resumed_from = f"a copy of {init.fork_from.token}"
         return Capabilities(
+            fork_session=forks,
             inject_steering=_opt_bool(opts, "inject_steering", True),
             compaction=_opt_bool(opts, "compaction", True),
             resume=_opt_bool(opts, "resume", True),

@@ -39,7 +39,7 @@ from hostd.core.redaction import Redactor
 from hostd.shell import trace
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.stderr_tail import StderrTail
-from hostd_protocol.common import PROTOCOL_VERSION, Capabilities
+from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
     Close,
     DriverEvent,
@@ -147,6 +147,7 @@ class DriverSession:
 
     Public attributes: `topic_id`, `driver`, `capabilities` (from `Ready`), `pid`,
     `resume_token` (the latest the driver reported, else the one it was started with),
+    `fork_from` (the source its `Init` offered),
     `events` (one batch per pipe read, then exactly one `SessionEnded`).
     """
 
@@ -173,6 +174,8 @@ class DriverSession:
         self.driver_version = ""
         self.pid = 0
         self.resume_token: str | None = init.resume_token
+        #: The vendor session its `Init` offered to start from (a fork or a rewind), if any.
+        self.fork_from: SessionSource | None = init.fork_from
         self.exit_code: int | None = None
         #: Why the session ended (None while alive or after a clean close).
         self.end_error: DriverError | None = None

@@ -42,7 +42,7 @@ from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
-from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init, Prewarm
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import (
@@ -237,13 +237,19 @@ class Supervisor:
     # --- topics -------------------------------------------------------------------------------
 
     async def open(
-        self, topic_id: str, opts: SessionOptions, resume_token: str | None = None
+        self,
+        topic_id: str,
+        opts: SessionOptions,
+        resume_token: str | None = None,
+        *,
+        fork_from: SessionSource | None = None,
     ) -> DriverSession:
         """The topic's session: the live one, a warm spare, or a new process (single-flight).
 
         Concurrent calls for one topic share one connect. A live session opened with other
         options (a different key) is closed and replaced. `resume_token` goes into `Init` of a
-        new process; a live session keeps its own vendor session.
+        new process; a live session keeps its own vendor session. `fork_from` too (a new
+        process always: a warm spare was started without it).
 
         Raises:
             DriverUnavailable: unknown driver, it failed to load, or it refused to start.
@@ -265,7 +271,9 @@ class Supervisor:
             if flight is None:
                 flight = _Flight(key)
                 self._flights[topic_id] = flight
-                nursery.start_soon(self._connect, topic_id, flight, opts, resume_token)
+                nursery.start_soon(
+                    self._connect, topic_id, flight, opts, resume_token, fork_from
+                )
             await flight.done.wait()
             if flight.session is not None:
                 if flight.key == key:
@@ -353,11 +361,20 @@ class Supervisor:
         return replace(opts, working_dir=wd)
 
     async def _connect(
-        self, topic_id: str, flight: _Flight, opts: SessionOptions, token: str | None
+        self,
+        topic_id: str,
+        flight: _Flight,
+        opts: SessionOptions,
+        token: str | None,
+        fork_from: SessionSource | None = None,
     ) -> None:
         stale: DriverSession | None = None
         try:
-            session = await self._obtain(topic_id, opts, token)
+            if fork_from is not None:
+                spec = self._registry.get(opts.driver)
+                session = await self._spawn(spec, opts, token, topic_id, fork_from)
+            else:
+                session = await self._obtain(topic_id, opts, token)
         except HostdError as exc:
             flight.error = exc
         except Exception as exc:  # a bug fails this open, never the daemon
@@ -409,7 +426,12 @@ class Supervisor:
         return await self._spawn(spec, opts, token, topic_id)
 
     async def _spawn(
-        self, spec: DriverSpec, opts: SessionOptions, token: str | None, topic_id: str
+        self,
+        spec: DriverSpec,
+        opts: SessionOptions,
+        token: str | None,
+        topic_id: str,
+        fork_from: SessionSource | None = None,
     ) -> DriverSession:
         nursery = self._require_serving()
         init = Init(
@@ -420,6 +442,7 @@ class Supervisor:
             system_prompt=opts.system_prompt,
             options=driver_options(opts.options),
             state_dir=opts.state_dir,
+            fork_from=fork_from,
         )
         env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
         policy = policy_of(opts.options)

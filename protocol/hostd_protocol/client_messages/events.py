@@ -109,6 +109,8 @@ class RowUpdated(_Frozen, frozen=True, tag="row-updated"):
     alternative: bool | None = None
     #: The answer's own usage (multi-answer rows, at their lane's end).
     usage: Usage | None = None
+    #: Replaces the row's meta (e.g. a vendor checkpoint kept at a turn's end).
+    meta: dict[str, Any] | None = None
 
 
 class RowRemoved(_Frozen, frozen=True, tag="row-removed"):

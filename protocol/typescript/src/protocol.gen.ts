@@ -840,6 +840,8 @@ export interface RowUpdated {
   /** Default: `null` (omitted on the wire). */
   readonly error_code?: string | null;
   /** Default: `null` (omitted on the wire). */
+  readonly meta?: Record<string, unknown> | null;
+  /** Default: `null` (omitted on the wire). */
   readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult> | null;
   /** Default: `null` (omitted on the wire). */
   readonly position?: number | null;
@@ -881,11 +883,15 @@ export interface Capabilities {
   /** Default: `false` (omitted on the wire). */
   readonly compaction?: boolean;
   /** Default: `false` (omitted on the wire). */
+  readonly fork_session?: boolean;
+  /** Default: `false` (omitted on the wire). */
   readonly inject_steering?: boolean;
   /** Default: `false` (omitted on the wire). */
   readonly needs_history?: boolean;
   /** Default: `false` (omitted on the wire). */
   readonly resume?: boolean;
+  /** Default: `false` (omitted on the wire). */
+  readonly rewind_session?: boolean;
   /** Default: `false` (omitted on the wire). */
   readonly warm?: boolean;
 }

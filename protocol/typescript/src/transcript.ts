@@ -128,7 +128,15 @@ class LiveRow {
   }
 }
 
-const UPDATABLE = ["status", "position", "turn_id", "error", "error_code", "empty"] as const;
+const UPDATABLE = [
+  "status",
+  "position",
+  "turn_id",
+  "error",
+  "error_code",
+  "empty",
+  "meta",
+] as const;
 
 /**
  * A window's copy of one topic, kept current by applying topic events.
