@@ -19,9 +19,11 @@ order, without interpreting them:
 - `StartLane`: a multi-answer turn's extra answer: run `send` in a driver session of its own
   for `target` (`hostd.core.runtime_lanes`); its events come back through
   `TopicRuntime.lane_event`, and its end ends only its lane.
-- `TouchRow`: a row's content grew (streamed chunks). Not durable and carries no row: at its
-  next flush the store writer reads the current row with `TopicRuntime.row(row_id)` (None when
-  the row was removed meanwhile), so a long answer is copied once per flush, not per chunk.
+- `TouchRow`: a row's content grew (streamed chunks). Not durable; it carries a `RowSnapshot`
+  of the row at that chunk, taken in O(1) (no copy of the answer so far). The store writer
+  keeps the newest per row and builds that one at its next flush, so a long answer is copied
+  once per flush, not per chunk, and the store never calls back into the runtime. A row
+  removed meanwhile comes as a later `DeleteRow` (or `SaveRow`), which replaces the touch.
   Status and position changes still come as `SaveRow(durable=True)` with the full row.
 - `SaveTopic`: persist the topic record (rename).
 - `ResetSession`: the history changed under the vendor session (a rewind): close the topic's
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hostd.core.rows import RowSnapshot
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicEvent, TopicInfo
 from hostd_protocol.common import AnswerTarget, TurnStatus
 from hostd_protocol.driver_messages import HostCommand, Send
@@ -56,9 +59,13 @@ class SaveRow:
 
 @dataclass(frozen=True, slots=True)
 class TouchRow:
-    """The content of `row_id` changed; read it with `TopicRuntime.row()` at flush time."""
+    """The content of a row changed: the row as it is now (`RowSnapshot.freeze()` builds it)."""
 
-    row_id: str
+    row: RowSnapshot
+
+    @property
+    def row_id(self) -> str:
+        return self.row.base.id
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,16 @@
 """Rows as they grow: `PartsBuilder` merges streamed chunks into parts, `LiveRow` is a row
-whose parts grow. One definition for the host (`hostd.core.topic_runtime` keeps its rows as
-`LiveRow`s) and every window (`hostd.core.transcript`), so a window's rows equal the host's.
+whose parts grow, `RowSnapshot` is a live row as it was at one moment. One definition for the
+host (`hostd.core.topic_runtime` keeps its rows as `LiveRow`s) and every window
+(`hostd.core.transcript`), so a window's rows equal the host's.
+
+Rules this module guards:
+
+- Appending a chunk is O(1) however long the answer gets (the open text run is a list of
+  strings, joined only when the parts are built).
+- A builder's lists only ever grow: nothing is changed in place but by `append`; a join or a
+  closed run puts a *new* list in its place. So a snapshot is O(1) (the lists and their
+  lengths) and stays exactly what it was while the row goes on growing: the store gets one
+  per streamed chunk, keeps the newest per row, and builds it once per flush.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import msgspec
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import Chunk, TextDelta, ThinkingDelta
 
-__all__ = ["LiveRow", "PartsBuilder"]
+__all__ = ["LiveRow", "PartsBuilder", "RowSnapshot"]
 
 _TextChunk: TypeAlias = TextDelta | ThinkingDelta
 
@@ -60,6 +70,10 @@ class PartsBuilder:
                 self._buf = ["".join(self._buf)]
             parts.append(self._kind(text=self._buf[0]))
         return parts
+
+    def snapshot(self, base: MessageRow) -> RowSnapshot:
+        """`base` with these parts as they are now, in O(1) (see the module docstring)."""
+        return RowSnapshot(base, self._done, len(self._done), self._kind, self._buf, len(self._buf))
 
     def text(self) -> str:
         """All visible answer text (TextDelta parts), joined; thinking and tools left out."""
@@ -120,3 +134,33 @@ class LiveRow:
         if self._cache is None:
             self._cache = msgspec.structs.replace(self.base, parts=self.parts.build())
         return self._cache
+
+    def snapshot(self) -> RowSnapshot:
+        """The row as it is now, in O(1); `RowSnapshot.freeze()` builds it later."""
+        return self.parts.snapshot(self.base)
+
+
+class RowSnapshot(msgspec.Struct, frozen=True):
+    """A `LiveRow` as it was when `LiveRow.snapshot()` was called: its fields (`base`, an
+    immutable `MessageRow` without parts) and the first `n_done` / `n_run` items of its
+    builder's append-only lists. It shares those lists with the live row, never changes them,
+    and holds no reference to the row or its runtime. (A Struct, not a dataclass: one is made
+    per streamed chunk, and a Struct is made several times faster.)"""
+
+    base: MessageRow
+    done: list[Chunk]
+    n_done: int
+    kind: type[_TextChunk] | None
+    run: list[str]
+    n_run: int
+
+    @property
+    def id(self) -> str:
+        return self.base.id
+
+    def freeze(self) -> MessageRow:
+        """The full `MessageRow` of that moment (a new one each call: build it once)."""
+        parts = self.done[: self.n_done]
+        if self.kind is not None:
+            parts.append(self.kind(text="".join(self.run[: self.n_run])))
+        return msgspec.structs.replace(self.base, parts=parts)

@@ -145,7 +145,8 @@ class DriverEventOps:
         self._set_capabilities(ev.capabilities)
 
     def _on_chunk(self, ev: ChunkEvent, turn: Turn, now: float) -> None:
-        # The hot path: no row copy, no store write; the store reads the row at flush time.
+        # The hot path: no row copy, no store write; the store builds the newest snapshot of
+        # the row at its flush.
         live = self._book[turn.row_id]
         if live.append(ev.chunk):
             turn.output = True
@@ -154,7 +155,7 @@ class DriverEventOps:
             out.effects.append(
                 Emit(RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=ev.chunk))
             )
-            out.effects.append(TouchRow(live.id))
+            out.effects.append(TouchRow(live.snapshot()))
 
     def _on_injected(self, ev: SteerInjected, turn: Turn, now: float) -> None:
         turn.mark_injected(ev.steer_id)

@@ -326,7 +326,7 @@ class LaneOps:
                     RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=event.chunk)
                 )
             )
-            out.effects.append(TouchRow(live.id))
+            out.effects.append(TouchRow(live.snapshot()))
 
     def _lane_approval(self, turn: Turn, ln: Lane, ev: ApprovalRequest, now: float) -> None:
         approval_id = lane_approval_id(ln.index, ev.approval_id)

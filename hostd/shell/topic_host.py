@@ -232,7 +232,7 @@ class TopicHost(DriverLink):
                         partial(machine.turn_ended, event.status, event.error, event.error_code),
                     )
             elif isinstance(eff, TouchRow):
-                writer.put(st.TouchRow(tid, eff.row_id, self.runtime.row))
+                writer.put(st.TouchRow(tid, eff.row))
             elif isinstance(eff, SaveRow):
                 gen = writer.put(st.PutRow(eff.row), durable=eff.durable)
                 if eff.durable:

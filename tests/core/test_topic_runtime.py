@@ -131,8 +131,12 @@ def test_chunks_stream_into_the_pending_row_and_merge() -> None:
         TextDelta(text=""),  # carries nothing: dropped
     )
     streamed = h.effects[before:]
-    # Per chunk: the chunk as is, and a TouchRow (no row copy, no durable write).
+    # Per chunk: the chunk as is, and a TouchRow (no row copy, no durable write) carrying the
+    # row as it was at that chunk.
     assert [type(e) for e in streamed] == [Emit, TouchRow] * 7
+    touches = [e.row.freeze() for e in streamed if isinstance(e, TouchRow)]
+    assert {r.id for r in touches} == {answer}
+    assert touches[3].parts == [ThinkingDelta(text="hmm"), TextDelta(text="Hello")]
     assert h.events(RowAppended, streamed)[2].chunk == TextDelta(text="Hel")
     assert h.row(answer).parts == [
         ThinkingDelta(text="hmm"),

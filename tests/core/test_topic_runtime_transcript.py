@@ -58,6 +58,34 @@ def test_parts_builder_merges_runs() -> None:
     assert not PartsBuilder()
 
 
+def test_a_row_snapshot_stays_what_it_was_while_the_row_grows() -> None:
+    """O(1) snapshots share the builder's append-only lists: later chunks, a closed run, a
+    join by `freeze()` or new parts never show in an older snapshot."""
+    from hostd.core.rows import LiveRow
+
+    live = LiveRow(_row("a", 1, parts=[ToolCall(call_id="c", name="n")]))
+    live.append(TextDelta(text="he"))
+    snaps = [live.snapshot()]
+    live.append(TextDelta(text="llo"))
+    snaps.append(live.snapshot())
+    assert live.freeze().parts[-1] == TextDelta(text="hello")  # joins the run in the builder
+    live.append(TextDelta(text="!"))
+    snaps.append(live.snapshot())
+    live.append(ThinkingDelta(text="t"))  # closes the text run
+    live.update(status="success")
+    snaps.append(live.snapshot())
+    live.set_parts([TextDelta(text="edited")])
+    tool = ToolCall(call_id="c", name="n")
+    assert [s.freeze().parts for s in snaps] == [
+        [tool, TextDelta(text="he")],
+        [tool, TextDelta(text="hello")],
+        [tool, TextDelta(text="hello!")],
+        [tool, TextDelta(text="hello!"), ThinkingDelta(text="t")],
+    ]
+    assert [s.freeze().status for s in snaps] == ["pending"] * 3 + ["success"]
+    assert snaps[0].id == "a" and snaps[0].freeze() == snaps[0].freeze()
+
+
 def test_events_rebuild_rows() -> None:
     t = Transcript(Snapshot(topic=TOPIC, seq=10, rows=[_row("a", 1)]))
     events = [

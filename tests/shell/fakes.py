@@ -27,6 +27,7 @@ from hostd.core.effects import (
     ToDriver,
     TouchRow,
 )
+from hostd.core.rows import LiveRow
 from hostd.shell.drivers.supervisor import SessionEnded
 from hostd_protocol.client_messages import (
     ApprovalInfo,
@@ -192,8 +193,12 @@ class FakeRuntime:
                 parts[-1] = TextDelta(parts[-1].text + chunk.text)
             else:
                 parts.append(chunk)
-            self._put(msgspec.structs.replace(row, parts=parts))
-            return [self._emit(RowAppended, row_id=row.id, chunk=chunk), TouchRow(row.id)]
+            row = msgspec.structs.replace(row, parts=parts)
+            self._put(row)
+            return [
+                self._emit(RowAppended, row_id=row.id, chunk=chunk),
+                TouchRow(LiveRow(row).snapshot()),
+            ]
         if isinstance(event, TurnEnd) and event.turn_id == self._turn:
             return self._end(event.status, event.error)
         return []

@@ -59,6 +59,35 @@ async def test_writer_coalesces_and_waits_for_commit(tmp_path: Path) -> None:
             n.cancel_scope.cancel()
 
 
+async def test_streamed_touches_are_written_once_per_flush_with_the_newest_content(
+    tmp_path: Path,
+) -> None:
+    """A `TouchRow` per chunk carries the row as it was then; the writer keeps the newest per
+    row and builds it once, whatever the live row does meanwhile (it is never read back)."""
+    from hostd.core.rows import LiveRow
+
+    with trio.fail_after(10), st.Store(tmp_path / "db") as s, st.Store(tmp_path / "db") as reader:
+        writer = st.StoreWriter(s, flush_interval=10.0)  # only explicit waits flush
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            writer.put(st.PutTopic(topic()))
+            live = LiveRow(row("r1", "pending", 1))
+            for i in range(100):
+                live.append(TextDelta(f"{i},"))
+                writer.put(st.TouchRow("tp1", live.snapshot()))
+            live.append(TextDelta("after the last touch"))
+            await writer.wait_committed()
+            (stored,) = reader.load_rows("tp1")
+            assert stored.parts == [TextDelta("".join(f"{i}," for i in range(100)))]
+            assert writer.statistics().ops_written == 2  # the topic and one row
+            # A touched row whose topic is deleted before the flush is not written.
+            writer.put(st.TouchRow("tp1", live.snapshot()))
+            writer.put(st.DeleteTopic("tp1"))
+            await writer.wait_committed()
+            assert reader.load_rows("tp1") == []
+            n.cancel_scope.cancel()
+
+
 async def test_durable_put_flushes_without_waiting_for_the_interval(tmp_path: Path) -> None:
     with trio.fail_after(5), st.Store(tmp_path / "db") as s:
         writer = st.StoreWriter(s, flush_interval=3600.0)

@@ -7,13 +7,13 @@ chunk cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hostd.core.effects import DeleteRow as DeleteRow
 from hostd.core.effects import SaveApproval, SaveRow, SaveTopic
-from hostd_protocol.client_messages import MessageRow, ScheduleInfo, TopicInfo
+from hostd.core.rows import RowSnapshot
+from hostd_protocol.client_messages import ScheduleInfo, TopicInfo
 from hostd_protocol.common import Usage
 
 # --- operations (what the writer batches) --------------------------------------------------------
@@ -42,12 +42,15 @@ class PutSeq:
 
 @dataclass(frozen=True, slots=True)
 class TouchRow:
-    """A row whose content grew: read with `read(row_id)` when the batch is written (on the
-    trio thread, so the reader needs no lock), None meaning the row is gone."""
+    """A row whose content grew, as it was at that chunk (`hostd.core.effects.TouchRow`): the
+    newest per row wins in a batch, and is built (`row.freeze()`) when the batch is written."""
 
     topic_id: str
-    row_id: str
-    read: Callable[[str], MessageRow | None]
+    row: RowSnapshot
+
+    @property
+    def row_id(self) -> str:
+        return self.row.base.id
 
 
 @dataclass(frozen=True, slots=True)

@@ -701,8 +701,7 @@ class StoreWriterStatistics:
 
 def _materialize(op: Op) -> Op:
     if isinstance(op, TouchRow):
-        row = op.read(op.row_id)
-        return DeleteRow(op.row_id) if row is None else PutRow(row)
+        return PutRow(op.row.freeze())
     return op
 
 
