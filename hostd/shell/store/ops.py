@@ -1,8 +1,8 @@
 """What the store writer batches (operations) and what the store gives back (records).
 
-Plain immutable values, no apsw and no trio: `hostd.shell.store.store` executes them. Operations with the
-same `op_key` coalesce inside one batch (the newest wins), which is what makes a `SaveRow` per
-chunk cheap.
+Plain immutable values, no apsw and no trio: `hostd.shell.store.database` executes them
+(`StoreWriter` batches them, `hostd.shell.store.writer`). Operations with the same `op_key`
+coalesce inside one batch (the newest wins), which is what makes a `SaveRow` per chunk cheap.
 """
 
 from __future__ import annotations
