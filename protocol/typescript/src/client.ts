@@ -255,6 +255,22 @@ export class Client extends Connection {
     return this.call(body, "sent", { signal });
   }
 
+  /**
+   * Continue the conversation from the answer `rowId` of a multi-answer turn: the other
+   * answers of its turn become alternatives (`row-updated` `alternative`), still shown but left
+   * out of later turns' history. Allowed while that turn runs; `TopicBusy` while a later one
+   * runs; `InvalidArgument` for a row that is not such an answer (protocol 1.1).
+   */
+  async chooseAnswer(topicId: string, rowId: string, options: CallOptions = {}): Promise<void> {
+    await this.call({ type: "choose-answer", topic_id: topicId, row_id: rowId }, "empty", options);
+  }
+
+  /** Whether the daemon speaks at least protocol `major.minor` (1.1: `also`, `chooseAnswer`). */
+  speaks(major: number, minor: number): boolean {
+    const [m = 0, n = 0] = this.welcome.protocol_version;
+    return m === major && n >= minor;
+  }
+
   /** A new topic with the history of `topicId` up to and including `rowId`. */
   async forkTopic(
     topicId: string,

@@ -1,5 +1,5 @@
 /** The options the client's calls take, and what a subscription yields. */
-import type { HistoryMessage, Snapshot } from "./protocol.gen.js";
+import type { AnswerTarget, HistoryMessage, Snapshot } from "./protocol.gen.js";
 import type { Transcript } from "./transcript.js";
 import type { SendIntent, TopicEvent } from "./types.js";
 
@@ -33,6 +33,13 @@ export interface SendOptions extends CallOptions {
   client_msg_id?: string;
   options?: Record<string, unknown>;
   history?: HistoryMessage[];
+  /**
+   * More answers to the same message (protocol 1.1): each target (`{assistant}`, or `{driver,
+   * model}`, or `{model}` for the topic's driver) answers in its own row at the same time as
+   * the topic's own driver. Such a turn is never steered (`auto` queues while a turn runs).
+   * Pick the answer to continue from with `chooseAnswer`.
+   */
+  also?: AnswerTarget[];
 }
 
 /** A scheduled prompt: exactly one of `cron` (5 fields, in zone `tz`) or `every_s`. */

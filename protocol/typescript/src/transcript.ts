@@ -135,6 +135,8 @@ const UPDATABLE = [
   "error",
   "error_code",
   "empty",
+  "alternative",
+  "usage",
   "meta",
 ] as const;
 
