@@ -1,0 +1,146 @@
+"""Topic operations and several answers to one message in a real browser (Debian's headless
+chromium) against the real daemon and `hostd web`: the per-message menu (rewind, edit and
+resend, regenerate, fork), superseded rows, an answer bigger than a snapshot. Every wait
+ends on a condition in the page."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page
+
+from hostd.client.sync_wire import request
+from hostd_protocol.client_messages import History
+from hostd_scripted.driver import words_text
+from tests.web.browser import (
+    CHROMIUM,
+    WebStack,
+    js,
+    row_text,
+    rows_of,
+    screenshot,
+    type_and_send,
+    wait_rows,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"),
+]
+
+
+def test_rewind_edit_regenerate_and_fork_from_the_page(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("ops", "echo")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "first")
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'success'")
+    type_and_send(a, "second")
+    wait_rows(a, "rows.length === 4 && rows[3].status === 'success'")
+    # Rewind to the first answer in A: both pages drop the rows after it.
+    answer = a.locator("[data-testid=row][data-label=A1]")
+    answer.hover()
+    answer.locator("[data-testid=rewind]").click()
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2")
+    assert [r["text"] for r in rows_of(b)] == ["first", "first"]
+    # Edit the first message in B and send it again: the old exchange is superseded.
+    b.on("dialog", lambda dialog: dialog.accept("first, edited"))
+    question = b.locator("[data-testid=row][data-label=U1]")
+    question.hover()
+    question.locator("[data-testid=edit-resend]").click()
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].text === 'first, edited' && rows[1].status === 'success'")
+    # Regenerate from A's menu on the last answer: the same question answered again (new rows).
+    before = [r.id for r in stack.history(topic)]
+    a.locator("[data-testid=row][data-label=A1]").hover()
+    a.locator("[data-testid=row][data-label=A1] [data-testid=regenerate]").click()
+    for page in (a, b):
+        page.wait_for_function(
+            "old => { const u = document.querySelector('[data-testid=row][data-label=U1]');"
+            " return u !== null && u.dataset.id !== old; }",
+            arg=before[0],
+        )
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+    after = stack.history(topic)
+    assert [row_text(r) for r in after] == ["first, edited", "first, edited"]
+    assert not {r.id for r in after} & set(before)
+    # Only the last answer offers regenerate; only user rows offer edit.
+    assert b.locator("[data-testid=row][data-label=U1] [data-testid=regenerate]").count() == 0
+    assert b.locator("[data-testid=row][data-label=A1] [data-testid=edit-resend]").count() == 0
+    # "show removed" in B: the superseded rows, greyed in place, as `history --all` has them.
+    b.locator("[data-testid=show-removed]").check()
+    stored_all = request(stack.paths, History(id=1, topic_id=topic, all=True, limit=100)).rows
+    superseded = [row_text(r) for r in stored_all if r.superseded]
+    assert len(superseded) == 6  # the rewound exchange, the edited one, the regenerated one
+    b.wait_for_function(f"() => document.querySelectorAll('[data-testid=removed-row]').length === {len(superseded)}")
+    shown = b.evaluate("() => [...document.querySelectorAll('[data-testid=row],[data-testid=removed-row]')]"
+                       ".map(e => [e.dataset.testid, e.dataset.text])")
+    assert shown == [["removed-row" if r.superseded else "row", row_text(r)] for r in stored_all]
+    screenshot(b, "ops-1-removed-shown")
+    assert rows_of(b) == rows_of(a)  # the visible history is unchanged
+    b.locator("[data-testid=show-removed]").uncheck()
+    b.wait_for_selector("[data-testid=removed-row]", state="detached")
+    # Fork at the answer: the page opens the new topic with the history up to there.
+    a.locator("[data-testid=row][data-label=A1]").hover()
+    a.locator("[data-testid=row][data-label=A1] [data-testid=fork]").click()
+    a.wait_for_function(f"() => !location.hash.includes({js(topic)})")
+    wait_rows(a, "rows.length === 2")
+    assert [r["text"] for r in rows_of(a)] == ["first, edited", "first, edited"]
+    forked = a.evaluate("() => location.hash.split('=')[1]")
+    assert forked != topic and len(stack.history(forked)) == 2
+
+
+def test_regenerate_while_the_answer_streams_stops_it_first(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("regen-busy", "echo")
+    a, b = pages(topic), pages(topic)
+    type_and_send(a, "/text partial answer\n/wait")
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'pending' && rows[1].text === 'partial answer'")
+    # While it streams, the answer's menu offers regenerate only (no rewind, fork or edit).
+    answer = b.locator("[data-testid=row][data-label=A1]")
+    answer.hover()
+    assert answer.locator("[data-testid=rewind]").count() == 0
+    old = [r.id for r in stack.history(topic)]
+    answer.locator("[data-testid=regenerate]").click()
+    for page in (a, b):
+        page.wait_for_function(
+            "old => [...document.querySelectorAll('[data-testid=row]')].every(e => !old.includes(e.dataset.id))"
+            " && document.querySelectorAll('[data-testid=row]').length === 2",
+            arg=old,
+        )
+        wait_rows(page, "rows[1].status === 'pending' && rows[1].text === 'partial answer'")
+    a.locator("[data-testid=composer]").press("Escape")
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'stopped'")
+    assert [(r.status, row_text(r)) for r in stack.history(topic)] == [
+        ("success", "/text partial answer\n/wait"), ("stopped", "partial answer")
+    ]
+    assert rows_of(a) == rows_of(b)
+
+
+@pytest.mark.slow
+def test_an_answer_bigger_than_a_snapshot_is_shown_whole(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    """5 MB: more than a window's event queue (it resyncs) and more than one snapshot (the row
+    comes cut and alone); the page reads the rest with `read-row` and the question on request,
+    also in a window opened later."""
+    topic = stack.create_topic("huge", "echo")
+    a = pages(topic)
+    type_and_send(a, "/huge text 5000000\n/wait")
+    wait_rows(a, "rows.length >= 1 && rows[rows.length - 1].text.length === 5000000")
+    b = pages(topic)
+    wait_rows(b, "rows.length === 1 && rows[0].text.length === 5000000")
+    for page in (a, b):
+        if len(rows_of(page)) == 1:  # the snapshot carried the answer only
+            page.locator("[data-testid=load-older]").click()
+        wait_rows(page, "rows.length === 2 && rows[1].text.length === 5000000")
+        page.wait_for_selector("[data-testid=load-older]", state="detached")
+    a.locator("[data-testid=composer]").press("Escape")
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'stopped'")
+    # What the scripted driver sent (the store's copy comes cut in one history page, too).
+    sent = words_text(5_000_000)
+    assert a.evaluate("() => document.querySelector('[data-label=A1]').dataset.text") == sent
+    assert stack.history(topic)[-1].status == "stopped"
+    assert [r["label"] for r in rows_of(b)] == ["U1", "A1"]
