@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
+    Checkpoint,
     ChunkEvent,
     CompactionComplete,
     CompactionStart,
@@ -160,8 +162,12 @@ async def test_text_turn(shared: DriverProcess, workdir: Path) -> None:
     usage = [e for e in events if isinstance(e, UsageEvent)]
     assert len(usage) == 1 and usage[0].usage.input_tokens == 1000
     assert usage[0].usage.output_tokens > 0 and usage[0].usage.cost_usd > 0
-    # Every chunk comes before the usage and the end.
-    assert kinds(events)[-2:] == ["usage", "turn-end"]
+    # Every chunk comes before the usage and the end; the turn's checkpoint just before it:
+    # the session id and the uuid of the turn's last assistant message.
+    assert kinds(events)[-3:] == ["usage", "checkpoint", "turn-end"]
+    (checkpoint,) = [e for e in events if isinstance(e, Checkpoint)]
+    session, _, message = checkpoint.token.partition("@")
+    assert checkpoint.turn_id == "text-1" and uuid.UUID(session) and uuid.UUID(message)
 
 
 async def test_thinking_turn(shared: DriverProcess, workdir: Path) -> None:

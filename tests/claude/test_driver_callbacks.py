@@ -17,7 +17,8 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
-from hostd_claude_code.driver import CAPABILITIES, ClaudeCodeDriver, format_steers
+from hostd_claude_code.driver import CAPABILITIES, ClaudeCodeDriver
+from hostd_claude_code.prompt import format_steers
 from hostd_protocol.driver_harness import TurnContext
 from hostd_protocol.driver_messages import (
     ApprovalRequest,

@@ -17,6 +17,10 @@ steering and approval bookkeeping; this module connects the SDK to it:
   is gone) starts a fresh session once and says so with `Notice(code="resume_failed")`.
 - A CLI that dies is reported with its exit code and the tail of its stderr; the next turn
   starts a new CLI that resumes the session.
+- Vendor fork and rewind (`fork.py`): an `Init.fork_from` the CLI can find starts the
+  session as the CLI's own copy of it (`fork_session`, at a checkpoint with
+  `resume_session_at`); each turn ends with a `Checkpoint` (session id @ the uuid of its last
+  top-level assistant message).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from hostd_claude_code.config import (
     parse_options,
 )
 from hostd_claude_code.credentials import LOGIN_FIX, is_login_failure
+from hostd_claude_code.fork import ForkPlan, checkpoint_token, prepare
+from hostd_claude_code.prompt import prompt_of
+from hostd_claude_code.sdk_callbacks import SdkCallbacks
 from hostd_protocol.common import (
     Capabilities,
     TextDelta,
@@ -51,15 +58,13 @@ from hostd_protocol.common import (
     TurnStatus,
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
-from hostd_protocol.driver_messages import Init, Log, Notice, Redirect, Send
+from hostd_protocol.driver_messages import Checkpoint, Init, Log, Notice
 from hostd_protocol.errors import AuthRequired, InvalidArgument
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
         ClaudeSDKClient,
         HookCallback,
-        PermissionResult,
-        ToolPermissionContext,
     )
 
     from hostd_claude_code.translate import Translator
@@ -69,47 +74,24 @@ log = logging.getLogger("hostd_claude_code")
 DRIVER_NAME = "claude-code"
 
 CAPABILITIES = Capabilities(
-    inject_steering=True, compaction=True, resume=True, approvals=True, warm=True
+    inject_steering=True,
+    compaction=True,
+    resume=True,
+    approvals=True,
+    warm=True,
+    fork_session=True,
+    rewind_session=True,
 )
 
 #: Text the CLI prints when `--resume` names a session it has no transcript for.
 RESUME_MISSING_MARKERS = ("No conversation found", "no conversation found")
 
 
-def format_steers(steers: list[Redirect]) -> str:
-    """The additionalContext that carries steers to the model."""
-    texts = [s.text for s in steers]
-    if len(texts) == 1:
-        return (
-            "The user sent a new message while you were working. Take it into account "
-            f"from now on:\n{texts[0]}"
-        )
-    joined = "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1))
-    return (
-        "The user sent new messages while you were working. Take them into account "
-        f"from now on:\n{joined}"
-    )
-
-
-def prompt_of(send: Send) -> str:
-    """What the CLI is sent for a turn. The host sends `history` only to a fresh session
-    (after a rewind or fork, or a lost resume token): the CLI has no transcript of it, so the
-    earlier conversation goes first, in tags the model reads as context. A slash command
-    (`/compact`) must stay the whole prompt, so it never carries history."""
-    if not send.history or send.text.lstrip().startswith("/"):
-        return send.text
-    turns = "\n".join(f"<{m.role}>\n{m.text}\n</{m.role}>" for m in send.history)
-    return (
-        "This conversation continues an earlier one; here it is, oldest first:\n"
-        f"<conversation>\n{turns}\n</conversation>\n\n{send.text}"
-    )
-
-
 class _ResumeMissing(Exception):
     """The CLI has no transcript for the session we asked it to resume."""
 
 
-class ClaudeCodeDriver(DriverBase):
+class ClaudeCodeDriver(SdkCallbacks, DriverBase):
     """Translate claude-agent-sdk into hostd driver events."""
 
     name = DRIVER_NAME
@@ -126,6 +108,9 @@ class ClaudeCodeDriver(DriverBase):
         #: Whether losing `_session_id` loses conversation the user has seen (it was stored by
         #: the host, or a turn of it completed): only then is a failed resume a `Notice`.
         self._has_history = False
+        #: The session to start as a copy of (`Init.fork_from`), until the CLI reported the
+        #: copy's own id.
+        self._fork: ForkPlan | None = None
         #: The session id last reported to the host as a `ResumeToken`.
         self._announced: str | None = None
         self._client: ClaudeSDKClient | None = None
@@ -156,13 +141,20 @@ class ClaudeCodeDriver(DriverBase):
             self._session_id = init.resume_token
             self._resumable = True
             self._has_history = True
+        source = init.fork_from
+        if source is not None and not init.resume_token:
+            config = cli_env(self._paths, opts)["CLAUDE_CONFIG_DIR"]
+            self._fork = await trio.to_thread.run_sync(prepare, source, self._paths, config, opts)
+            self._has_history = self._fork is not None
+        # Answering a source, `fork_session` says whether this session is its copy.
+        caps = msgspec.structs.replace(
+            CAPABILITIES, fork_session=source is None or self._fork is not None
+        )
         if unknown:
             msg = f"ignored unknown claude-code options: {', '.join(unknown)}"
             print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
             self._deferred.append(Log(level="warning", message=msg))
-        if self._bypass:
-            return msgspec.structs.replace(CAPABILITIES, approvals=False)
-        return CAPABILITIES
+        return msgspec.structs.replace(caps, approvals=False) if self._bypass else caps
 
     @property
     def _bypass(self) -> bool:
@@ -185,6 +177,8 @@ class ClaudeCodeDriver(DriverBase):
             if self._client is not None and self._client_ok and self._cli_alive():
                 return self._client
             await self._drop_client()
+            if self._fork is not None:
+                return await self._connect_fork(self._fork)
             if self._session_id is not None and self._resumable:
                 try:
                     return await self._connect(resume=self._session_id)
@@ -213,19 +207,42 @@ class ClaudeCodeDriver(DriverBase):
                 self._session_id = str(uuid.uuid4())
             return await self._connect(session_id=self._session_id)
 
+    async def _connect_fork(self, plan: ForkPlan) -> ClaudeSDKClient:
+        """Start the session as the CLI's copy of `plan`'s session."""
+        new_id = str(uuid.uuid4())
+        self._session_id = None if plan.at else new_id
+        try:
+            return await self._connect(fork=plan.options(new_id))
+        except _ResumeMissing as exc:
+            self._fork = None
+            self._deferred.append(
+                Notice(
+                    code="resume_failed",
+                    message=f"Could not copy the Claude Code session {plan.session_id}: {exc}. "
+                    "Started a new session; the model does not remember the earlier "
+                    "conversation.",
+                )
+            )
+            self._session_id = new_id
+            return await self._connect(session_id=new_id)
+
     async def _connect(
-        self, *, resume: str | None = None, session_id: str | None = None
+        self,
+        *,
+        resume: str | None = None,
+        session_id: str | None = None,
+        fork: dict[str, Any] | None = None,
     ) -> ClaudeSDKClient:
         from claude_agent_sdk import ClaudeSDKClient, ProcessError
 
-        options = self._options(resume=resume, session_id=session_id)
+        options = self._options(resume=resume, session_id=session_id, fork=fork)
         client = ClaudeSDKClient(options)
         self._stderr.clear()
         try:
             await client.connect()
         except ProcessError as exc:
             text = f"{exc}\n" + "\n".join(self._stderr)
-            if resume is not None and any(m in text for m in RESUME_MISSING_MARKERS):
+            if (resume or fork) and any(m in text for m in RESUME_MISSING_MARKERS):
                 raise _ResumeMissing(self._first_line(exc)) from None
             detail = self._first_line(exc)
             suffix = "" if detail.startswith("Command failed with exit code") else f": {detail}"
@@ -250,7 +267,9 @@ class ClaudeCodeDriver(DriverBase):
         self._client_ok = True
         return client
 
-    def _options(self, *, resume: str | None, session_id: str | None) -> Any:
+    def _options(
+        self, *, resume: str | None, session_id: str | None, fork: dict[str, Any] | None
+    ) -> Any:
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 
         init = self._init
@@ -267,7 +286,7 @@ class ClaudeCodeDriver(DriverBase):
                 "preset": "claude_code",
                 "append": init.system_prompt,
             }
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"resume": resume, "session_id": session_id, **(fork or {})}
         if opts.cli_path:
             kwargs["cli_path"] = opts.cli_path
         return ClaudeAgentOptions(
@@ -288,8 +307,6 @@ class ClaudeCodeDriver(DriverBase):
                 ],
             },
             stderr=self._on_stderr,
-            resume=resume,
-            session_id=session_id,
             allowed_tools=list(opts.allowed_tools),
             disallowed_tools=list(opts.disallowed_tools),
             max_turns=opts.max_turns,
@@ -394,11 +411,15 @@ class ClaudeCodeDriver(DriverBase):
                 await self._pump(turn, translator, MESSAGE_START)
             finally:
                 with trio.CancelScope(shield=True):
+                    if translator.session_id is not None and translator.last_uuid:
+                        token = checkpoint_token(translator.session_id, translator.last_uuid)
+                        await turn.emit(Checkpoint(turn_id=turn.turn_id, token=token))
                     for out in translator.finish():
                         await self._deliver(turn, out, MESSAGE_START)
                     if translator.session_id is not None:
                         self._announced = translator.session_id
                         self._session_id = translator.session_id
+                        self._fork = None  # the copy is made: from now on, resume it
             result = translator.result
             assert result is not None
             self._has_history = True
@@ -536,57 +557,6 @@ class ClaudeCodeDriver(DriverBase):
             return
         # The CLI did not end the turn: cut it; the next turn starts a fresh CLI (resumed).
         turn.cancel_scope.cancel()
-
-    # --- SDK callbacks (run in the SDK's tasks) ---------------------------------------------
-
-    async def _pre_tool_use(
-        self, input_data: Any, tool_use_id: str | None, context: Any
-    ) -> dict[str, Any]:
-        return await self._steer_hook("PreToolUse", input_data)
-
-    async def _post_tool_use(
-        self, input_data: Any, tool_use_id: str | None, context: Any
-    ) -> dict[str, Any]:
-        return await self._steer_hook("PostToolUse", input_data)
-
-    async def _steer_hook(self, event: str, input_data: Any) -> dict[str, Any]:
-        turn = self._turn
-        if turn is None or turn.interrupted or not turn.has_pending_steers:
-            return {}
-        if isinstance(input_data, dict) and input_data.get("agent_id"):
-            return {}  # a sub-agent's tool: its context would not reach the top-level model
-        steers = await turn.take_steers()
-        if not steers:
-            return {}
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "additionalContext": format_steers(steers),
-            }
-        }
-
-    async def _can_use_tool(
-        self, tool_name: str, tool_input: dict[str, Any], ctx: ToolPermissionContext
-    ) -> PermissionResult:
-        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
-
-        turn = self._turn
-        if turn is None or turn.interrupted:
-            return PermissionResultDeny(message="The turn was stopped.", interrupt=True)
-        description = ctx.title or ctx.description or ctx.decision_reason or ""
-        timeout = self._opts.approval_timeout
-        with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
-            answer = await turn.request_approval(tool_name, dict(tool_input), description)
-        if scope.cancelled_caught:
-            return PermissionResultDeny(
-                message=f"No answer to the permission request within {timeout:g} s."
-            )
-        if answer.allow:
-            return PermissionResultAllow()
-        return PermissionResultDeny(
-            message=answer.reason or "The user denied this tool call.",
-            interrupt=turn.interrupted,
-        )
 
 
 def main() -> None:

@@ -177,6 +177,9 @@ class Translator:
         self._current_message = ""
         self._compaction: _CompactionState = "idle"
         self._anchor: CompactionAnchor | None = None
+        #: The uuid of the turn's last top-level assistant message (its transcript entry):
+        #: where a `Checkpoint` of this turn resumes.
+        self.last_uuid: str | None = None
 
     @property
     def compacting(self) -> bool:
@@ -291,6 +294,8 @@ class Translator:
 
     def _assistant(self, msg: AssistantMessage) -> list[Output]:
         out = self._settle_compaction()
+        if msg.parent_tool_use_id is None and msg.uuid:
+            self.last_uuid = msg.uuid
         if (
             msg.parent_tool_use_id is not None
             or msg.error is not None
