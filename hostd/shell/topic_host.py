@@ -232,7 +232,7 @@ class TopicHost(DriverLink):
                         partial(machine.turn_ended, event.status, event.error, event.error_code),
                     )
             elif isinstance(eff, TouchRow):
-                writer.put(st.TouchRow(tid, eff.row))
+                writer.put(eff)  # a store op as it is (`store.ops`)
             elif isinstance(eff, SaveRow):
                 gen = writer.put(st.PutRow(eff.row), durable=eff.durable)
                 if eff.durable:

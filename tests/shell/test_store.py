@@ -74,14 +74,14 @@ async def test_streamed_touches_are_written_once_per_flush_with_the_newest_conte
             live = LiveRow(row("r1", "pending", 1))
             for i in range(100):
                 live.append(TextDelta(f"{i},"))
-                writer.put(st.TouchRow("tp1", live.snapshot()))
+                writer.put(st.TouchRow(live.snapshot()))
             live.append(TextDelta("after the last touch"))
             await writer.wait_committed()
             (stored,) = reader.load_rows("tp1")
             assert stored.parts == [TextDelta("".join(f"{i}," for i in range(100)))]
             assert writer.statistics().ops_written == 2  # the topic and one row
             # A touched row whose topic is deleted before the flush is not written.
-            writer.put(st.TouchRow("tp1", live.snapshot()))
+            writer.put(st.TouchRow(live.snapshot()))
             writer.put(st.DeleteTopic("tp1"))
             await writer.wait_committed()
             assert reader.load_rows("tp1") == []

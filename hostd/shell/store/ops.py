@@ -12,14 +12,16 @@ from typing import Any
 
 from hostd.core.effects import DeleteRow as DeleteRow
 from hostd.core.effects import SaveApproval, SaveRow, SaveTopic
-from hostd.core.rows import RowSnapshot
+from hostd.core.effects import TouchRow as TouchRow
 from hostd_protocol.client_messages import ScheduleInfo, TopicInfo
 from hostd_protocol.common import Usage
 
 # --- operations (what the writer batches) --------------------------------------------------------
 
-#: Four operations are the topic runtime's own effects, stored as they are: one class each,
-#: not a copy (a row, a topic record, an approval, a removed row need no topic id).
+#: Five operations are the topic runtime's own effects, stored as they are: one class each,
+#: not a copy (a row, a topic record, an approval, a removed row, a touched row need no
+#: topic id). A `TouchRow` carries the row as it was at its chunk (`RowSnapshot`); the newest
+#: per row wins in a batch and is built (`row.freeze()`) when the batch is written.
 PutTopic = SaveTopic
 PutRow = SaveRow
 PutApproval = SaveApproval
@@ -38,19 +40,6 @@ class PutSeq:
 
     topic_id: str
     seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class TouchRow:
-    """A row whose content grew, as it was at that chunk (`hostd.core.effects.TouchRow`): the
-    newest per row wins in a batch, and is built (`row.freeze()`) when the batch is written."""
-
-    topic_id: str
-    row: RowSnapshot
-
-    @property
-    def row_id(self) -> str:
-        return self.row.base.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +152,12 @@ def op_topic(op: Op) -> str | None:
         return op.topic.id
     if isinstance(op, PutRow):
         return op.row.topic_id
+    if isinstance(op, TouchRow):
+        return op.row.base.topic_id
     if isinstance(op, PutApproval):
         return op.approval.topic_id
     if isinstance(
-        op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutTurnUsage, PutSteps, TouchRow)
+        op, (DeleteTopic, PutSeq, PutResumeToken, PutTurn, PutTurnUsage, PutSteps)
     ):
         return op.topic_id
     if isinstance(op, PutSchedule):
