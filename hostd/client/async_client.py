@@ -15,16 +15,18 @@ Rules this module guards:
 - One reader task per connection routes frames: replies to the waiting request (by id), topic
   events to that topic's subscription. Writes go through one lock.
 - A request answered by `ErrorReply` raises the typed error rebuilt with `error_from_code`.
-- A subscription hides snapshot, replay and resync from the caller: it keeps the transcript
-  current, and when the host sends `Resync` or a seq gap shows up it re-attaches with
-  `since=<last seq>`; if the host cannot replay that far it takes a fresh snapshot, which it
-  yields (a `Snapshot` item) so the caller redraws.
+- A subscription (`hostd.client.subscription`) hides snapshot, replay and resync from the
+  caller: it keeps the transcript current, and when the host sends `Resync` or a seq gap shows
+  up it re-attaches with `since=<last seq>`; if the host cannot replay that far it takes a
+  fresh snapshot, which it yields (a `Snapshot` item) so the caller redraws.
+
+Schedule requests are `hostd.client.schedule_ops.ScheduleOps`, topic operations
+`hostd.client.topic_ops.TopicOps` (both mixed into `Client`).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -33,6 +35,8 @@ from typing import Any, TypeVar
 
 import trio
 
+from hostd.client.schedule_ops import ScheduleOps
+from hostd.client.subscription import Subscription
 from hostd.client.sync_wire import (
     DaemonNotRunning,
     autostart_connect,
@@ -43,10 +47,7 @@ from hostd.client.sync_wire import not_running as _not_running
 from hostd.client.topic_ops import TopicOps
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
-    AddSchedule,
     AnswerApproval,
-    Attach,
-    AttachResult,
     ContinueTurn,
     CreateTopic,
     DeleteTopic,
@@ -62,35 +63,22 @@ from hostd_protocol.client_messages import (
     History,
     HistoryResult,
     ListDrivers,
-    ListSchedules,
     ListTopics,
-    MissedPolicy,
     Ping,
     Pong,
     PrewarmTopic,
     ReadRow,
-    RemoveSchedule,
     RenameTopic,
-    ReplayEnd,
     Reply,
-    Resync,
     RowContent,
-    RunScheduleNow,
-    ScheduleBusy,
-    ScheduleInfo,
-    ScheduleListResult,
-    ScheduleResult,
     SendMessage,
     SendNow,
     SendResult,
     ServerMessage,
-    SetScheduleEnabled,
     Shutdown,
-    Snapshot,
     Status,
     StatusResult,
     Stop,
-    TopicEvent,
     TopicInfo,
     TopicListResult,
     TopicResult,
@@ -110,7 +98,6 @@ from hostd_protocol.common import (
 from hostd_protocol.errors import (
     ConnectionBroken,
     ConnectionClosed,
-    EventGap,
     HandshakeError,
     HostdError,
     ProtocolError,
@@ -130,90 +117,7 @@ def _codec(encoding: Encoding) -> Codec[ServerMessage]:
     return codec
 
 
-class Subscription:
-    """The live view of one attached topic. Iterate it for `Snapshot | TopicEvent` items.
-
-    `transcript` (a `hostd.core.transcript.Transcript`) is kept current before each item is
-    yielded; `seq` is the last seq seen.
-    """
-
-    def __init__(self, client: Client, topic_id: str, max_rows: int) -> None:
-        self._client = client
-        self.topic_id = topic_id
-        self.max_rows = max_rows
-        #: The snapshot taken at attach; `snapshot` is the latest (a resync takes a new one).
-        self.first: Snapshot | None = None
-        self.snapshot: Snapshot | None = None
-        self.transcript: Any = None
-        self.seq = 0
-        #: How often the host told us to resync, and how often we saw a seq gap ourselves.
-        self.resyncs = 0
-        self.gaps = 0
-        self._replaying = False
-        self._send, self._recv = trio.open_memory_channel[TopicEvent](math.inf)
-        self._pending: list[Snapshot | TopicEvent] = []
-        self.closed = False
-
-    def _reset(self, snapshot: Snapshot) -> None:
-        from hostd.core.transcript import Transcript
-
-        if self.first is None:
-            self.first = snapshot
-        self.snapshot = snapshot
-        self.transcript = Transcript(snapshot)
-        self.seq = snapshot.seq
-        self._pending.append(snapshot)
-
-    async def _attach(self, since: int | None) -> None:
-        self._replaying = since is not None
-        result = await self._client._request(
-            Attach(id=0, topic_id=self.topic_id, since=since, max_rows=self.max_rows)
-        )
-        assert isinstance(result, AttachResult)
-        if result.mode == "snapshot":
-            assert result.snapshot is not None
-            self._reset(result.snapshot)
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Snapshot | TopicEvent:
-        while True:
-            if self._pending:
-                return self._pending.pop(0)
-            if self.closed:
-                raise StopAsyncIteration
-            try:
-                event = await self._recv.receive()
-            except trio.EndOfChannel:
-                raise StopAsyncIteration from None
-            if isinstance(event, ReplayEnd):
-                self._replaying = False
-                continue
-            if isinstance(event, Resync):
-                self.resyncs += 1
-                # During a replay: the host no longer has our events, take a new snapshot.
-                # Otherwise we fell behind live: try to replay from our seq first.
-                await self._attach(None if self._replaying else self.seq)
-                continue
-            if event.seq <= self.seq:
-                continue  # already in the snapshot, or replay overlap
-            if event.seq != self.seq + 1:
-                self.gaps += 1
-                await self._attach(self.seq)
-                continue
-            if self.transcript is not None:
-                try:
-                    self.transcript.apply(event)
-                except EventGap:
-                    self.gaps += 1
-                    await self._attach(self.seq)
-                    continue
-            self.seq = event.seq
-            return event
-
-
-class Client(TopicOps):
+class Client(TopicOps, ScheduleOps):
     """One connection to the daemon. Use `open_client()` to get one."""
 
     def __init__(self, stream: trio.abc.Stream, *, encoding: Encoding = "msgpack") -> None:
@@ -500,59 +404,6 @@ class Client(TopicOps):
         r = await self._request(Ping(id=0))
         assert isinstance(r, Pong)
         return r
-
-    # --- schedules ------------------------------------------------------------------------
-
-    async def add_schedule(
-        self,
-        topic_id: str,
-        text: str,
-        *,
-        cron: str = "",
-        every_s: float = 0.0,
-        tz: str = "UTC",
-        busy: ScheduleBusy = "queue",
-        missed: MissedPolicy = "run-once",
-        enabled: bool = True,
-        assistant: str = "",
-    ) -> ScheduleInfo:
-        """Send `text` to `topic_id` at every due time of `cron` (in zone `tz`) or every
-        `every_s` seconds; see `ScheduleInfo` for `busy` and `missed`. With `assistant` (and
-        `topic_id=""`), every run goes to a new topic of that assistant."""
-        r = await self._request(
-            AddSchedule(
-                id=0, topic_id=topic_id, text=text, cron=cron, every_s=every_s, tz=tz,
-                busy=busy, missed=missed, enabled=enabled, assistant=assistant,
-            )
-        )
-        assert isinstance(r, ScheduleResult)
-        return r.schedule
-
-    async def list_schedules(self, topic_id: str = "") -> list[ScheduleInfo]:
-        r = await self._request(ListSchedules(id=0, topic_id=topic_id))
-        assert isinstance(r, ScheduleListResult)
-        return r.schedules
-
-    async def remove_schedule(self, schedule_id: str) -> None:
-        await self._request(RemoveSchedule(id=0, schedule_id=schedule_id))
-
-    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
-        return await self._set_schedule_enabled(schedule_id, False)
-
-    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
-        """Run again from now on (due times passed while paused are not run)."""
-        return await self._set_schedule_enabled(schedule_id, True)
-
-    async def _set_schedule_enabled(self, schedule_id: str, enabled: bool) -> ScheduleInfo:
-        r = await self._request(SetScheduleEnabled(id=0, schedule_id=schedule_id, enabled=enabled))
-        assert isinstance(r, ScheduleResult)
-        return r.schedule
-
-    async def run_schedule_now(self, schedule_id: str) -> ScheduleInfo:
-        """Send the schedule's message now; raises TopicBusy while its previous run goes on."""
-        r = await self._request(RunScheduleNow(id=0, schedule_id=schedule_id))
-        assert isinstance(r, ScheduleResult)
-        return r.schedule
 
     async def shutdown(self, *, wait: bool = True) -> None:
         """Ask the daemon to stop. With `wait`, return once it closed this connection: by
