@@ -83,6 +83,7 @@ from hostd_acp.schema import (
     WriteTextFileParams,
     permission_selected,
 )
+from hostd_acp.session_fork import SessionFork, prompt_text
 from hostd_acp.translate import Output, UpdateTranslator
 from hostd_protocol.common import (
     ApprovalOption,
@@ -166,7 +167,7 @@ def choose_option(options: list[PermissionOption], allow: bool) -> str | None:
     return None
 
 
-class AcpDriver(DriverBase):
+class AcpDriver(SessionFork, DriverBase):
     """Speak ACP to one agent; translate to hostd driver events."""
 
     name = DRIVER_NAME
@@ -208,12 +209,16 @@ class AcpDriver(DriverBase):
         # fast and works without the agent installed (as the Claude Code driver does); a
         # missing command, a mute agent or another ACP version fail that first turn.
         self._configure(init)
+        forked = False
+        if init.fork_from is not None and not init.resume_token:
+            forked = await self._fork_session(init.fork_from)  # starts the agent (see module)
         return Capabilities(
             inject_steering=False,
             compaction=False,
             resume=True,
             approvals=True,
             warm=True,
+            fork_session=forked,
         )
 
     def _configure(self, init: Init) -> None:
@@ -526,7 +531,9 @@ class AcpDriver(DriverBase):
             try:
                 raw = await agent.request(
                     "session/prompt",
-                    PromptParams(session_id=session_id, prompt=[TextBlock(text=turn.send.text)]),
+                    PromptParams(
+                        session_id=session_id, prompt=[TextBlock(text=prompt_text(turn.send))]
+                    ),
                     on_answer=detach,
                 )
             except AgentGone as exc:
