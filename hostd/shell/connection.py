@@ -221,6 +221,8 @@ class Connection:
         self._queued_bytes = 0
         self._ready = trio.Event()
         self._closing = False
+        #: The writer task is inside `send_all` (the socket was full): `flush` leaves it be.
+        self._sending = False
         self._writer_done = trio.Event()
         self._cancel: trio.CancelScope | None = None
         self._reader_scope = trio.CancelScope()
@@ -292,8 +294,9 @@ class Connection:
         self._resyncs += 1
         self.send_message(Resync(topic_id=stream.topic_id, seq=stream.last_seq, reason=reason))
 
-    def push_event(self, stream: TopicStream, frame: bytes) -> None:
-        """A topic event frame, already encoded in this connection's encoding."""
+    def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
+        """A topic event frame, already encoded in this connection's encoding. `wake=False`:
+        only queue it; the fan-out calls `flush` once its batch is published."""
         # An event bigger than the whole budget still goes out on an empty queue: the limit
         # bounds how far a window lags, not how big one event may be.
         if self._event_bytes and self._event_bytes + len(frame) > self.max_queue_bytes:
@@ -302,7 +305,7 @@ class Connection:
         if trace.ENABLED:
             # publish appended the event to the buffer first: its seq is the stream's last.
             self._trace_keys.append((stream.topic_id, stream.last_seq))
-        self._enqueue(frame, is_event=True)
+        self._enqueue(frame, is_event=True, wake=wake)
 
     def push_events(self, events: list[TopicEvent]) -> bool:
         """Queue replayed events (encoded here: replays are rare, one window at a time).
@@ -321,12 +324,59 @@ class Connection:
             self._enqueue(frame, is_event=True)
         return True
 
-    def _enqueue(self, frame: bytes, *, is_event: bool) -> None:
+    def _enqueue(self, frame: bytes, *, is_event: bool, wake: bool = True) -> None:
         self._queue.append((frame, is_event))
         self._queued_bytes += len(frame)
         if is_event:
             self._event_bytes += len(frame)
-        self._ready.set()
+        if wake:
+            self._ready.set()
+
+    def flush(self) -> None:
+        """Write everything queued now, in one syscall, when the socket takes it without
+        waiting; what it does not take goes to the writer task, in order.
+
+        The fan-out calls this once per batch of driver events it published (`TopicStream.
+        held`): the frames reach the window in the same scheduler pass as the pipe read that
+        carried them, instead of one pass later through the writer task (at 100 streaming
+        topics a pass is hundreds of tasks long). Never blocks and never raises: a broken
+        socket aborts the connection, as in the writer.
+        """
+        if not self._queue:
+            return
+        if self._sending or self._closing or self._fd < 0:
+            # The writer is mid-write (what it holds goes first), or this is no plain socket.
+            self._ready.set()
+            return
+        data, traced = self._take()
+        try:
+            sent = self._try_write(data)
+        except trio.BrokenResourceError:
+            log.debug("%r: peer went away while writing", self)
+            self.abort()
+            return
+        if sent < len(data):
+            # The rest of a frame can never be dropped (it would cut the stream mid-frame):
+            # it goes back first, counted as a reply, and the writer waits for room.
+            self._queue.appendleft((data[sent:], False))
+            self._queued_bytes += len(data) - sent
+            self._trace_keys[:0] = traced
+            self._ready.set()
+        elif traced:
+            trace.written(traced, id(self))
+
+    def _take(self) -> tuple[bytes, list[tuple[str, int]]]:
+        """Everything queued, joined (the caller writes it), and its trace keys."""
+        items = self._queue
+        self._queue = deque()
+        traced, self._trace_keys = self._trace_keys, []
+        self._queued_bytes = 0
+        self._event_bytes = 0
+        data = b"".join(f for f, _ in items)
+        self._frames_sent += len(items)
+        self._bytes_sent += len(data)
+        self._writes += 1
+        return data, traced
 
     def _fell_behind(self) -> None:
         """The window cannot keep up: drop its queued events, unsubscribe, tell it to resync."""
@@ -382,20 +432,16 @@ class Connection:
                         return
                     self._ready = trio.Event()
                     await self._ready.wait()
-                items = self._queue
-                self._queue = deque()
-                traced, self._trace_keys = self._trace_keys, []
-                self._queued_bytes = 0
-                self._event_bytes = 0
-                data = b"".join(f for f, _ in items)
+                data, traced = self._take()
                 sent = self._try_write(data)
                 if sent < len(data):
-                    await self._stream.send_all(memoryview(data)[sent:] if sent else data)
+                    self._sending = True
+                    try:
+                        await self._stream.send_all(memoryview(data)[sent:] if sent else data)
+                    finally:
+                        self._sending = False
                 if traced:
                     trace.written(traced, id(self))
-                self._frames_sent += len(items)
-                self._bytes_sent += len(data)
-                self._writes += 1
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.debug("%r: peer went away while writing", self)
             self.abort()

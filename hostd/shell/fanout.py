@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from time import monotonic_ns
 from typing import Any, Protocol
 
@@ -58,8 +59,12 @@ class Subscriber(Protocol):
     @property
     def encoding(self) -> Encoding: ...
 
-    def push_event(self, stream: TopicStream, frame: bytes) -> None:
-        """Queue one encoded event frame; never blocks. May unsubscribe itself."""
+    def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
+        """Queue one encoded event frame; never blocks. May unsubscribe itself. `wake=False`:
+        do not write yet, `flush` follows."""
+
+    def flush(self) -> None:
+        """Write what `push_event` queued, now if the window can take it; never blocks."""
 
     def resync(self, stream: TopicStream, reason: str) -> None:
         """Unsubscribe from `stream` and tell the window to attach again."""
@@ -115,6 +120,8 @@ class TopicStream:
         # A dict keeps subscription order, so windows get frames in a stable order.
         self._subscribers: dict[Subscriber, None] = {}
         self.events_published = 0
+        #: Inside `held()`: the subscribers that got a frame and are owed a `flush`.
+        self._held: dict[Subscriber, None] | None = None
 
     @property
     def last_seq(self) -> int:
@@ -131,6 +138,23 @@ class TopicStream:
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self._subscribers.pop(sub, None)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Publish a batch: inside, frames are queued without waking any window's writer;
+        at the end each window that got frames writes them all at once (`flush`), in the
+        same step. Used for one pipe read of driver events (`TopicHost`): one write per
+        window per batch, and no task switch between the driver's pipe and the sockets."""
+        if self._held is not None:  # nested: the outer batch flushes
+            yield
+            return
+        held = self._held = {}
+        try:
+            yield
+        finally:
+            self._held = None
+            for sub in held:
+                sub.flush()
 
     def publish(self, event: TopicEvent) -> None:
         """Record and deliver one event. Encodes it at most once per encoding."""
@@ -157,8 +181,11 @@ class TopicStream:
                 # Cannot happen within the limits (`payload_bounds`); if it does, the window
                 # misses this event knowingly and takes a (bounded) snapshot instead.
                 sub.resync(self, f"event seq {event.seq} does not fit in a frame; attach again")
-            else:
+            elif self._held is None:
                 sub.push_event(self, frame)
+            else:
+                sub.push_event(self, frame, wake=False)
+                self._held[sub] = None
 
     def _encode(self, event: TopicEvent, encoding: Encoding) -> bytes | None:
         try:

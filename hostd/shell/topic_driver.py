@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from hostd.core.options import SessionOptions
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
+    from hostd.shell.fanout import TopicStream
     from hostd.shell.runtime_protocol import Runtime
     from hostd_protocol.client_messages import TopicInfo
 
@@ -127,6 +128,7 @@ class DriverLink:
     _resets_done: trio.Event
     _sent_turn: dict[str, str]
     _early_steers: list[tuple[str, Redirect]]
+    stream: TopicStream
 
     if TYPE_CHECKING:  # provided by TopicHost
 
@@ -289,7 +291,9 @@ class DriverLink:
                 except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                     break
             if batch:
-                self.feed(batch, trio.current_time())
+                # Every window that got frames from this batch writes them in one go, now.
+                with self.stream.held():
+                    self.feed(batch, trio.current_time())
                 if trace.ENABLED:
                     trace.batch_done()
                 if self.runtime.active_turn_id is None:

@@ -20,8 +20,19 @@ class Counting:
         self.encoding = encoding
         self.frames: list[bytes] = []
 
-    def push_event(self, stream: TopicStream, frame: bytes) -> None:
+        self.written: list[list[bytes]] = []
+        self._queued: list[bytes] = []
+
+    def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
         self.frames.append(frame)
+        self._queued.append(frame)
+        if wake:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._queued:
+            self.written.append(self._queued)
+            self._queued = []
 
     def resync(self, stream: TopicStream, reason: str) -> None:
         stream.unsubscribe(self)

@@ -283,6 +283,27 @@ async def test_events_arrive_in_batches_one_per_read(
         assert result.batches < 2000
 
 
+async def test_a_slow_consumer_of_a_full_channel_gets_every_event_in_order(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    # One batch of room: the reader hands most batches over through the waiting path.
+    async with serving(tmp_path, base_env, event_buffer=1) as sup:
+        session = await sup.open("t", opts())
+        await session.send(Send(turn_id="a", text="/bench 3000 size=32"))
+        stamps: list[int] = []
+        async for item in session.events:
+            assert not isinstance(item, SessionEnded)
+            stamps += [
+                int(e.chunk.text.split(":")[0])
+                for e in item
+                if isinstance(e, ChunkEvent) and isinstance(e.chunk, TextDelta)
+            ]
+            if any(isinstance(e, TurnEnd) for e in item):
+                break
+            await trio.lowlevel.checkpoint()  # slower than the driver
+        assert len(stamps) == 3000 and stamps == sorted(stamps)
+
+
 async def test_steer_is_injected_at_the_tool_boundary(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:

@@ -494,14 +494,34 @@ class DriverSession:
         assert proc is not None and proc.stdout is not None
         pending: list[DriverEvent | InvalidMessage] = list(self._early)
         self._early = []
+        assert isinstance(proc.stdout, trio.lowlevel.FdStream)  # POSIX pipes
+        fd = proc.stdout.fileno()
+        waited = True
         while True:
             if pending:
                 await self._dispatch(pending)
                 pending = []
+            # The pipe read without `receive_some`'s leading checkpoint: a read that had to
+            # wait was woken by the loop already, so yielding again would only cost this
+            # event one more scheduler pass (at 100 streaming topics each pass is one more
+            # turn of hundreds of tasks). A read that did not wait yields once, so a driver
+            # that writes faster than we read cannot hold the loop.
             try:
-                data = await proc.stdout.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = os.read(fd, READ_SIZE)
+            except BlockingIOError:
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                else:
+                    waited = True
+                    continue
+            except OSError:  # EBADF: closed under us; EIO and the like: the pipe is gone
                 data = b""
+            else:
+                if not waited:
+                    await trio.lowlevel.checkpoint()
+                waited = False
             if not data:
                 self._stdout_eof.set()
                 try:
@@ -551,7 +571,14 @@ class DriverSession:
             if trace.ENABLED:
                 trace.batch_read(batch)
             try:
-                await self._send_events.send(batch)
+                # Without a checkpoint when there is room (the usual case): handing the batch
+                # over is not a reason to go round the scheduler once more.
+                self._send_events.send_nowait(batch)
+            except trio.WouldBlock:
+                try:
+                    await self._send_events.send(batch)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 # Nobody listens any more; keep draining so the driver never blocks on us.
                 pass
