@@ -55,8 +55,8 @@ class _Loaded:
 
 class ConfigCache:
     """`<config>/assistants/*.toml` and `roles.toml`, parsed again only when a file's mtime,
-    size or the set of files changed. Reads run on a worker thread (`load`); `load_sync`
-    is for the CLI and tests."""
+    size or the set of files changed. Parsing runs on a worker thread (`load`); the stamps
+    are taken on the trio thread (`cached`); `load_sync` is for the CLI and tests."""
 
     #: Seconds a look at the files' stamps holds for `load` (an edit shows from the next
     #: turn that starts this long after the last look).
@@ -100,20 +100,27 @@ class ConfigCache:
     async def load(self, assistant: str) -> tuple[AssistantConfig, RolesConfig]:
         """Assistant `assistant` ("" = default) and the roles; `ConfigError` names the file.
 
-        The files' stamps are looked at again (on a worker thread) only when the last look is
-        older than `FRESH_FOR`: turns started in a burst skip the thread hop, the cost that
-        showed in the time to first token on a loaded machine (docs/benchmarks.md)."""
+        Goes to a worker thread only when a file changed (see `cached`)."""
         cached = self.cached(assistant)
         if cached is not None:
             return cached
         return _pick(await trio.to_thread.run_sync(self.load_sync), assistant)
 
     def cached(self, assistant: str) -> tuple[AssistantConfig, RolesConfig] | None:
-        """The config as last looked at, if that look is fresh (`FRESH_FOR`) and has this
-        assistant; None: look at the files again (maybe one was just written)."""
+        """The config as parsed, if no file changed since and it has this assistant; None:
+        parse the files again (`load`, on a worker thread).
+
+        A look older than `FRESH_FOR` takes the files' stamps again here, on the trio
+        thread: a directory listing and a few `stat`s of the user's own config folder cost
+        microseconds, while a worker-thread hop for them cost a send milliseconds on a busy
+        machine (docs/benchmarks.md, issue 22). Only parsing goes to the thread."""
         loaded = self._loaded
-        if loaded is None or time.monotonic() - self._checked_at > self.FRESH_FOR:
+        if loaded is None:
             return None
+        if time.monotonic() - self._checked_at > self.FRESH_FOR:
+            if self._stamp() != loaded.stamp:
+                return None
+            self._checked_at = time.monotonic()
         try:
             return _pick(loaded, assistant)
         except ConfigError:

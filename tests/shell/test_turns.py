@@ -86,6 +86,19 @@ def test_config_is_read_once_per_change(tmp_path: Path) -> None:
         cache.assistant_sync("coder")
 
 
+def test_a_stale_look_at_unchanged_files_is_answered_without_parsing(tmp_path: Path) -> None:
+    write_config(tmp_path / "cfg")
+    cache = ConfigCache(tmp_path / "cfg")
+    cache.FRESH_FOR = -1.0  # every look is stale: the stamps are taken again each time
+    assert cache.cached("coder") is None  # nothing parsed yet: `load` goes to a thread
+    cache.load_sync()
+    hit = cache.cached("coder")
+    assert hit is not None and hit[0].system_prompt == "be terse"
+    (tmp_path / "cfg" / "assistants" / "coder.toml").write_text('system_prompt = "new one"\n')
+    assert cache.cached("coder") is None  # changed: parse again
+    assert cache.reads == 1
+
+
 def test_a_working_dir_in_the_way_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
