@@ -25,6 +25,7 @@ from hostd_dev.bench.procs import (
     bare_fleet_turn,
     busy_cpu_seconds,
     cpu_seconds,
+    runqueue_seconds,
     spawn_fleet,
 )
 from hostd_dev.bench.report import Context, Result
@@ -74,6 +75,7 @@ def stream_rounds(
         for k in range(rounds):
             pids = [daemon.pid, wp.proc.pid, *drivers]
             cpu0 = [cpu_seconds(p) for p in pids]
+            queued0 = [runqueue_seconds(p) for p in pids]
             busy0 = busy_cpu_seconds()
             t0 = time.perf_counter()
             send_all(daemon, topics, script)
@@ -82,6 +84,7 @@ def stream_rounds(
             report = wp.read(timeout=300)
             wall = time.perf_counter() - t0
             used = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+            queued = [runqueue_seconds(p) - q for p, q in zip(pids, queued0, strict=True)]
             busy = busy_cpu_seconds() - busy0
             # CPU shares over the round, in cores: what the 2 (or N) cores were asked for.
             report["cpu_cores"] = {
@@ -91,6 +94,14 @@ def stream_rounds(
                 # Everything else on the machine (the bench itself, other jobs): noise.
                 "other processes": max(0.0, busy - sum(used)) / wall,
             }
+            # Waiting for a CPU while runnable, as a share of the round (drivers: summed, so
+            # 1.0 = one driver waiting all the time on average): the run queue, measured.
+            report["runqueue"] = {
+                "daemon": queued[0] / wall,
+                "windows": queued[1] / wall,
+                "drivers": sum(queued[2:]) / wall,
+            }
+            report["wall_s"] = wall
             on_round(k, report)
     finally:
         wp.close()
@@ -158,6 +169,22 @@ def _one_scale(
         res.add(f"{scale} host max", "ms", (lat["max"] or 0) / 1000)
         for who, cores in report["cpu_cores"].items():
             res.add(f"{scale} CPU used by {who} (cores)", "", round(cores, 2))
+        # CPU per event, which the load changes far less than latency: daemon per driver
+        # chunk (fan-out to every window included), windows process per frame received.
+        wall = report["wall_s"]
+        chunks = n_topics * n_chunks
+        res.add(
+            f"{scale} daemon CPU per chunk",
+            "us",
+            report["cpu_cores"]["daemon"] * wall / chunks * 1e6,
+        )
+        res.add(
+            f"{scale} windows CPU per frame",
+            "us",
+            report["cpu_cores"]["windows"] * wall / (chunks * n_windows) * 1e6,
+        )
+        for who, share in report["runqueue"].items():
+            res.add(f"{scale} run-queue wait of {who} (share of the round)", "", round(share, 3))
         expected = n_topics * n_windows * n_chunks
         if lat["n"] != expected:
             problems.append(f"{scale} round {k + 1}: {lat['n']} of {expected} chunks measured")

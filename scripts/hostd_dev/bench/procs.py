@@ -52,6 +52,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_seconds(pid: int) -> float:
+    """Seconds the process's main thread has spent runnable but waiting for a CPU (Linux
+    /proc/<pid>/schedstat, field 2; 0.0 elsewhere). Over a round, divided by its wall time,
+    it says how much of the round that thread waited for the machine, not for work."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def busy_cpu_seconds() -> float:
     """CPU seconds every process on the machine has used so far (Linux /proc/stat), so a
     round can tell how much of the machine others (other jobs, not the bench) took."""
