@@ -12,7 +12,8 @@ Rules this module guards:
   the request id when it can be recovered, and the connection stays.
 - Requests of one connection are served one after the other, in the order sent.
 - Writing never blocks the daemon: `send_message` / `push_event` only queue bytes. The writer
-  task joins everything queued into one `send_all` (one syscall for many frames).
+  task (or `flush`, for a batch the fan-out published) joins everything queued into one
+  write (one syscall for many frames); only a full socket leaves the rest to the writer.
 - The queue is bounded. When topic events overflow it, the window is behind for good: its
   queued events are dropped, it is unsubscribed from every topic and sent `Resync` per topic
   (it re-attaches for a fresh snapshot). Replies are never dropped; a client that lets
@@ -36,6 +37,7 @@ from hostd import __version__
 from hostd.core.payload_bounds import check_request
 from hostd.shell import trace
 from hostd.shell.fanout import SERVER_CODECS, TopicStream
+from hostd.shell.partial_frames import PartialFrames
 from hostd_protocol.client_messages import (
     ClientMessage,
     ErrorReply,
@@ -88,32 +90,6 @@ FRAME_TIMEOUT = 60.0
 #: daemon buffer megabytes before it even said who it is. A hello and a big request in one
 #: write are fine (only the first frame has this limit).
 HELLO_MAX_FRAME = 64 * 1024
-
-#: Bytes of incomplete frames all connections together may hold (`PartialFrames`).
-DEFAULT_MAX_PARTIAL_BYTES = 64 * 1024 * 1024
-
-
-class PartialFrames:
-    """The daemon-wide budget for incomplete frames: each connection may buffer one frame of
-    up to the frame limit, but 30 connections each holding 8 MiB must not take 240 MiB. A
-    connection that pushes the total over the budget with more than `small` bytes of its
-    own is closed (`too_many_connections`); small frames always pass."""
-
-    def __init__(self, limit: int = DEFAULT_MAX_PARTIAL_BYTES, small: int = 64 * 1024) -> None:
-        self.limit = limit
-        self.small = small
-        self.total = 0
-        self._held: dict[object, int] = {}
-
-    def hold(self, owner: object, size: int) -> bool:
-        """`owner` now holds `size` bytes of an incomplete frame; False: over the budget."""
-        self.total += size - self._held.get(owner, 0)
-        if size:
-            self._held[owner] = size
-        else:
-            self._held.pop(owner, None)
-        return size <= self.small or self.total <= self.limit
-
 
 _CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
 
@@ -221,8 +197,7 @@ class Connection:
         self._queued_bytes = 0
         self._ready = trio.Event()
         self._closing = False
-        #: The writer task is inside `send_all` (the socket was full): `flush` leaves it be.
-        self._sending = False
+        self._sending = False  # the writer is in `send_all`: `flush` leaves the queue to it
         self._writer_done = trio.Event()
         self._cancel: trio.CancelScope | None = None
         self._reader_scope = trio.CancelScope()
@@ -295,8 +270,7 @@ class Connection:
         self.send_message(Resync(topic_id=stream.topic_id, seq=stream.last_seq, reason=reason))
 
     def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
-        """A topic event frame, already encoded in this connection's encoding. `wake=False`:
-        only queue it; the fan-out calls `flush` once its batch is published."""
+        """A topic event frame in this connection's encoding (`wake=False`: `flush` follows)."""
         # An event bigger than the whole budget still goes out on an empty queue: the limit
         # bounds how far a window lags, not how big one event may be.
         if self._event_bytes and self._event_bytes + len(frame) > self.max_queue_bytes:
@@ -333,40 +307,29 @@ class Connection:
             self._ready.set()
 
     def flush(self) -> None:
-        """Write everything queued now, in one syscall, when the socket takes it without
-        waiting; what it does not take goes to the writer task, in order.
-
-        The fan-out calls this once per batch of driver events it published (`TopicStream.
-        held`): the frames reach the window in the same scheduler pass as the pipe read that
-        carried them, instead of one pass later through the writer task (at 100 streaming
-        topics a pass is hundreds of tasks long). Never blocks and never raises: a broken
-        socket aborts the connection, as in the writer.
-        """
-        if not self._queue:
-            return
-        if self._sending or self._closing or self._fd < 0:
-            # The writer is mid-write (what it holds goes first), or this is no plain socket.
-            self._ready.set()
-            return
-        data, traced = self._take()
-        try:
-            sent = self._try_write(data)
-        except trio.BrokenResourceError:
-            log.debug("%r: peer went away while writing", self)
-            self.abort()
-            return
-        if sent < len(data):
-            # The rest of a frame can never be dropped (it would cut the stream mid-frame):
-            # it goes back first, counted as a reply, and the writer waits for room.
-            self._queue.appendleft((data[sent:], False))
+        """Write everything queued in one syscall if the socket takes it now; the rest goes
+        to the writer task, in order. Called by the fan-out once per batch (`TopicStream.held`)
+        so frames leave in the pipe read's own scheduler pass, not one pass later. Never
+        blocks or raises: a broken socket aborts the connection, as in the writer."""
+        if self._queue and not (self._sending or self._closing or self._fd < 0):
+            data, traced = self._take()
+            try:
+                sent = self._try_write(data)
+            except trio.BrokenResourceError:
+                self.abort()
+                return
+            if sent == len(data):
+                if traced:
+                    trace.written(traced, id(self))
+                return
+            self._queue.appendleft((data[sent:], False))  # first, as a reply: never dropped
             self._queued_bytes += len(data) - sent
+            self._frames_sent -= 1  # the writer counts the rest again
             self._trace_keys[:0] = traced
+        if self._queue:
             self._ready.set()
-        elif traced:
-            trace.written(traced, id(self))
 
     def _take(self) -> tuple[bytes, list[tuple[str, int]]]:
-        """Everything queued, joined (the caller writes it), and its trace keys."""
         items = self._queue
         self._queue = deque()
         traced, self._trace_keys = self._trace_keys, []

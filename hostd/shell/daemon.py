@@ -37,16 +37,15 @@ from hostd.core.payload_bounds import (
 from hostd.core.runtime_outbox import NoticeLevel
 from hostd.core.schedules import ScheduleBook
 from hostd.shell.connection import (
-    DEFAULT_MAX_PARTIAL_BYTES,
     DEFAULT_MAX_QUEUE_BYTES,
     FRAME_TIMEOUT,
     HELLO_TIMEOUT,
     Connection,
-    PartialFrames,
 )
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
 from hostd.shell.handlers import RequestHandlers
+from hostd.shell.partial_frames import DEFAULT_MAX_PARTIAL_BYTES, PartialFrames
 from hostd.shell.paths import Paths, check_database_files
 from hostd.shell.schedule_service import (
     DaemonScheduleTarget,
