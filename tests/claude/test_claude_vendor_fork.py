@@ -20,6 +20,7 @@ import trio
 from hostd.client import Client, open_client
 from hostd.shell.daemon import DaemonConfig, serve_daemon
 from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.sandbox import Sandbox, probe
 from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
 from hostd_claude_code.spec import SPEC
@@ -31,6 +32,7 @@ __all__ = ["home"]  # the fixture
 
 pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 
+SUPPORT = probe()
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "kappa", "omega"]
 
 
@@ -152,3 +154,35 @@ async def test_fork_and_rewind_use_the_clis_own_session_copy(home: Path) -> None
         "alpha", "Alpha answer.", "beta", "Beta answer.",
         "gamma", "Gamma answer.", "epsilon", "Epsilon answer.",
     ]
+
+
+@pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason)
+async def test_a_confined_fork_reads_its_source_session(home: Path) -> None:
+    """Under a confined sandbox a driver sees only its own topic's folders, and the fork's
+    source state dir read-only: enough to copy the session, nothing to write into."""
+    paths = Paths.under(home)
+    policy = {"mode": "confined", "network": "shared"}
+    with FakeAnthropicAPI(RULES) as api:
+        env = offline_env(api.base_url)
+        sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))
+        with trio.fail_after(180):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        paths,
+                        config=DaemonConfig(default_driver="claude-code"),
+                        registry=DriverRegistry.from_specs(SPEC),
+                        supervisor_factory=lambda r: Supervisor(r, base_env=env, sandbox=sandbox),
+                        task_status=task_status,
+                    )
+                )
+                async with open_client(paths) as client:
+                    topic = await client.create_topic(
+                        driver="claude-code", options={"sandbox": policy}
+                    )
+                    await ask(client, topic.id, "alpha")
+                    rows = (await client.history(topic.id)).rows
+                    fork = await client.fork_topic(topic.id, rows[-1].id)
+                    await ask(client, fork.id, "beta")
+                    await client.shutdown()
+    as_vendor_copy(request_for(api, "beta"), "Alpha answer.")

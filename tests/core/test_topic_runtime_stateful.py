@@ -36,12 +36,14 @@ from hostd.core.effects import (
     DeleteRow,
     Effect,
     Emit,
+    ResetSession,
     SaveApproval,
     SaveRow,
     SaveTurn,
     StartTurn,
     ToDriver,
 )
+from hostd.core.runtime_rows import UNSENT_STATUSES as UNSENT
 from hostd.core.topic_runtime import TopicRuntime
 from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
@@ -70,6 +72,7 @@ from hostd_protocol.common import (
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    Checkpoint,
     ChunkEvent,
     CompactionComplete,
     CompactionError,
@@ -120,6 +123,7 @@ DRIVER_ACTIONS = [
     "crash",
     *["compaction"] * 2,
     "approval",
+    "checkpoint",
 ]
 
 
@@ -242,6 +246,11 @@ class TopicMachine(RuleBasedStateMachine):
                 self.stored[eff.row.id] = eff.row
             elif isinstance(eff, DeleteRow):
                 self.stored.pop(eff.row_id, None)
+            elif isinstance(eff, ResetSession):
+                # A rewind's new session may start only from the last kept row's checkpoint.
+                kept = [r for r in self.rt.snapshot(10_000).rows if r.status not in UNSENT]
+                last = kept[-1].meta.get("checkpoint", "") if kept else ""
+                assert eff.resume_at == last
             elif isinstance(eff, SaveTurn):
                 self.turn_records.setdefault(eff.turn_id, []).append(eff)
             elif isinstance(eff, SaveApproval):
@@ -521,6 +530,15 @@ class TopicMachine(RuleBasedStateMachine):
             TopicInfo(id="F"), rows, [], 0, new_id=self.new_id, wall=lambda: 1.0
         )
         assert Transcript(fork.snapshot(10_000)).rows() == rows
+        # A vendor copy is offered only from the row's own checkpoint, or from the resume
+        # token when the fork takes the whole history.
+        offered = self.rt.fork_source(row_id, "token")
+        placed = [r for r in before.rows if r.status not in ("queued", "draft")]
+        assert offered in (
+            target.meta.get("checkpoint"),
+            "token" if placed[-1].id == row_id else None,
+            None,
+        )
 
     # --- the fake driver --------------------------------------------------------------------
 
@@ -538,6 +556,9 @@ class TopicMachine(RuleBasedStateMachine):
         else:
             self.feed(ChunkEvent(turn_id=self.turn, chunk=ToolCall(call_id="c", name="ls")))
             self.feed(ChunkEvent(turn_id=self.turn, chunk=ToolResult(call_id="c", output="o")))
+
+    def driver_checkpoint(self, data: st.DataObject) -> None:
+        self.feed(Checkpoint(turn_id=self.turn, token=self.new_id("cp")))
 
     def driver_inject(self, data: st.DataObject) -> None:
         # A well-behaved driver injects in order, and nothing more once interrupted.
@@ -563,6 +584,8 @@ class TopicMachine(RuleBasedStateMachine):
         if self.driver.pending:
             self.feed(SteerUndelivered(turn_id=turn, steer_ids=list(self.driver.pending)))
         final = "stopped" if self.driver.interrupted else status
+        if data.draw(st.booleans(), label="checkpoint"):  # a driver declaring rewind_session
+            self.feed(Checkpoint(turn_id=turn, token=self.new_id("cp")))
         self.driver.ended()
         self.feed(TurnEnd(turn_id=turn, status=final, error="boom" if final == "error" else ""))
 

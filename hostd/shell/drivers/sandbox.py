@@ -164,10 +164,12 @@ class Sandbox:
         state_dir: str = "",
         python: str | None = None,
         bridge: str = "",
+        read_also: tuple[str, ...] = (),
     ) -> list[str]:
         """`command` as the policy says: itself, or inside bwrap. Raises `SandboxUnavailable`
         when the policy cannot be honoured (never falls back to unconfined). `bridge`: the
-        folder of the session's `LoopbackBridge` (network "loopback")."""
+        folder of the session's `LoopbackBridge` (network "loopback"). `read_also`: more
+        folders visible read-only (a fork's source state dir)."""
         if not policy.confined:
             return list(command)
         home = user_home(environ)
@@ -176,7 +178,7 @@ class Sandbox:
             home=home,
             hidden=_existing([*self.hidden, uid_run]),
             read_only=(*interpreter_paths(python or sys.executable),
-                       *spec.sandbox_paths({**environ, "HOME": home})[0]),
+                       *spec.sandbox_paths({**environ, "HOME": home})[0], *read_also),
             read_write=tuple(
                 p for p in (*spec.sandbox_paths({**environ, "HOME": home})[1], state_dir) if p
             ),

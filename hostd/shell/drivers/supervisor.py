@@ -459,7 +459,11 @@ class Supervisor:
 
             await nursery.start(serve_bridge)
         try:
-            argv = await self._sandboxed(spec, opts, env, bridge.folder if bridge else "")
+            # A fork reads its source's vendor files (read-only) to copy the session.
+            source = fork_from.state_dir if fork_from is not None else ""
+            argv = await self._sandboxed(
+                spec, opts, env, bridge.folder if bridge else "", (source,) if source else ()
+            )
         except BaseException:
             bridge_scope.cancel()
             raise
@@ -501,7 +505,12 @@ class Supervisor:
         return started
 
     async def _sandboxed(
-        self, spec: DriverSpec, opts: SessionOptions, env: Mapping[str, str], bridge: str = ""
+        self,
+        spec: DriverSpec,
+        opts: SessionOptions,
+        env: Mapping[str, str],
+        bridge: str = "",
+        read_also: tuple[str, ...] = (),
     ) -> list[str]:
         """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
         malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
@@ -526,6 +535,7 @@ class Supervisor:
             lambda: sandbox.wrap(
                 argv, policy, spec=spec, environ=env, working_dir=opts.working_dir,
                 state_dir=opts.state_dir, python=self._python, bridge=bridge,
+                read_also=read_also,
             )
         )
 
