@@ -447,7 +447,9 @@ class RequestHandlers:
                 options=info.options,
             )
         try:
-            await self.supervisor.prewarm(opts, host.resume_token, topic_id=host.topic_id)
+            await self.supervisor.prewarm(
+                opts, host.resume_token, topic_id=host.topic_id, fork_from=host.pending_source
+            )
         except HostdError as exc:
             log.info("topic %s: prewarm failed: %s", host.topic_id, exc)
 

@@ -161,6 +161,11 @@ class DriverLink:
         """The topic's vendor session token (None: the next session starts fresh)."""
         return self._resume_token
 
+    @property
+    def pending_source(self) -> SessionSource | None:
+        """The vendor session the topic's next session is offered to copy, if any."""
+        return None if self._resume_token else self._fork_from
+
     def start_from(self, source: SessionSource | None) -> None:
         """Offer `source` (a fork's origin) to the topic's next session, which the driver
         may start as a copy of it (`hostd.core.vendor_session`)."""
@@ -172,7 +177,7 @@ class DriverLink:
         vendor source) and start its pump."""
         token = self._resume_token
         session = await self._supervisor.open(
-            self.topic_id, opts, token, fork_from=None if token else self._fork_from
+            self.topic_id, opts, token, fork_from=self.pending_source
         )
         self._session = session
         self._fresh_session = feeds_history(

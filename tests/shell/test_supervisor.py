@@ -25,7 +25,7 @@ from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
 from hostd.testing.processes import child_pids, no_new_children
-from hostd_protocol.common import TextDelta
+from hostd_protocol.common import SessionSource, TextDelta
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     Redirect,
@@ -533,6 +533,25 @@ async def test_spares_are_matched_by_resume_token_too(
         resumed = await sup.open("old-topic", o, "vendor-session-1")
         assert resumed is spare
         assert (await turn(resumed, "w", "/whoami")).text == "resumed vendor-session-1"
+
+
+async def test_spares_are_matched_by_fork_source_too(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        o = SessionOptions(
+            driver="scripted",
+            working_dir=str(tmp_path / "shared"),
+            options={**FAST, "fork_session": True},
+        )
+        source = SessionSource(token="vendor-session-1")
+        spare = await sup.prewarm(o, fork_from=source)
+        plain = await sup.open("new-topic", o)  # nothing to copy: never the copy
+        assert plain is not spare and plain.fork_from is None
+        forked = await sup.open("fork-topic", o, fork_from=source)
+        assert forked is spare and forked.fork_from == source
+        assert forked.capabilities.fork_session
+        assert (await turn(forked, "w", "/whoami")).text == "resumed a copy of vendor-session-1"
 
 
 async def test_max_warm_evicts_the_oldest(tmp_path: Path, base_env: dict[str, str]) -> None:

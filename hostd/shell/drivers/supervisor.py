@@ -104,10 +104,14 @@ class _Live:
     key: str
 
 
-def _warm_key(opts: SessionOptions, resume_token: str | None) -> str:
-    # The resume token is part of a spare's identity: a process initialised to continue one
-    # vendor session must never be handed to another topic.
-    return f"{opts.key()}|{resume_token or ''}"
+def _warm_key(
+    opts: SessionOptions, resume_token: str | None, fork_from: SessionSource | None = None
+) -> str:
+    # The resume token (or the vendor session a fork copies) is part of a spare's identity:
+    # a process initialised to continue one vendor session must never be handed to another
+    # topic.
+    source = f"{fork_from.token}|{fork_from.state_dir}" if fork_from is not None else ""
+    return f"{opts.key()}|{resume_token or ''}|{source}"
 
 
 def _turn_scoped(opts: SessionOptions) -> bool:
@@ -248,8 +252,8 @@ class Supervisor:
 
         Concurrent calls for one topic share one connect. A live session opened with other
         options (a different key) is closed and replaced. `resume_token` goes into `Init` of a
-        new process; a live session keeps its own vendor session. `fork_from` too (a new
-        process always: a warm spare was started without it).
+        new process; a live session keeps its own vendor session. `fork_from` too (a spare
+        is taken only when it was started with the same source).
 
         Raises:
             DriverUnavailable: unknown driver, it failed to load, or it refused to start.
@@ -300,19 +304,24 @@ class Supervisor:
         self._reschedule()
 
     async def prewarm(
-        self, opts: SessionOptions, resume_token: str | None = None, *, topic_id: str = ""
+        self,
+        opts: SessionOptions,
+        resume_token: str | None = None,
+        *,
+        topic_id: str = "",
+        fork_from: SessionSource | None = None,
     ) -> DriverSession:
         """Start a warm spare for these options; returns it once it answered `Warmed`.
 
         The spare waits in the pool (not bound to any topic) until an `open` with the same
-        key and resume token takes it, its `warm_ttl` runs out, or it is evicted. `topic_id`
+        key, resume token and fork source takes it, its `warm_ttl` runs out, or it is evicted. `topic_id`
         resolves an empty `working_dir` the way `open` would for that topic, and marks the
         spare as that topic's (an open of the topic with other options drops it). Raises the
         same errors as `open` when the spare cannot start.
         """
         self._require_serving()
         opts = self._resolve(topic_id, opts)
-        return await self._prewarm(opts, resume_token, for_topic=topic_id)
+        return await self._prewarm(opts, resume_token, for_topic=topic_id, fork_from=fork_from)
 
     async def close(self, topic_id: str) -> None:
         """Close the topic's session and spares; an open in flight gets `TopicClosed`."""
@@ -370,11 +379,7 @@ class Supervisor:
     ) -> None:
         stale: DriverSession | None = None
         try:
-            if fork_from is not None:
-                spec = self._registry.get(opts.driver)
-                session = await self._spawn(spec, opts, token, topic_id, fork_from)
-            else:
-                session = await self._obtain(topic_id, opts, token)
+            session = await self._obtain(topic_id, opts, token, fork_from)
         except HostdError as exc:
             flight.error = exc
         except Exception as exc:  # a bug fails this open, never the daemon
@@ -401,10 +406,14 @@ class Supervisor:
             await stale.aclose()
 
     async def _obtain(
-        self, topic_id: str, opts: SessionOptions, token: str | None
+        self,
+        topic_id: str,
+        opts: SessionOptions,
+        token: str | None,
+        fork_from: SessionSource | None = None,
     ) -> DriverSession:
         spec = self._registry.get(opts.driver)
-        wkey = _warm_key(opts, token)
+        wkey = _warm_key(opts, token, fork_from)
         # A spare for exactly this is on its way (the idle close is closing the old process
         # and then starts one): it started earlier than a cold start would, so wait for it.
         # A loop, because the idle close hands over from its marker to the prewarm's.
@@ -423,7 +432,7 @@ class Supervisor:
         # A spare this topic's idle close made for other options (or another token) is dead
         # weight now.
         await _close_all(self._warm.take_for_topic(topic_id))
-        return await self._spawn(spec, opts, token, topic_id)
+        return await self._spawn(spec, opts, token, topic_id, fork_from)
 
     async def _spawn(
         self,
@@ -540,14 +549,19 @@ class Supervisor:
         )
 
     async def _prewarm(
-        self, opts: SessionOptions, token: str | None, *, for_topic: str
+        self,
+        opts: SessionOptions,
+        token: str | None,
+        *,
+        for_topic: str,
+        fork_from: SessionSource | None = None,
     ) -> DriverSession:
         spec = self._registry.get(opts.driver)
-        wkey = _warm_key(opts, token)
+        wkey = _warm_key(opts, token, fork_from)
         marker = trio.Event()
         self._warming[wkey] = marker
         try:
-            session = await self._spawn(spec, opts, token, topic_id="")
+            session = await self._spawn(spec, opts, token, topic_id="", fork_from=fork_from)
             await session.send(Prewarm())
             with trio.move_on_after(self._handshake_timeout):
                 await _wait_first(session.warmed, session.ended)
@@ -645,6 +659,8 @@ class Supervisor:
         self._idle.forget(topic_id)
         self._idle_closed += 1
         token = live.session.resume_token
+        # A copy that never ran a turn has no token of its own yet: its spare copies again.
+        source = live.session.fork_from if token is None else None
         # A turn-scoped standalone workspace is gone after its turn: a spare started in it
         # would recreate it, and the next turn works in a new folder anyway.
         prewarm = (
@@ -654,7 +670,7 @@ class Supervisor:
         )
         # Announce the spare before closing, so an open that races the close waits for it
         # instead of starting a second cold process.
-        wkey = _warm_key(live.opts, token)
+        wkey = _warm_key(live.opts, token, source)
         marker = trio.Event()
         if prewarm:
             self._warming.setdefault(wkey, marker)
@@ -667,7 +683,7 @@ class Supervisor:
             marker.set()
         if prewarm and not self._stopping:
             try:
-                await self._prewarm(live.opts, token, for_topic=topic_id)
+                await self._prewarm(live.opts, token, for_topic=topic_id, fork_from=source)
             except HostdError as exc:
                 log.info("prewarm after idle close of topic %s failed: %s", topic_id, exc)
             except Exception:  # a bug in a background prewarm must not take the daemon down
