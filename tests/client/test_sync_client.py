@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import get_type_hints
 
 import pytest
 import trio
@@ -39,6 +40,9 @@ def test_every_async_request_has_a_blocking_twin() -> None:
         assert not inspect.iscoroutinefunction(sync_fn), name
         assert inspect.signature(sync_fn) == inspect.signature(async_fn), name
         assert sync_fn.__doc__ == async_fn.__doc__, name
+        # Explicit, resolvable types (what type checkers and IDEs show): the async one's.
+        hints = get_type_hints(sync_fn)
+        assert "return" in hints and hints == get_type_hints(async_fn), name
         assert sync_fn.__qualname__ == f"SyncClient.{name}"
 
 
