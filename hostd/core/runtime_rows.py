@@ -64,6 +64,9 @@ class RowBook:
         return live
 
     def remove(self, row_id: str) -> None:
+        """Forget a row. The caller emits what the store must do with it (`DeleteRow`, or a
+        final `SaveRow`): that op replaces any pending `TouchRow` of the row, and nothing
+        else tells the store the row left the runtime."""
         del self._rows[row_id]
 
     def place(self) -> int:
