@@ -85,7 +85,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def hostd_conformance_profile(pytestconfig: pytest.Config) -> ConformanceProfile:
     """The profile the suite drives: the default one for `--hostd-driver NAME`. Define a
     fixture of this name to drive your driver your way (see `ConformanceProfile`)."""
+    from hostd.shell.drivers.registry import DriverRegistry
     from hostd.testing.conformance import ConformanceProfile
+    from hostd_protocol.errors import HostdError
 
     name = pytestconfig.getoption("hostd_driver") or pytestconfig.getini("hostd_driver")
     if not name:
@@ -94,7 +96,15 @@ def hostd_conformance_profile(pytestconfig: pytest.Config) -> ConformanceProfile
             "ConformanceProfile, or pass --hostd-driver NAME",
             pytrace=False,
         )
-    return ConformanceProfile(driver=str(name))
+    registry = DriverRegistry.discover()
+    problem = ""
+    try:
+        registry.get(str(name))
+    except HostdError as exc:  # a typo or a driver not installed: one line, not 7 tracebacks
+        problem = str(exc)
+    if problem:
+        pytest.fail(f"hostd_conformance: {problem}", pytrace=False)
+    return ConformanceProfile(driver=str(name), registry=registry)
 
 
 @pytest.fixture

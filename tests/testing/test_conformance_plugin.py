@@ -130,6 +130,11 @@ async def test_an_option_runs_the_suite_against_an_installed_driver(tmp_path: Pa
     ), out
     assert re.match(r"^=+ 7 deselected, 1 error in ", _summary(out)), out
 
+    # A driver that is not installed: its name and the installed ones, in one line.
+    out = await _pytest(python, proj, "--hostd-driver", "echo-tset", "-k", "handshake")
+    assert "hostd_conformance: no driver named 'echo-tset' is installed (installed: " in out, out
+    assert "Traceback" not in out and "During handling" not in out
+
 
 async def test_a_profile_fixture_drives_the_driver_its_own_way(tmp_path: Path) -> None:
     python = await trio.to_thread.run_sync(lambda: _project(tmp_path, conftest=True))
