@@ -18,7 +18,12 @@ Rules this module guards:
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
 - Secrets given for the session are redacted (`hostd.core.redaction`) from everything the driver
   says, here and only here: every decoded event, the stderr tail, the errors this session
-  ends with, and every log line about it. Nothing a driver said leaves this module unredacted.
+  ends with, and every log line about it. Nothing a driver said leaves the session (this
+  module and `session_end`) unredacted.
+
+The end of a session (settle, reap, the error it ends with, `SessionEnded`) is
+`hostd.shell.drivers.session_end.SessionEnd`, mixed in; the driver's environment is
+`hostd.shell.drivers.environment`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -37,7 +41,16 @@ import trio
 from hostd.core.payload_bounds import bound_driver_events
 from hostd.core.redaction import Redactor
 from hostd.shell import trace
+from hostd.shell.drivers.environment import MINIMAL_ENV, driver_env
 from hostd.shell.drivers.reaper import GroupReaper
+from hostd.shell.drivers.session_end import (
+    EXIT_AFTER_EOF,
+    READ_SIZE,
+    Failure,
+    SessionEnd,
+    SessionEnded,
+    clone_error,
+)
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
@@ -72,77 +85,17 @@ __all__ = [
     "EventBatch",
     "SessionEnded",
     "StderrTail",
+    "clone_error",
     "driver_env",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Variables a driver gets from the daemon's environment without asking: enough to run a
-#: Python interpreter and find its packages, nothing that could carry a credential. No
-#: PYTHON* variable: drivers run isolated (`DriverSpec.argv`), and a Python child a driver
-#: starts must not inherit a path into a planted directory either.
-MINIMAL_ENV: tuple[str, ...] = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_MESSAGES",
-    "TZ",
-    "TMPDIR",
-    "TEMP",
-    "TMP",
-    "SYSTEMROOT",
-    "VIRTUAL_ENV",
-)
-
-#: One read from a pipe. The kernel pipe buffer is 64 KiB on Linux, so a bigger read rarely
-#: returns more, and each read allocates this much up front.
-READ_SIZE = 65536
-#: After stdout ends, how long the process may take to exit before it is killed.
-EXIT_AFTER_EOF = 1.0
-#: After the process exited, how long to wait for the rest of stderr (a grandchild may hold
-#: the pipe open forever) and for stdout to end.
-PIPE_GRACE = 0.2
-#: How long the end marker waits for room in a full events channel.
-END_DELIVERY_TIMEOUT = 5.0
-
-
-def driver_env(
-    needs: Iterable[str], base_env: Mapping[str, str], secrets: Mapping[str, str]
-) -> dict[str, str]:
-    """The environment of one driver: `MINIMAL_ENV`, the variables its spec names, its secrets.
-
-    A variable the spec names but the daemon does not have is simply absent: the driver
-    reports missing credentials itself (`DriverFatal`), with a message that says which.
-    """
-    env = {name: base_env[name] for name in MINIMAL_ENV if name in base_env}
-    env.setdefault("PATH", os.defpath)
-    for name in needs:
-        if name in base_env:
-            env[name] = base_env[name]
-    env.update(secrets)
-    return env
-
-
-@dataclass(frozen=True)
-class SessionEnded:
-    """The last item of `DriverSession.events`: the process is gone (and reaped)."""
-
-    #: None for a clean close (we asked it to stop and it exited 0), else why it ended.
-    error: DriverError | None = None
-
 
 EventBatch = list[DriverEvent]
 
 
-_Failure = tuple[type[DriverError], str]
-
-
-class DriverSession:
+class DriverSession(SessionEnd):
     """A live driver process bound to one topic (or waiting in the warm pool).
 
     Public attributes: `topic_id`, `driver`, `capabilities` (from `Ready`), `pid`,
@@ -212,7 +165,7 @@ class DriverSession:
         self._proc: trio.Process | None = None
         self._send_lock = trio.Lock()
         self._early: list[DriverEvent] = []
-        self._failure: _Failure | None = None
+        self._failure: Failure | None = None
         self._fatal: DriverFatal | None = None
         self._closing = False
         self._stdout_eof = trio.Event()
@@ -430,7 +383,7 @@ class DriverSession:
             self._reaper.add(self.pid)  # its group dies with the daemon, however that dies
         self._log.debug("started driver %s pid %d in %s", self.driver, self.pid, self._cwd)
 
-    async def _handshake(self) -> _Failure | None:
+    async def _handshake(self) -> Failure | None:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         timeout = self._handshake_timeout
@@ -488,7 +441,7 @@ class DriverSession:
                 f"driver {self.driver!r} did not complete the handshake within {timeout:g}s",
             )
 
-    async def _read_events(self) -> _Failure | None:
+    async def _read_events(self) -> Failure | None:
         """Read stdout until EOF; one batch per read. Returns a failure for bad frames."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None
@@ -594,137 +547,6 @@ class DriverSession:
         if waiter is not None:
             waiter.set()
 
-    async def _watch_exit(self, reader_scope: trio.CancelScope) -> None:
-        """If the process exits but stdout stays open (a grandchild holds it), stop reading."""
-        proc = self._proc
-        assert proc is not None
-        await proc.wait()
-        with trio.move_on_after(PIPE_GRACE):
-            await self._stdout_eof.wait()
-            return
-        self._log.warning("driver %s exited but its stdout stayed open", self.driver)
-        reader_scope.cancel()
-
-    async def _read_stderr(self) -> None:
-        proc = self._proc
-        assert proc is not None and proc.stderr is not None
-        try:
-            while True:
-                try:
-                    data = await proc.stderr.receive_some(READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    break
-                if not data:
-                    break
-                for line in self._tail.feed(data):
-                    self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
-        except Exception:  # never let the tail take the session (or the daemon) down
-            log.exception("reading stderr of driver %s failed", self.driver)
-        finally:
-            for line in self._tail.close():
-                self._log.debug("%s[%d]: %s", self.driver, self.pid, line)
-            self._stderr_eof.set()
-
-    async def _settle(self) -> None:
-        """stdout ended (or we gave up on it): let the process exit and stderr drain."""
-        proc = self._proc
-        assert proc is not None
-        with trio.move_on_after(EXIT_AFTER_EOF):
-            await proc.wait()
-        if proc.returncode is None:
-            if not self._closing:
-                self._failure = self._failure or (
-                    DriverCrashed,
-                    f"driver {self.driver!r} closed its output but did not exit; killed it",
-                )
-            self._signal(signal.SIGKILL)
-            await proc.wait()
-        with trio.move_on_after(PIPE_GRACE):
-            await self._stderr_eof.wait()
-
-    async def _reap(self) -> None:
-        """Shielded by the caller: make sure the process is dead and waited for."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.returncode is None:
-            self._signal(signal.SIGKILL)
-        await proc.wait()
-        self.exit_code = proc.returncode
-        if self._reaper is not None:
-            self._reaper.remove(proc.pid)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                await stream.aclose()
-        for waiter in self._turn_waiters.values():
-            waiter.set()
-        self._turn_waiters.clear()
-
-    def _end_error(self) -> DriverError | None:
-        end = self._end_error_unredacted()
-        if end is None or not self._redactor:
-            return end
-        # Host-made messages quote the driver (a fatal message, a decode error, a kill
-        # reason); the tail is redacted already.
-        return _with_message(end, self._redactor.text(end.message))
-
-    def _end_error_unredacted(self) -> DriverError | None:
-        code = self.exit_code
-        tail = self._tail.text()
-        if self._failure is not None:
-            cls, message = self._failure
-            return cls(message, driver=self.driver, exit_code=code, stderr_tail=tail)
-        if self._fatal is not None:
-            return DriverCrashed(
-                f"driver {self.driver!r} gave up: {self._fatal.message}",
-                driver=self.driver,
-                exit_code=code,
-                stderr_tail=tail,
-                details={"fatal_code": self._fatal.code},
-            )
-        if self._closing:
-            if code == 0:
-                return None
-            if code is not None and code < 0:
-                return DriverTimeout(
-                    f"driver {self.driver!r} did not exit after close; {_describe_exit(code)}",
-                    driver=self.driver,
-                    exit_code=code,
-                    stderr_tail=tail,
-                )
-            return DriverCrashed(
-                f"driver {self.driver!r} {_describe_exit(code)} while closing",
-                driver=self.driver,
-                exit_code=code,
-                stderr_tail=tail,
-            )
-        during = f" during turn {self.active_turn}" if self.active_turn else ""
-        return DriverCrashed(
-            f"driver {self.driver!r} {_describe_exit(code)}{during}",
-            driver=self.driver,
-            exit_code=code,
-            stderr_tail=tail,
-        )
-
-    async def _deliver_end(self, end: DriverError | None, *, graceful: bool) -> None:
-        if end is not None:
-            self._log.info("driver session ended: %s", end.message)
-        self._call_hook(self.on_end)
-        try:
-            if graceful:
-                # Ordered after every batch; bounded so a consumer that stopped reading
-                # cannot pin this task (and so the supervisor) forever. If it times out the
-                # channel still closes and `end_error` holds the reason.
-                with trio.move_on_after(END_DELIVERY_TIMEOUT):
-                    await self._send_events.send(SessionEnded(end))
-            else:
-                self._send_events.send_nowait(SessionEnded(end))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
-            pass
-        finally:
-            await self._send_events.aclose()
-            self.ended.set()
-
     def _call_hook(self, hook: Callable[[DriverSession], None] | None) -> None:
         if hook is None:
             return
@@ -732,38 +554,6 @@ class DriverSession:
             hook(self)
         except Exception:  # the owner's bookkeeping must not break (or leak) a process
             log.exception("hook %r of driver %s failed", hook, self.driver)
-
-    def _signal(self, sig: signal.Signals) -> None:
-        proc = self._proc
-        # Only while unreaped: after the reap the pid (and group id) may belong to another.
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
-
-    def _gone_error(self) -> DriverCrashed:
-        end = self.end_error
-        if end is not None:
-            # A fresh instance per raise: one exception object raised in several tasks
-            # would grow one traceback from all of them.
-            return DriverCrashed(
-                end.message,
-                driver=self.driver,
-                exit_code=end.exit_code,
-                stderr_tail=end.stderr_tail,
-            )
-        state = "is closing" if self._closing else "is gone"
-        return DriverCrashed(
-            f"driver {self.driver!r} session {state}",
-            driver=self.driver,
-            exit_code=self.exit_code,
-            stderr_tail=self._tail.text(),
-        )
 
     def __repr__(self) -> str:
         return (
@@ -786,43 +576,3 @@ class _RedactingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         text = str(msg) % args if args else str(msg)
         self.logger.log(level, "%s", self._redactor.text(text), **kwargs)
 
-
-def _with_message(err: DriverError, message: str) -> DriverError:
-    if message == err.message:
-        return err
-    details: dict[str, Any] = {
-        k: v for k, v in err.details.items() if k not in ("driver", "exit_code", "stderr_tail")
-    }
-    return type(err)(
-        message,
-        driver=err.driver,
-        exit_code=err.exit_code,
-        stderr_tail=err.stderr_tail,
-        details=details,
-    )
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "stopped"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with code {code}"
-
-
-def clone_error(err: DriverError) -> DriverError:
-    """A fresh copy of `err`, to raise in another task (tracebacks are per raise)."""
-    details: dict[str, Any] = {
-        k: v for k, v in err.details.items() if k not in ("driver", "exit_code", "stderr_tail")
-    }
-    return type(err)(
-        err.message,
-        driver=err.driver,
-        exit_code=err.exit_code,
-        stderr_tail=err.stderr_tail,
-        details=details,
-    )
