@@ -13,18 +13,16 @@ and a *painter* that redraws at most `FPS` times a second when something changed
 and notes are printed above rich's `Live` region (into the scrollback), the rest is redrawn in
 it. All drawing goes through `chat_render` (pure), all bookkeeping through `chat_state` (pure).
 
+The slash commands are `chat_commands` (pure); the `hostd chat` command itself (options,
+which topic, starting the daemon) is `chat_cmd`.
+
 Ctrl-C once stops the running turn (the partial answer is kept, unsent messages come back as
 drafts); twice within `QUIT_WINDOW` seconds quits. Quitting never stops the daemon or the topic.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -34,28 +32,27 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
+from hostd.cli.chat_commands import HELP, Command, parse_command
 from hostd.cli.chat_input import (
     EndOfInput,
     InputEvent,
     Interrupt,
     LineEditor,
     Submit,
-    chat_history,
-    raw_terminal,
     read_chunks,
 )
 from hostd.cli.chat_render import (
     allow_always_option,
     render_chat_live,
     render_row,
+    render_turn_error,
     roll_labels,
     row_text,
     total_usage,
 )
 from hostd.cli.chat_state import ChatState
-from hostd.client import Client, DaemonNotRunning, Subscription, open_client, start_daemon
+from hostd.client import Client, Subscription
 from hostd.core.transcript import Transcript
-from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
@@ -71,71 +68,17 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import Usage
-from hostd_protocol.errors import AlreadyAnswered, HostdError, UnknownTopic
+from hostd_protocol.errors import AlreadyAnswered, HostdError
 
 if TYPE_CHECKING:
     from prompt_toolkit.history import History
 
-__all__ = ["ChatApp", "cmd_chat", "parse_command"]
+__all__ = ["ChatApp", "Command", "Quit", "parse_command", "render_turn_error"]
 
 #: Frames per second at most: bursts of chunks are coalesced into one redraw.
 FPS = 20
 #: A second Ctrl-C within this many seconds quits.
 QUIT_WINDOW = 3.0
-
-HELP = """\
-[bold]Type[/bold] a message and press Enter. While an answer streams, what you type steers it
-(or waits as a queued message if the driver cannot steer).
-  [bold cyan]/stop[/bold cyan]          stop the answer (Ctrl-C); unsent messages come back as drafts
-  [bold cyan]/discard N[/bold cyan]     drop unsent message N
-  [bold cyan]/send N[/bold cyan]        send unsent message N now (stops the running answer)
-  [bold cyan]/edit N[/bold cyan]        put unsent message N back on the input line
-  [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny [reason])
-  [bold cyan]/regenerate[/bold cyan]    answer the last message again (stops a running answer)
-  [bold cyan]/undo[/bold cyan]          remove the last message and its answer from the history
-  [bold cyan]/fork[/bold cyan]          copy this topic (up to the last finished row) into a new one
-  [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
-  [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
-
-
-# --- commands (pure) ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Command:
-    """A parsed input line: `name` "" means a plain message (`arg` holds it)."""
-
-    name: str
-    arg: str = ""
-
-
-COMMANDS = frozenset(
-    {"help", "quit", "stop", "discard", "send", "edit", "allow", "always", "deny", "regenerate",
-     "undo", "fork"}
-)
-_ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
-
-
-def parse_command(line: str, *, approval_open: bool = False) -> Command:
-    """What a submitted line asks for. Unknown `/words` are errors, not messages."""
-    text = line.strip()
-    if not text:
-        return Command("noop")
-    if text.startswith("//"):
-        return Command("", text[1:])
-    if approval_open and text.lower() in ("y", "yes"):
-        return Command("allow")
-    if approval_open and text.lower() in ("n", "no"):
-        return Command("deny")
-    if approval_open and text.lower() in ("a", "always"):
-        return Command("always")
-    if not text.startswith("/"):
-        return Command("", line)
-    name, _, arg = text[1:].partition(" ")
-    name = _ALIASES.get(name.lower(), name.lower())
-    if name not in COMMANDS:
-        return Command("unknown", name)
-    return Command(name, arg.strip())
 
 
 # --- the app --------------------------------------------------------------------------------
@@ -596,211 +539,3 @@ class ChatApp:
             if not self.transcript.active_turn_id and not any(r.status == "queued" for r in rows):
                 return
             await self._event_seen.wait()
-
-
-def render_turn_error(code: str, error: str, driver: str) -> RenderableType | None:
-    """A turn the driver failed, said for humans: which driver, what broke (with the stderr
-    tail the host attached), what to do. None for other failures: the failed row already
-    shows its error."""
-    driver = driver or "the driver"
-    if code == "driver_unavailable":
-        body = Text.assemble(
-            (f"{driver} is unavailable", "bold"),
-            "\n",
-            (error or "(no details)", ""),
-            (
-                "\nFix what it says (install the driver or the CLI it needs, set its API key), "
-                "or pick another driver: `hostd drivers` lists them.",
-                "dim",
-            ),
-        )
-        return Panel(body, title="driver unavailable", title_align="left", border_style="red")
-    if code in _DRIVER_FAILURES:
-        body = Text.assemble(
-            (f"{driver} {_DRIVER_FAILURES[code]}", "bold"),
-            "\n",
-            (error or "(no details)", ""),
-            ("\nThe next message restarts it and resumes the session.", "dim"),
-        )
-        return Panel(body, title="driver failed", title_align="left", border_style="red")
-    return None
-
-
-_DRIVER_FAILURES = {
-    "driver_crashed": "crashed",
-    "driver_timeout": "stopped answering",
-    "driver_protocol_error": "broke the protocol",
-    "driver_error": "failed",
-}
-
-
-# --- the command ----------------------------------------------------------------------------
-
-
-def _parse_options(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise Quit(2, f"--option wants KEY=VALUE, got {item!r}")
-        try:
-            out[key] = msgspec.json.decode(value)
-        except msgspec.DecodeError:
-            out[key] = value
-    return out
-
-
-def _read_line(fd: int) -> str:
-    """One line from `fd`, read a byte at a time: what follows it stays unread for the chat
-    (Python's buffered `input()` would swallow piped lines meant as messages)."""
-    data = b""
-    while True:
-        byte = os.read(fd, 1)
-        if not byte or byte == b"\n":
-            return data.decode(errors="replace")
-        data += byte
-
-
-async def _choose_topic(client: Client, *, latest: bool) -> str:
-    """`chat -c`: the topic updated last; `chat --pick`: one chosen from a numbered list."""
-    topics = sorted(await client.list_topics(), key=lambda t: t.updated_at, reverse=True)
-    if not topics:
-        raise Quit(1, "no topics yet: `hostd chat` starts one")
-    if latest:
-        return str(topics[0].id)
-    shown = topics[:20]
-    for n, t in enumerate(shown, 1):
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.updated_at))
-        title = t.title or "(untitled)"
-        print(f"{n:>3}  {when}  {title[:50]:<50}  {t.id}  {t.working_dir}")
-    print(f"topic [1-{len(shown)}]: ", end="", flush=True)
-    answer = (await trio.to_thread.run_sync(_read_line, sys.stdin.fileno())).strip()
-    if answer.isdigit() and 1 <= int(answer) <= len(shown):
-        return str(shown[int(answer) - 1].id)
-    match = [str(t.id) for t in topics if t.id == answer]
-    if match:
-        return match[0]
-    raise Quit(1, f"no topic {answer!r} in the list")
-
-
-async def _open_topic(client: Client, args: argparse.Namespace) -> TopicInfo:
-    """The topic named on the command line (or the latest with -c, or one picked from the
-    list with --pick), or a new one; with a usable driver."""
-    if getattr(args, "cont", False) or getattr(args, "pick", False):
-        args.topic = await _choose_topic(client, latest=bool(getattr(args, "cont", False)))
-    if args.topic:
-        try:
-            topic = await client.get_topic(args.topic)
-        except UnknownTopic:
-            raise Quit(
-                1,
-                f"no topic {args.topic!r}: `hostd topics` lists them; "
-                "`hostd chat --driver NAME` starts a new one",
-            ) from None
-    else:
-        topic = await client.create_topic(
-            title=args.title,
-            driver=args.driver,
-            model=args.model,
-            assistant=args.assistant,
-            working_dir=args.working_dir,
-            options=_parse_options(args.option),
-        )
-    if topic.driver:
-        drivers = {d.name: d for d in await client.list_drivers()}
-        info = drivers.get(topic.driver)
-        if info is None:
-            known = ", ".join(sorted(drivers)) or "none"
-            raise Quit(
-                1,
-                f"driver {topic.driver!r} is not installed (installed: {known}); "
-                "install its package, or pick one with --driver",
-            )
-        if not info.available:
-            raise Quit(
-                1,
-                f"driver {topic.driver!r} is unavailable: {info.reason or 'it failed to load'}. "
-                "Fix that, or pick another driver (`hostd drivers`).",
-            )
-    return topic
-
-
-def _offer_to_start(console: Console, paths: Paths, exc: DaemonNotRunning) -> bool:
-    """Ask (on a terminal) whether to start the daemon; start it if yes."""
-    console.print(Text(f"hostd is not running (socket {paths.socket_path}).", style="yellow"))
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        console.print(
-            "Start it with [bold]hostd serve --detach[/bold] (or run [bold]hostd --autostart "
-            "chat[/bold])."
-        )
-        return False
-    try:
-        answer = console.input("Start it now in the background? [Y/n] ").strip().lower()
-    except (EOFError, KeyboardInterrupt):
-        return False
-    if answer not in ("", "y", "yes"):
-        console.print("Start it later with [bold]hostd serve --detach[/bold].")
-        return False
-    try:
-        start_daemon(paths)
-    except HostdError as err:
-        console.print(Text(f"could not start hostd: {err.message}", style="red"))
-        return False
-    return True
-
-
-async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) -> int:
-    client_name = f"hostd chat {os.getpid()}"
-    stdin_fd: int | None = None
-    try:
-        stdin_fd = sys.stdin.fileno()
-    except (OSError, ValueError, AttributeError):
-        stdin_fd = None
-    interactive = stdin_fd is not None and os.isatty(stdin_fd)
-    async with open_client(
-        paths, client_name=client_name, autostart=getattr(args, "autostart", False)
-    ) as client:
-        topic = await _open_topic(client, args)
-        async with client.attach(topic.id) as sub:
-            app = ChatApp(
-                client,
-                sub,
-                console,
-                client_name=client_name,
-                input_fd=stdin_fd,
-                interactive=interactive,
-                history=chat_history(paths.data_dir / "chat-history") if interactive else None,
-            )
-            try:
-                stored = await client.usage(topic.id)
-                app.stored_usage = {t.turn_id: t.usage for t in stored.turns}
-            except HostdError:
-                pass  # an older daemon: the footer starts from this window's turns
-            if interactive:
-                assert stdin_fd is not None
-                with raw_terminal(stdin_fd):
-                    return await app.run()
-            return await app.run()
-
-
-def cmd_chat(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
-    paths = Paths.from_env(getattr(args, "home", None))
-    # Like `claude` and `opencode`: a new topic's agent works where the command runs.
-    args.working_dir = os.path.abspath(args.working_dir or os.getcwd())
-    for attempt in range(2):
-        try:
-            return trio.run(chat_main, args, console, paths)
-        except DaemonNotRunning as exc:
-            if attempt or not _offer_to_start(console, paths, exc):
-                return 1
-        except Quit as exc:
-            if exc.message:
-                console.print(Text(f"hostd chat: {exc.message}", style="red"))
-            return exc.code
-        except HostdError as exc:
-            console.print(Text(f"hostd chat: {exc.message} [{exc.code}]", style="red"))
-            return 1
-        except KeyboardInterrupt:
-            return 130
-    return 1

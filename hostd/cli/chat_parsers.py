@@ -44,7 +44,7 @@ def add_chat_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:  
         metavar="KEY=VALUE",
         help="driver option for a new topic (repeatable; JSON values if they parse)",
     )
-    handlers["chat"] = _lazy("chat_app", "cmd_chat")
+    handlers["chat"] = _lazy("chat_cmd", "cmd_chat")
 
     p = sub.add_parser(
         "demo",

@@ -52,6 +52,7 @@ __all__ = [
     "render_rows",
     "render_status_line",
     "render_tool",
+    "render_turn_error",
     "close_open_markdown",
     "render_window",
     "roll_labels",
@@ -445,3 +446,39 @@ def render_window(
     table.add_row(Rule(style="dim"))
     table.add_row(render_status_line(topic, state, approvals_open=approvals, usage=usage))
     return Panel(table, title=Text(title, style="bold"), border_style=border_style, padding=(0, 1))
+
+
+def render_turn_error(code: str, error: str, driver: str) -> RenderableType | None:
+    """A turn the driver failed, said for humans: which driver, what broke (with the stderr
+    tail the host attached), what to do. None for other failures: the failed row already
+    shows its error."""
+    driver = driver or "the driver"
+    if code == "driver_unavailable":
+        body = Text.assemble(
+            (f"{driver} is unavailable", "bold"),
+            "\n",
+            (error or "(no details)", ""),
+            (
+                "\nFix what it says (install the driver or the CLI it needs, set its API key), "
+                "or pick another driver: `hostd drivers` lists them.",
+                "dim",
+            ),
+        )
+        return Panel(body, title="driver unavailable", title_align="left", border_style="red")
+    if code in _DRIVER_FAILURES:
+        body = Text.assemble(
+            (f"{driver} {_DRIVER_FAILURES[code]}", "bold"),
+            "\n",
+            (error or "(no details)", ""),
+            ("\nThe next message restarts it and resumes the session.", "dim"),
+        )
+        return Panel(body, title="driver failed", title_align="left", border_style="red")
+    return None
+
+
+_DRIVER_FAILURES = {
+    "driver_crashed": "crashed",
+    "driver_timeout": "stopped answering",
+    "driver_protocol_error": "broke the protocol",
+    "driver_error": "failed",
+}
