@@ -27,6 +27,10 @@ prompt late for good, so after a cancel the agent is restarted and the session r
 before the next prompt; updates
 that arrive when no prompt of ours is running, or for another session id, are dropped and
 counted, never attributed to the next turn.
+
+The ACP session (open, resume, model) is `hostd_acp.session.AcpSession`; what the agent sends
+(updates, permission and file requests, drops) is `hostd_acp.agent_messages.AgentMessages`;
+both are mixed in, like `hostd_acp.session_fork.SessionFork`.
 """
 
 from __future__ import annotations
@@ -35,14 +39,14 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
 
-from hostd_acp import __version__
-from hostd_acp.agent_process import AgentGone, AgentProcess, AgentRpcError, RequestRefused
-from hostd_acp.client_methods import ClientMethodError, FileAccess
+from hostd_acp import DRIVER_NAME, __version__
+from hostd_acp.agent_messages import AgentMessages, _Prompt
+from hostd_acp.agent_process import AgentGone, AgentProcess, AgentRpcError
+from hostd_acp.client_methods import FileAccess
 from hostd_acp.config import (
     CONFIG_FILE,
     SEEN_FILE,
@@ -57,43 +61,27 @@ from hostd_acp.config import (
     resolve_command,
     select_agent,
 )
-from hostd_acp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Dropped
 from hostd_acp.schema import (
     ACP_PROTOCOL_VERSION,
-    PERMISSION_CANCELLED,
     ClientCapabilities,
     FsCapabilities,
     InitializeParams,
     InitializeResult,
-    LoadSessionParams,
-    NewSessionParams,
-    NewSessionResult,
-    PermissionOption,
     PromptParams,
     PromptResult,
-    ReadTextFileParams,
-    RequestPermissionParams,
-    ResumeSessionResult,
     SessionIdParams,
-    SessionModels,
-    SessionNotification,
-    SetModelParams,
     TextBlock,
-    UpdateKind,
-    WriteTextFileParams,
-    permission_selected,
 )
+from hostd_acp.session import AcpSession
 from hostd_acp.session_fork import SessionFork, prompt_text
-from hostd_acp.translate import Output, UpdateTranslator
+from hostd_acp.translate import Output
 from hostd_protocol.common import (
-    ApprovalOption,
     Capabilities,
     TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolResult,
     TurnStatus,
-    Usage,
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
 from hostd_protocol.driver_messages import Init, Log, Notice, ResumeToken, UsageEvent
@@ -108,66 +96,8 @@ from hostd_protocol.errors import (
 
 log = logging.getLogger("hostd_acp")
 
-DRIVER_NAME = "acp"
 
-#: Log the first few drops of each kind, then every `DROP_LOG_EVERY`th (bounded logging).
-DROP_LOG_FIRST = 5
-DROP_LOG_EVERY = 100
-#: Malformed lines in a row after which the agent counts as broken.
-MAX_MALFORMED_IN_A_ROW = 100
-
-_notification_decoder = msgspec.json.Decoder(SessionNotification)
-_permission_decoder = msgspec.json.Decoder(RequestPermissionParams)
-_read_decoder = msgspec.json.Decoder(ReadTextFileParams)
-_write_decoder = msgspec.json.Decoder(WriteTextFileParams)
-
-
-#: Updates about the session rather than a prompt (agents send them between prompts, e.g.
-#: claude-agent-acp's command list right after session/new): not "late", just not shown.
-_SESSION_LEVEL = frozenset(
-    {
-        "available_commands_update",
-        "config_option_update",
-        "current_mode_update",
-        "session_info_update",
-        "usage_update",
-    }
-)
-_kind_decoder = msgspec.json.Decoder(UpdateKind)
-
-
-def _is_session_level(update: msgspec.Raw) -> bool:
-    try:
-        return _kind_decoder.decode(update).session_update in _SESSION_LEVEL
-    except msgspec.DecodeError:
-        return False
-
-
-class _Prompt:
-    """The one prompt in flight: its session, turn and translator."""
-
-    def __init__(self, session_id: str, turn: TurnContext) -> None:
-        self.session_id = session_id
-        self.turn = turn
-        self.translator = UpdateTranslator()
-        self.answered = trio.Event()
-        #: What the host was told so far: usage events are cumulative for the turn.
-        self.usage = Usage()
-        #: The agent's running session cost at this prompt's last usage update.
-        self.cost_total: float | None = None
-
-
-def choose_option(options: list[PermissionOption], allow: bool) -> str | None:
-    """The agent's option matching the host's answer: once-options first."""
-    wanted = ("allow_once", "allow_always") if allow else ("reject_once", "reject_always")
-    for kind in wanted:
-        for option in options:
-            if option.kind == kind:
-                return option.option_id
-    return None
-
-
-class AcpDriver(SessionFork, DriverBase):
+class AcpDriver(AcpSession, AgentMessages, SessionFork, DriverBase):
     """Speak ACP to one agent; translate to hostd driver events."""
 
     name = DRIVER_NAME
@@ -361,157 +291,6 @@ class AcpDriver(SessionFork, DriverBase):
             raise DriverCrashed(f"the ACP agent {self._agent_name!r} is not running")
         return agent
 
-    # --- the session ------------------------------------------------------------------------
-
-    async def _ensure_session(self) -> str:
-        """The live session id; (re)starts the agent and opens the session as needed."""
-        async with self._session_lock:
-            agent = self._agent
-            # A cancelled session is never reused as it is (claude-agent-acp 0.23.1 answers
-            # one prompt late after a cancel; session/close + session/resume in the same
-            # process did not recover it either): the agent is restarted, the session resumed.
-            if agent is None or not agent.alive or self._broken or self._tainted:
-                await self._restart_agent()
-            self._tainted = False
-            self._broken = False
-            if self._session_live and self._session_id is not None:
-                return self._session_id
-            if self._session_id is not None:
-                await self._resume(self._session_id)
-            if self._session_id is None:
-                result = await self._session_call(
-                    "session/new",
-                    NewSessionParams(cwd=self._cwd, mcp_servers=[], _meta=self._session_meta()),
-                )
-                try:
-                    created = msgspec.json.decode(result, type=NewSessionResult)
-                except msgspec.ValidationError as exc:
-                    raise DriverProtocolError(
-                        f"the ACP agent {self._agent_name!r} answered session/new with an "
-                        f"invalid result: {exc}",
-                        driver=DRIVER_NAME,
-                    ) from None
-                self._session_id = created.session_id
-                self._deferred.append(ResumeToken(token=created.session_id))
-                await self._apply_model(created.session_id, created.models)
-            self._session_live = True
-            return self._session_id
-
-    async def _apply_model(self, session_id: str, models: SessionModels | None) -> None:
-        """Select the topic's model in the session when the agent offers model selection."""
-        init = self._init
-        wanted = init.model if init is not None else ""
-        if not wanted:
-            return
-        if models is None or not models.available_models:
-            self._deferred.append(
-                Log(
-                    level="warning",
-                    message=f"model {wanted!r} ignored: ACP agent {self._agent_name!r} offers "
-                    "no model selection (configure the model in the agent)",
-                )
-            )
-            return
-        lower = wanted.lower()
-        match = next(
-            (m for m in models.available_models if lower in (m.model_id.lower(), m.name.lower())),
-            None,
-        )
-        if match is None:
-            offered = ", ".join(m.model_id for m in models.available_models[:12])
-            self._deferred.append(
-                Notice(
-                    code="model_unavailable",
-                    message=f"ACP agent {self._agent_name!r} has no model {wanted!r} "
-                    f"(it offers: {offered}); using {models.current_model_id or 'its default'}",
-                )
-            )
-            return
-        if match.model_id == models.current_model_id:
-            return
-        try:
-            await self._session_call(
-                "session/set_model", SetModelParams(session_id=session_id, model_id=match.model_id)
-            )
-        except TurnFailed as exc:
-            self._deferred.append(Log(level="warning", message=f"model not set: {exc.message}"))
-
-    def _session_meta(self) -> dict[str, Any] | None:
-        init = self._init
-        if init is None or not init.system_prompt:
-            return None
-        # claude-agent-acp reads an appended system prompt here; other agents ignore _meta.
-        return {"systemPrompt": {"append": init.system_prompt}}
-
-    async def _resume(self, session_id: str) -> None:
-        info = self._info
-        assert info is not None
-        caps = info.agent_capabilities
-        params = LoadSessionParams(session_id=session_id, cwd=self._cwd, mcp_servers=[])
-        try:
-            if "resume" in caps.session_capabilities:
-                raw = await self._session_call("session/resume", params)
-            elif caps.load_session:
-                self._loading = True
-                try:
-                    raw = await self._session_call("session/load", params)
-                finally:
-                    self._loading = False
-            else:
-                raise AgentRpcError("session/load", 0, "the agent cannot resume sessions")
-            try:
-                resumed = msgspec.json.decode(raw, type=ResumeSessionResult | None)
-            except msgspec.ValidationError:
-                resumed = None
-            await self._apply_model(session_id, resumed.models if resumed else None)
-        except AgentRpcError as exc:
-            self._session_id = None
-            self._deferred.append(
-                Notice(
-                    code="resume_failed",
-                    message=(
-                        f"Could not resume the ACP session {session_id} of agent "
-                        f"{self._agent_name!r}: {exc.message}. Started a new session; the "
-                        "agent does not remember the earlier conversation."
-                    ),
-                )
-            )
-
-    async def _session_call(self, method: str, params: Any) -> msgspec.Raw:
-        """A session set-up request, bounded in time, errors mapped to driver errors."""
-        agent = self._agent_or_fail()
-        try:
-            with trio.fail_after(self._opts.initialize_timeout):
-                return await agent.request(method, params)
-        except trio.TooSlowError:
-            self._broken = True
-            raise DriverTimeout(
-                f"the ACP agent {self._agent_name!r} did not answer {method} within "
-                f"{self._opts.initialize_timeout:g} s",
-                driver=DRIVER_NAME,
-                stderr_tail=agent.stderr_tail(),
-            ) from None
-        except AgentGone as exc:
-            raise self._crashed(exc, f"during {method}") from None
-        except AgentRpcError as exc:
-            if method in ("session/resume", "session/load"):
-                raise
-            raise TurnFailed(
-                f"the ACP agent {self._agent_name!r} refused {method}: {exc.message}",
-                driver=DRIVER_NAME,
-                stderr_tail=agent.stderr_tail(),
-            ) from None
-
-    def _crashed(self, exc: AgentGone, when: str) -> TurnFailed:
-        code = exc.exit_code
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else "exited"
-        return TurnFailed(
-            f"the ACP agent {self._agent_name!r} {how} {when}",
-            driver=DRIVER_NAME,
-            exit_code=code,
-            stderr_tail=exc.stderr_tail,
-        )
-
     # --- turns ------------------------------------------------------------------------------
 
     async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
@@ -646,121 +425,6 @@ class AcpDriver(SessionFork, DriverBase):
             await turn.emit(Notice(code=out.code, message=out.message, turn_id=turn.turn_id))
         else:
             await turn.emit(out)
-
-    # --- what the agent sends -------------------------------------------------------------
-
-    async def _dropped(self, reason: str, detail: str) -> None:
-        """Count a dropped message; log the first few of each reason, then every 100th."""
-        n = self._drops.get(reason, 0) + 1
-        self._drops[reason] = n
-        if n <= DROP_LOG_FIRST or n % DROP_LOG_EVERY == 0:
-            message = f"acp: dropped {reason} from agent {self._agent_name!r} (#{n}): {detail}"
-            print(message, file=sys.stderr)
-            prompt = self._active
-            if prompt is not None:
-                await prompt.turn.emit(Log(level="warning", message=message[:2000]))
-
-    async def _on_drop(self, dropped: Dropped) -> None:
-        await self._dropped(f"{dropped.reason} message", f"{dropped.size} bytes: {dropped.detail}")
-        if dropped.reason == "malformed":
-            self._malformed_in_a_row += 1
-            if self._malformed_in_a_row >= MAX_MALFORMED_IN_A_ROW:
-                # An agent that writes only garbage will never answer: restart it.
-                self._broken = True
-                agent = self._agent
-                if agent is not None:
-                    self._nursery.start_soon(agent.aclose)
-
-    async def _on_notification(self, method: str, params: msgspec.Raw) -> None:
-        self._malformed_in_a_row = 0
-        if method != "session/update":
-            await self._dropped("notification", f"unsupported method {method!r}")
-            return
-        try:
-            note = _notification_decoder.decode(params)
-        except msgspec.DecodeError as exc:
-            await self._dropped("malformed update", str(exc))
-            return
-        if note.session_id != self._session_id:
-            await self._dropped("update for an unknown session", repr(note.session_id[:80]))
-            return
-        if self._loading:
-            return  # session/load replays the conversation hostd already has
-        prompt = self._active
-        if prompt is None or prompt.session_id != note.session_id:
-            if not _is_session_level(note.update):
-                await self._dropped("late update", "no prompt of this session is running")
-            return
-        for out in prompt.translator.feed(note.update):
-            await self._deliver(prompt.turn, out, prompt)
-
-    async def _on_request(self, method: str, params: msgspec.Raw) -> Any:
-        self._malformed_in_a_row = 0
-        if method == "session/request_permission":
-            return await self._permission(params)
-        if method in ("fs/read_text_file", "fs/write_text_file") and self._opts.fs:
-            return await self._file_request(method, params)
-        await self._dropped("request", f"unsupported method {method!r} (answered: not found)")
-        raise RequestRefused(METHOD_NOT_FOUND, f"hostd's ACP client does not support {method}")
-
-    async def _permission(self, params: msgspec.Raw) -> Any:
-        try:
-            req = _permission_decoder.decode(params)
-        except msgspec.DecodeError as exc:
-            raise RequestRefused(INVALID_PARAMS, f"invalid permission request: {exc}") from None
-        prompt = self._active
-        if prompt is None or prompt.session_id != req.session_id or prompt.turn.interrupted:
-            return PERMISSION_CANCELLED
-        turn = prompt.turn
-        call = req.tool_call
-        for out in prompt.translator.announce(call.tool_call_id, call):
-            await self._deliver(turn, out)
-        tool = prompt.translator.tool_name(call.tool_call_id) or call.title or "tool"
-        tool_input = call.raw_input if isinstance(call.raw_input, dict) else {}
-        options = [
-            ApprovalOption(id=o.option_id, label=o.name or o.option_id, kind=o.kind)
-            for o in req.options
-        ]
-        timeout = self._opts.approval_timeout
-        with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
-            answer = await turn.request_approval(
-                tool, dict(tool_input), call.title or tool, options=options
-            )
-        if scope.cancelled_caught:
-            option = choose_option(req.options, allow=False)
-            return permission_selected(option) if option else PERMISSION_CANCELLED
-        if turn.interrupted:
-            return PERMISSION_CANCELLED
-        chosen = {o.option_id for o in req.options}
-        if answer.option_id in chosen:
-            return permission_selected(answer.option_id)
-        option = choose_option(req.options, allow=answer.allow)
-        if option is None:
-            return PERMISSION_CANCELLED
-        return permission_selected(option)
-
-    async def _file_request(self, method: str, params: msgspec.Raw) -> Any:
-        files = self._files
-        assert files is not None
-        try:
-            if method == "fs/read_text_file":
-                read = _read_decoder.decode(params)
-                self._check_session(read.session_id)
-                text = await trio.to_thread.run_sync(files.read, read.path, read.line, read.limit)
-                return {"content": text}
-            write = _write_decoder.decode(params)
-            self._check_session(write.session_id)
-            await trio.to_thread.run_sync(files.write, write.path, write.content)
-            return None
-        except msgspec.DecodeError as exc:
-            raise RequestRefused(INVALID_PARAMS, f"invalid {method} params: {exc}") from None
-        except ClientMethodError as exc:
-            raise RequestRefused(exc.code, exc.message) from None
-
-    def _check_session(self, session_id: str) -> None:
-        if session_id != self._session_id:
-            raise RequestRefused(INVALID_PARAMS, f"unknown session {session_id!r}")
-
 
 def main() -> None:
     """Entry point: `python -m hostd_acp`. Keeps a nursery for the agent's reader tasks."""
