@@ -3,6 +3,10 @@
 The trio shell around `hostd.shell.drivers.warm_pool` (sans-IO bookkeeping) and `hostd.shell.drivers.session`
 (one process). Contract: docs/internal-contracts.md, "Supervisor".
 
+How a session's process starts (Init, environment, sandbox, loopback bridge, redaction) is
+`hostd.shell.drivers.spawner.SessionSpawner`, mixed in; idle closes and warm spares are
+`hostd.shell.drivers.warm_spares.WarmSpares`, mixed in.
+
 Rules this module guards:
 
 - One driver process per topic session (crash isolation); a crash ends that session's
@@ -23,7 +27,6 @@ Rules this module guards:
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import tempfile
@@ -33,22 +36,17 @@ from dataclasses import dataclass, field, replace
 import trio
 
 from hostd.core.options import SessionOptions
-from hostd.core.redaction import credential_values
-from hostd.core.sandbox_policy import driver_options, policy_of
-from hostd.core.workspaces import workspace_of
-from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
-from hostd.shell.drivers.session import DriverSession, SessionEnded, clone_error, driver_env
+from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
+from hostd.shell.drivers.spawner import SessionSpawner
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
-from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
-from hostd_protocol.driver_messages import Init, Prewarm
+from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
+from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import (
     DriverCrashed,
-    DriverError,
-    DriverUnavailable,
     HostdError,
     TopicClosed,
 )
@@ -63,7 +61,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -97,31 +94,6 @@ class _Flight:
     error: HostdError | None = None
 
 
-@dataclass
-class _Live:
-    session: DriverSession
-    opts: SessionOptions
-    key: str
-
-
-def _warm_key(
-    opts: SessionOptions, resume_token: str | None, fork_from: SessionSource | None = None
-) -> str:
-    # The resume token (or the vendor session a fork copies) is part of a spare's identity:
-    # a process initialised to continue one vendor session must never be handed to another
-    # topic.
-    source = f"{fork_from.token}|{fork_from.state_dir}" if fork_from is not None else ""
-    return f"{opts.key()}|{resume_token or ''}|{source}"
-
-
-def _turn_scoped(opts: SessionOptions) -> bool:
-    try:
-        ws = workspace_of(opts.options)
-    except HostdError:
-        return False
-    return ws is not None and ws.scope == "turn"
-
-
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -130,7 +102,7 @@ def _dir_name(topic_id: str) -> str:
     return name or "_"
 
 
-class Supervisor:
+class Supervisor(SessionSpawner, WarmSpares):
     """Starts, shares, times out and reaps driver processes. Owns every one of them.
 
     Run `serve` in a nursery (`await nursery.start(sup.serve)`); every driver process and
@@ -434,162 +406,6 @@ class Supervisor:
         await _close_all(self._warm.take_for_topic(topic_id))
         return await self._spawn(spec, opts, token, topic_id, fork_from)
 
-    async def _spawn(
-        self,
-        spec: DriverSpec,
-        opts: SessionOptions,
-        token: str | None,
-        topic_id: str,
-        fork_from: SessionSource | None = None,
-    ) -> DriverSession:
-        nursery = self._require_serving()
-        init = Init(
-            protocol_version=PROTOCOL_VERSION,
-            model=opts.model,
-            working_dir=opts.working_dir,
-            resume_token=token,
-            system_prompt=opts.system_prompt,
-            options=driver_options(opts.options),
-            state_dir=opts.state_dir,
-            fork_from=fork_from,
-        )
-        env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
-        policy = policy_of(opts.options)
-        bridge: LoopbackBridge | None = None
-        bridge_scope = trio.CancelScope()
-        if policy.confined and policy.network == "loopback" and policy.ports:
-            # The session's own bridge to the declared ports of the host's loopback, for as
-            # long as the session lives (cancelled in `_on_end`, or below if it never starts).
-            bridge = LoopbackBridge(policy.ports, self._sandbox.bridge_parent)
-
-            async def serve_bridge(task_status: trio.TaskStatus[None]) -> None:
-                with bridge_scope:
-                    await bridge.serve(task_status=task_status)
-
-            await nursery.start(serve_bridge)
-        try:
-            # A fork reads its source's vendor files (read-only) to copy the session.
-            source = fork_from.state_dir if fork_from is not None else ""
-            argv = await self._sandboxed(
-                spec, opts, env, bridge.folder if bridge else "", (source,) if source else ()
-            )
-        except BaseException:
-            bridge_scope.cancel()
-            raise
-        session = DriverSession(
-            driver=opts.driver,
-            argv=argv,
-            init=init,
-            env=env,
-            cwd=opts.working_dir or None,
-            topic_id=topic_id,
-            handshake_timeout=self._handshake_timeout,
-            close_timeout=self._close_timeout,
-            terminate_timeout=self._terminate_timeout,
-            max_frame_size=self._max_frame_size,
-            event_buffer=self._event_buffer,
-            # Every text this driver sends back is redacted of these (`hostd.core.redaction`):
-            # the session's secrets, the credential-like variables its spec names, and the
-            # variable an option names (`env_options`: an API key by construction).
-            reaper=self._reaper,
-            redact=[
-                *opts.secrets.values(),
-                *credential_values(spec.env, self._base_env),
-                *(self._base_env.get(name, "") for name in spec.env_names(opts.options)
-                  if name not in spec.env),
-            ],
-        )
-        session.on_turn_start = self._on_turn_start
-        session.on_turn_end = self._on_turn_end
-        session.on_end = self._on_end
-        if bridge is not None:
-            self._bridges[id(session)] = bridge_scope
-        self._spawned += 1
-        try:
-            started: DriverSession = await nursery.start(session.run)
-        except BaseException:
-            self._bridges.pop(id(session), None)
-            bridge_scope.cancel()
-            raise
-        return started
-
-    async def _sandboxed(
-        self,
-        spec: DriverSpec,
-        opts: SessionOptions,
-        env: Mapping[str, str],
-        bridge: str = "",
-        read_also: tuple[str, ...] = (),
-    ) -> list[str]:
-        """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
-        malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
-        session never starts unconfined instead."""
-        policy = policy_of(opts.options)
-        argv = spec.argv(self._python)
-        if not policy.confined:
-            return argv
-        # The binds need their sources: the working dir (the session would create it anyway)
-        # and the state dir (else the driver's files would land in the sandbox's tmpfs).
-        for path in (opts.working_dir, opts.state_dir):
-            if path:
-                try:
-                    await trio.Path(path).mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise DriverUnavailable(
-                        f"cannot create {path!r} for driver {spec.name!r}: {exc}",
-                        driver=spec.name,
-                    ) from None
-        sandbox = self._sandbox
-        return await trio.to_thread.run_sync(
-            lambda: sandbox.wrap(
-                argv, policy, spec=spec, environ=env, working_dir=opts.working_dir,
-                state_dir=opts.state_dir, python=self._python, bridge=bridge,
-                read_also=read_also,
-            )
-        )
-
-    async def _prewarm(
-        self,
-        opts: SessionOptions,
-        token: str | None,
-        *,
-        for_topic: str,
-        fork_from: SessionSource | None = None,
-    ) -> DriverSession:
-        spec = self._registry.get(opts.driver)
-        wkey = _warm_key(opts, token, fork_from)
-        marker = trio.Event()
-        self._warming[wkey] = marker
-        try:
-            session = await self._spawn(spec, opts, token, topic_id="", fork_from=fork_from)
-            await session.send(Prewarm())
-            with trio.move_on_after(self._handshake_timeout):
-                await _wait_first(session.warmed, session.ended)
-            if not session.alive:
-                end = session.end_error
-                raise (
-                    _fresh(end)
-                    if end is not None
-                    else DriverCrashed(
-                        f"warm driver {opts.driver!r} ended before it was used", driver=opts.driver
-                    )
-                )
-            if not session.warmed.is_set():
-                log.warning(
-                    "driver %s did not answer prewarm in time; parking it anyway", spec.name
-                )
-            if self._stopping:
-                await session.aclose()
-                return session
-            evicted = self._warm.add(wkey, session, trio.current_time(), for_topic=for_topic)
-            self._reschedule()
-        finally:
-            if self._warming.get(wkey) is marker:
-                del self._warming[wkey]
-            marker.set()
-        await _close_all(evicted)
-        return session
-
     def _install(self, topic_id: str, session: DriverSession, opts: SessionOptions) -> None:
         session.topic_id = topic_id
         self._sessions[topic_id] = _Live(session, opts, opts.key())
@@ -633,92 +449,9 @@ class Supervisor:
     def _reschedule(self) -> None:
         self._wakeup.set()
 
-    async def _timer_loop(self) -> None:
-        nursery = self._nursery
-        assert nursery is not None
-        while True:
-            now = trio.current_time()
-            for topic_id in self._idle.due(now):
-                live = self._sessions.get(topic_id)
-                if live is not None and live.session.active_turn is None:
-                    nursery.start_soon(self._idle_close, topic_id, live)
-            for spare in self._warm.expire(now):
-                log.debug("warm driver %s pid %d expired", spare.driver, spare.pid)
-                nursery.start_soon(spare.aclose)
-            deadlines = [
-                d for d in (self._idle.next_deadline(), self._warm.next_deadline()) if d is not None
-            ]
-            self._wakeup = trio.Event()
-            with trio.move_on_at(min(deadlines, default=math.inf)):
-                await self._wakeup.wait()
-
-    async def _idle_close(self, topic_id: str, live: _Live) -> None:
-        if self._sessions.get(topic_id) is not live:
-            return
-        del self._sessions[topic_id]
-        self._idle.forget(topic_id)
-        self._idle_closed += 1
-        token = live.session.resume_token
-        # A copy that never ran a turn has no token of its own yet: its spare copies again.
-        source = live.session.fork_from if token is None else None
-        # A turn-scoped standalone workspace is gone after its turn: a spare started in it
-        # would recreate it, and the next turn works in a new folder anyway.
-        prewarm = (
-            self.prewarm_on_idle
-            and self._warm.max_warm > 0
-            and not _turn_scoped(live.opts)
-        )
-        # Announce the spare before closing, so an open that races the close waits for it
-        # instead of starting a second cold process.
-        wkey = _warm_key(live.opts, token, source)
-        marker = trio.Event()
-        if prewarm:
-            self._warming.setdefault(wkey, marker)
-        log.debug("topic %s idle for %gs: closing its driver", topic_id, self._idle.ttl)
-        try:
-            await live.session.aclose()
-        finally:
-            if self._warming.get(wkey) is marker:
-                del self._warming[wkey]
-            marker.set()
-        if prewarm and not self._stopping:
-            try:
-                await self._prewarm(live.opts, token, for_topic=topic_id, fork_from=source)
-            except HostdError as exc:
-                log.info("prewarm after idle close of topic %s failed: %s", topic_id, exc)
-            except Exception:  # a bug in a background prewarm must not take the daemon down
-                log.exception("prewarm after idle close of topic %s failed", topic_id)
-
     async def _close_all(self) -> None:
         self._stopping = True
         doomed = [live.session for live in self._sessions.values()] + self._warm.drain()
         self._sessions.clear()
         self._flights.clear()
         await _close_all(doomed)
-
-
-async def _close_all(sessions: list[DriverSession]) -> None:
-    if not sessions:
-        return
-    async with trio.open_nursery() as nursery:
-        for session in sessions:
-            nursery.start_soon(session.aclose)
-
-
-async def _wait_first(*events: trio.Event) -> None:
-    async with trio.open_nursery() as nursery:
-
-        async def one(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(one, event)
-
-
-def _fresh(err: HostdError) -> HostdError:
-    """A new instance of `err` to raise in this task (one object raised in many tasks would
-    collect everyone's traceback)."""
-    if isinstance(err, DriverError):
-        return clone_error(err)
-    return type(err)(err.message, details=dict(err.details))

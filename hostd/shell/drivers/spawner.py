@@ -1,0 +1,177 @@
+"""How a driver session's process is started: its `Init`, its environment (only what the
+driver's spec names, plus its secrets), the sandbox its policy asks for (never unconfined
+instead), its loopback bridge, and what its stderr and events are redacted of.
+
+The spawning half of `Supervisor` (`hostd.shell.drivers.supervisor`), mixed in: every process
+is started in the supervisor's nursery and reports its turns and its end to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import trio
+
+from hostd.core.options import SessionOptions
+from hostd.core.redaction import credential_values
+from hostd.core.sandbox_policy import driver_options, policy_of
+from hostd.shell.drivers.loopback_bridge import LoopbackBridge
+from hostd.shell.drivers.reaper import GroupReaper
+from hostd.shell.drivers.sandbox import Sandbox
+from hostd.shell.drivers.session import DriverSession, driver_env
+from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
+from hostd_protocol.driver_messages import Init
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import DriverUnavailable
+
+__all__ = ["SessionSpawner"]
+
+
+class SessionSpawner:
+    """Starting driver processes for `Supervisor` (a mixin: one concept, one module)."""
+
+    _sandbox: Sandbox
+    _bridges: dict[int, trio.CancelScope]
+    _base_env: dict[str, str]
+    _handshake_timeout: float
+    _close_timeout: float
+    _terminate_timeout: float
+    _max_frame_size: int
+    _event_buffer: int
+    _python: str | None
+    _reaper: GroupReaper
+    _spawned: int
+
+    if TYPE_CHECKING:  # provided by Supervisor
+
+        def _require_serving(self) -> trio.Nursery: ...
+
+        def _on_turn_start(self, session: DriverSession) -> None: ...
+
+        def _on_turn_end(self, session: DriverSession) -> None: ...
+
+        def _on_end(self, session: DriverSession) -> None: ...
+
+    async def _spawn(
+        self,
+        spec: DriverSpec,
+        opts: SessionOptions,
+        token: str | None,
+        topic_id: str,
+        fork_from: SessionSource | None = None,
+    ) -> DriverSession:
+        nursery = self._require_serving()
+        init = Init(
+            protocol_version=PROTOCOL_VERSION,
+            model=opts.model,
+            working_dir=opts.working_dir,
+            resume_token=token,
+            system_prompt=opts.system_prompt,
+            options=driver_options(opts.options),
+            state_dir=opts.state_dir,
+            fork_from=fork_from,
+        )
+        env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
+        policy = policy_of(opts.options)
+        bridge: LoopbackBridge | None = None
+        bridge_scope = trio.CancelScope()
+        if policy.confined and policy.network == "loopback" and policy.ports:
+            # The session's own bridge to the declared ports of the host's loopback, for as
+            # long as the session lives (cancelled in `_on_end`, or below if it never starts).
+            bridge = LoopbackBridge(policy.ports, self._sandbox.bridge_parent)
+
+            async def serve_bridge(task_status: trio.TaskStatus[None]) -> None:
+                with bridge_scope:
+                    await bridge.serve(task_status=task_status)
+
+            await nursery.start(serve_bridge)
+        try:
+            # A fork reads its source's vendor files (read-only) to copy the session.
+            source = fork_from.state_dir if fork_from is not None else ""
+            argv = await self._sandboxed(
+                spec, opts, env, bridge.folder if bridge else "", (source,) if source else ()
+            )
+        except BaseException:
+            bridge_scope.cancel()
+            raise
+        session = DriverSession(
+            driver=opts.driver,
+            argv=argv,
+            init=init,
+            env=env,
+            cwd=opts.working_dir or None,
+            topic_id=topic_id,
+            handshake_timeout=self._handshake_timeout,
+            close_timeout=self._close_timeout,
+            terminate_timeout=self._terminate_timeout,
+            max_frame_size=self._max_frame_size,
+            event_buffer=self._event_buffer,
+            # Every text this driver sends back is redacted of these (`hostd.core.redaction`):
+            # the session's secrets, the credential-like variables its spec names, and the
+            # variable an option names (`env_options`: an API key by construction).
+            reaper=self._reaper,
+            redact=[
+                *opts.secrets.values(),
+                *credential_values(spec.env, self._base_env),
+                *(
+                    self._base_env.get(name, "")
+                    for name in spec.env_names(opts.options)
+                    if name not in spec.env
+                ),
+            ],
+        )
+        session.on_turn_start = self._on_turn_start
+        session.on_turn_end = self._on_turn_end
+        session.on_end = self._on_end
+        if bridge is not None:
+            self._bridges[id(session)] = bridge_scope
+        self._spawned += 1
+        try:
+            started: DriverSession = await nursery.start(session.run)
+        except BaseException:
+            self._bridges.pop(id(session), None)
+            bridge_scope.cancel()
+            raise
+        return started
+
+    async def _sandboxed(
+        self,
+        spec: DriverSpec,
+        opts: SessionOptions,
+        env: Mapping[str, str],
+        bridge: str = "",
+        read_also: tuple[str, ...] = (),
+    ) -> list[str]:
+        """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
+        malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
+        session never starts unconfined instead."""
+        policy = policy_of(opts.options)
+        argv = spec.argv(self._python)
+        if not policy.confined:
+            return argv
+        # The binds need their sources: the working dir (the session would create it anyway)
+        # and the state dir (else the driver's files would land in the sandbox's tmpfs).
+        for path in (opts.working_dir, opts.state_dir):
+            if path:
+                try:
+                    await trio.Path(path).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DriverUnavailable(
+                        f"cannot create {path!r} for driver {spec.name!r}: {exc}",
+                        driver=spec.name,
+                    ) from None
+        sandbox = self._sandbox
+        return await trio.to_thread.run_sync(
+            lambda: sandbox.wrap(
+                argv,
+                policy,
+                spec=spec,
+                environ=env,
+                working_dir=opts.working_dir,
+                state_dir=opts.state_dir,
+                python=self._python,
+                bridge=bridge,
+                read_also=read_also,
+            )
+        )
