@@ -17,10 +17,12 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The repository root, so the fake's modules import as `tests.fakes.*`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import trio
-from anthropic_api import (
+
+from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
     Rule,
     hang,
