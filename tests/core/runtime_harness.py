@@ -23,7 +23,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
 )
 from hostd_protocol.common import Capabilities, Chunk, SendIntent, TextDelta
-from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, HostCommand, TurnEnd
+from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, HostCommand, Redirect, TurnEnd
 
 E = TypeVar("E")
 
@@ -148,3 +148,8 @@ class Harness:
         row = self.rt.row(row_id)
         assert row is not None
         return row
+
+
+def steer_id(h: Harness) -> str:
+    """The steer id of the last `Redirect` the runtime sent."""
+    return h.commands(Redirect)[-1].steer_id

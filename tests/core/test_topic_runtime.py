@@ -10,32 +10,22 @@ import msgspec
 import pytest
 
 from hostd.core.effects import (
-    DeleteRow,
     Emit,
-    SaveApproval,
     SaveResumeToken,
     SaveRow,
     SaveTopic,
     SaveTurn,
-    SetTimer,
     StartTurn,
     ToDriver,
     TouchRow,
 )
-from hostd.core.runtime_approvals import APPROVAL_TIMER
 from hostd.core.runtime_rows import UNSENT_BASE
 from hostd_protocol.client_messages import (
-    ApprovalInfo,
-    ApprovalRequested,
     ApprovalResolved,
-    DriverReady,
     MessageRow,
     NoticeEvent,
-    Rolled,
     RowAppended,
     RowOpened,
-    RowRemoved,
-    RowUpdated,
     StateChanged,
     TopicChanged,
     TopicInfo,
@@ -44,7 +34,6 @@ from hostd_protocol.client_messages import (
     UsageUpdated,
 )
 from hostd_protocol.common import (
-    ApprovalOption,
     Capabilities,
     CompactionAnchor,
     TextDelta,
@@ -65,8 +54,6 @@ from hostd_protocol.driver_messages import (
     Interrupt,
     Log,
     Notice,
-    Ready,
-    Redirect,
     ResumeToken,
     SteerBoundary,
     SteerInjected,
@@ -76,14 +63,12 @@ from hostd_protocol.driver_messages import (
     Warmed,
 )
 from hostd_protocol.errors import (
-    AlreadyAnswered,
     DriverCrashed,
     InvalidArgument,
-    NotFound,
     NothingToStop,
     TopicBusy,
 )
-from tests.core.runtime_harness import INJECT, NO_INJECT, Harness
+from tests.core.runtime_harness import INJECT, NO_INJECT, Harness, steer_id
 
 # --- sending and streaming ------------------------------------------------------------------
 
@@ -226,325 +211,6 @@ def test_history_is_sent_to_stateless_drivers() -> None:
     assert [(m.role, m.text) for m in history] == [("user", "one"), ("assistant", "first answer")]
 
 
-# --- steering -------------------------------------------------------------------------------
-
-
-def _steer_id(h: Harness) -> str:
-    return h.commands(Redirect)[-1].steer_id
-
-
-def test_steer_rolls_the_answer_at_the_boundary() -> None:
-    h = Harness()
-    h.send("U1")
-    h.chunk("A1a text")
-    r = h.send("U2", "steer")
-    assert r.disposition == "steered" and r.position >= UNSENT_BASE
-    assert h.commands(Redirect) == [Redirect(turn_id=h.turn, steer_id=_steer_id(h), text="U2")]
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=_steer_id(h)))
-    effects = h.ev(SteerBoundary(turn_id=h.turn, steer_ids=[_steer_id(h)]))
-    (rolled,) = h.events(Rolled, effects)
-    assert rolled.steer_row_ids == [r.row_id]
-    # Every row event comes before Rolled.
-    assert isinstance(effects[-1], Emit) and effects[-1].event is rolled
-    h.chunk("A2 text")
-    assert h.history() == [
-        ("user", "success", "U1"),
-        ("assistant", "success", "A1a text"),
-        ("user", "success", "U2"),
-        ("assistant", "pending", "A2 text"),
-    ]
-    assert h.row(r.row_id).turn_id == h.turn
-    h.end()
-    assert h.history()[-1] == ("assistant", "success", "A2 text")
-    assert len(h.starts()) == 1  # the steer did not become a turn of its own
-
-
-def test_several_steers_roll_in_order() -> None:
-    h = Harness()
-    h.send("U1")
-    for n in (2, 3):
-        h.chunk(f"A{n - 1}")
-        h.send(f"U{n}", "auto")
-        h.ev(SteerInjected(turn_id=h.turn, steer_id=_steer_id(h)))
-        h.ev(SteerBoundary(turn_id=h.turn))
-    h.chunk("A3")
-    h.end()
-    assert [t for _, _, t in h.history()] == ["U1", "A1", "U2", "A2", "U3", "A3"]
-
-
-def test_two_steers_at_one_boundary() -> None:
-    h = Harness()
-    h.send("U1")
-    h.chunk("A1")
-    h.send("U2", "steer")
-    s2 = _steer_id(h)
-    h.send("U3", "steer")
-    s3 = _steer_id(h)
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=s2))
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=s3))
-    h.ev(SteerBoundary(turn_id=h.turn, steer_ids=[s2, s3]))
-    h.chunk("A2")
-    assert [t for _, _, t in h.history()] == ["U1", "A1", "U2", "U3", "A2"]
-
-
-def test_a_boundary_right_away_leaves_an_empty_closed_row() -> None:
-    h = Harness()
-    h.send("U1")
-    a1 = h.events(RowOpened)[-1].row.id
-    h.send("U2", "steer")
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=_steer_id(h)))
-    h.ev(SteerBoundary(turn_id=h.turn))
-    assert h.row(a1).empty and h.row(a1).status == "success"
-
-
-def test_undelivered_steer_becomes_the_next_turn() -> None:
-    h = Harness()
-    h.send("U1")
-    r = h.send("U2", "steer")
-    first = h.turn
-    h.ev(SteerUndelivered(turn_id=first, steer_ids=[_steer_id(h)]))
-    h.chunk("A1")
-    h.end()
-    assert h.starts()[-1].send.text == "U2"
-    assert h.row(r.row_id).turn_id == h.turn != first
-    assert [t for _, _, t in h.history()] == ["U1", "A1", "U2", ""]
-
-
-def test_steer_not_injected_by_turn_end_becomes_the_next_turn() -> None:
-    # The turn ends in the same instant the steer arrives: no undelivered report at all.
-    h = Harness()
-    h.send("U1")
-    h.send("U2", "steer")
-    h.end()
-    assert [s.send.text for s in h.starts()] == ["U1", "U2"]
-    assert len(h.events(TurnEnded)) == 1 and h.rt.state == "answering"
-
-
-def test_steer_after_turn_end_starts_a_turn() -> None:
-    h = Harness()
-    h.send("U1")
-    h.end()
-    assert h.send("U2", "steer").disposition == "started"
-
-
-def test_injected_steer_without_boundary_is_placed_after_the_answer() -> None:
-    h = Harness()
-    h.send("U1")
-    h.chunk("A1")
-    h.send("U2", "steer")
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=_steer_id(h)))
-    h.end()
-    # The model saw it, so it is history, not a second turn.
-    assert h.history() == [
-        ("user", "success", "U1"),
-        ("assistant", "success", "A1"),
-        ("user", "success", "U2"),
-    ]
-    assert len(h.starts()) == 1
-
-
-def test_steer_for_a_driver_that_cannot_inject_is_queued_and_chained() -> None:
-    h = Harness(NO_INJECT)
-    h.send("U1")
-    r = h.send("U2", "steer")
-    assert r.disposition == "queued"
-    assert h.commands(Redirect) == []
-    h.chunk("A1")
-    h.end()
-    assert h.starts()[-1].send.text == "U2"
-    assert h.send("U3", "auto").disposition == "queued"
-
-
-def test_capabilities_come_from_the_driver() -> None:
-    h = Harness(None)
-    h.send("U1")
-    # Not known before Ready: the steer goes to the driver (see the next test for one that
-    # turns out not to inject).
-    assert h.send("U2").disposition == "steered"
-    assert len(h.commands(Redirect)) == 1
-    h.ev(Ready(protocol_version=(1, 0), driver="x", capabilities=INJECT))
-    assert h.send("U3").disposition == "steered"
-    h.call("driver_ready", NO_INJECT)
-    assert h.rt.capabilities == NO_INJECT
-    assert h.send("U4").disposition == "queued"
-
-
-def test_steer_before_ready_to_a_driver_that_cannot_inject_runs_as_the_next_turn() -> None:
-    """A topic's first turn takes a steer before its driver is up (a steer sent 0.2 s after
-    the send was once queued for good although the driver could inject); a driver that then
-    says it cannot inject hands it back and it runs next, never lost, never reordered."""
-    h = Harness(None)
-    h.send("U1")
-    first = h.turn
-    r = h.send("U2", "steer")
-    assert r.disposition == "steered"
-    h.call("driver_ready", NO_INJECT)
-    h.ev(SteerUndelivered(turn_id=first, steer_ids=[_steer_id(h)]))
-    h.chunk("A1")
-    h.end()
-    assert h.starts()[-1].send.text == "U2"
-    assert [t for _, _, t in h.history()] == ["U1", "A1", "U2", ""]
-
-
-def test_first_turn_says_capabilities_unknown_and_driver_ready_tells_them() -> None:
-    h = Harness(None)
-    h.send("U1")
-    [started] = h.events(TurnStarted)
-    assert started.capabilities_known is False
-    ready = h.events(DriverReady, h.call("driver_ready", INJECT))
-    assert [r.capabilities for r in ready] == [INJECT]
-    # The same set again (a restarted session): nothing to tell.
-    assert h.events(DriverReady, h.call("driver_ready", INJECT)) == []
-    h.chunk("A1")
-    h.end()
-    h.send("U2")
-    assert h.events(TurnStarted)[-1].capabilities_known is True
-    assert h.events(TurnStarted)[-1].capabilities == INJECT
-    # A changed set is told again.
-    assert [r.capabilities for r in h.events(DriverReady, h.call("driver_ready", NO_INJECT))] == [
-        NO_INJECT
-    ]
-
-
-def test_steer_while_compacting_is_queued() -> None:
-    h = Harness()
-    h.send("U1")
-    h.ev(CompactionStart(turn_id=h.turn))
-    assert h.send("U2", "auto").disposition == "queued"
-    assert h.commands(Redirect) == []
-
-
-def test_in_flight_steer_cannot_be_edited() -> None:
-    h = Harness()
-    h.send("U1")
-    r = h.send("U2", "steer")
-    for method, args in (("edit_queued", ("x",)), ("discard_queued", ()), ("send_now", ())):
-        with pytest.raises(InvalidArgument, match=r"already handed to the driver as a steer"):
-            getattr(h.rt, method)(r.row_id, *args, h.now)
-
-
-# --- queue ----------------------------------------------------------------------------------
-
-
-def test_queued_messages_run_in_order() -> None:
-    h = Harness()
-    h.send("U1")
-    q = [h.send(f"Q{n}", "queue") for n in range(3)]
-    assert [r.disposition for r in q] == ["queued"] * 3
-    assert h.rt.queued_row_ids() == [r.row_id for r in q]
-    for _ in range(4):
-        h.chunk("a")
-        h.end()
-    assert [s.send.text for s in h.starts()] == ["U1", "Q0", "Q1", "Q2"]
-    assert len(h.events(TurnEnded)) == 4 and h.rt.state == "idle"
-    assert [t for r, _, t in h.history() if r == "user"] == ["U1", "Q0", "Q1", "Q2"]
-
-
-def test_queue_intent_when_idle_starts_unless_rows_wait() -> None:
-    h = Harness()
-    assert h.send("U1", "queue").disposition == "started"
-
-
-def test_queue_survives_a_restart() -> None:
-    h = Harness()
-    h.send("U1")
-    h.send("Q1", "queue")
-    h.send("Q2", "queue")
-    h.chunk("A1")
-    h.end("stopped")  # e.g. the driver stopped on its own: the queue waits
-    assert h.events(NoticeEvent)[-1].code == "queue_paused"
-    rows = h.rt.snapshot().rows
-    h2 = Harness(rows=rows, last_seq=h.rt.seq, ids_from=100)
-    assert h2.rt.state == "idle" and len(h2.rt.queued_row_ids()) == 2
-    h2.call("resume_queue")
-    assert h2.starts()[-1].send.text == "Q1"
-    h2.end()
-    assert h2.starts()[-1].send.text == "Q2"
-    h2.end()
-    assert h2.call("resume_queue") == []
-    assert [t for r, _, t in h2.history() if r == "user"] == ["U1", "Q1", "Q2"]
-
-
-def test_edit_and_discard_queued() -> None:
-    h = Harness()
-    h.send("U1")
-    q1 = h.send("Q1", "queue")
-    q2 = h.send("Q2", "queue")
-    h.call("edit_queued", q1.row_id, "Q1 edited")
-    assert h.events(RowUpdated)[-1].parts == [TextDelta(text="Q1 edited")]
-    assert h.saved(q1.row_id).parts == [TextDelta(text="Q1 edited")]
-    effects = h.call("discard_queued", q2.row_id)
-    assert h.of(DeleteRow, effects) == [DeleteRow(q2.row_id)]
-    assert h.events(RowRemoved, effects)[0].row_id == q2.row_id
-    h.end()
-    assert h.starts()[-1].send.text == "Q1 edited"
-    h.end()
-    assert h.rt.state == "idle"
-
-
-def test_queue_edits_are_checked() -> None:
-    h = Harness()
-    r = h.send("U1")
-    q = h.send("Q", "queue")
-    with pytest.raises(NotFound, match=r"^row nope does not exist in topic T$"):
-        h.rt.edit_queued("nope", "x", h.now)
-    with pytest.raises(
-        InvalidArgument, match=r"^row r2 is success; only queued or draft messages can be edited$"
-    ):
-        h.rt.edit_queued(r.row_id, "x", h.now)
-    with pytest.raises(InvalidArgument, match=r"^the new text is empty"):
-        h.rt.edit_queued(q.row_id, " ", h.now)
-
-
-def test_send_now_stops_the_turn_and_runs_the_row_next() -> None:
-    h = Harness()
-    h.send("U1")
-    h.chunk("partial")
-    q1 = h.send("Q1", "queue")
-    q2 = h.send("Q2", "queue")
-    effects = h.call("send_now", q2.row_id)
-    assert h.commands(Interrupt, effects) == [Interrupt(turn_id=h.turn)]
-    assert h.row(q1.row_id).status == "draft"  # the rest goes back to the windows
-    assert h.row(q2.row_id).status == "queued"  # never lost on the way
-    h.end("stopped")
-    assert h.starts()[-1].send.text == "Q2"
-    assert h.history()[:2] == [("user", "success", "U1"), ("assistant", "stopped", "partial")]
-
-
-def test_send_now_a_draft_while_idle_starts_it() -> None:
-    h = Harness()
-    h.send("U1")
-    q = h.send("Q1", "queue")
-    h.call("stop")
-    h.end("stopped")
-    assert h.row(q.row_id).status == "draft"
-    h.call("send_now", q.row_id)
-    assert h.starts()[-1].send.text == "Q1"
-
-
-def test_send_now_while_stopping_picks_the_newest() -> None:
-    h = Harness()
-    h.send("U1")
-    q1 = h.send("Q1", "queue")
-    q2 = h.send("Q2", "queue")
-    h.call("send_now", q1.row_id)
-    h.call("send_now", q2.row_id)  # q2 was drafted by the stop; send-now queues it again
-    assert h.row(q2.row_id).status == "queued"
-    h.end("stopped")
-    h.end()
-    assert [s.send.text for s in h.starts()] == ["U1", "Q2", "Q1"]
-
-
-def test_discarding_the_send_now_row_while_stopping() -> None:
-    h = Harness()
-    h.send("U1")
-    q1 = h.send("Q1", "queue")
-    h.call("send_now", q1.row_id)
-    h.call("discard_queued", q1.row_id)
-    h.end("stopped")
-    assert h.rt.state == "idle" and len(h.starts()) == 1
-
-
 # --- stop -----------------------------------------------------------------------------------
 
 
@@ -553,7 +219,7 @@ def test_stop_keeps_the_partial_answer_and_hands_back_drafts() -> None:
     h.send("U1")
     h.chunk("partial")
     steer_seen = h.send("S1", "steer")
-    h.ev(SteerInjected(turn_id=h.turn, steer_id=_steer_id(h)))
+    h.ev(SteerInjected(turn_id=h.turn, steer_id=steer_id(h)))
     steer_unseen = h.send("S2", "steer")
     queued = h.send("Q1", "queue")
     h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="bash"))
@@ -614,7 +280,7 @@ def test_undelivered_after_stop_goes_back_as_draft() -> None:
     h = Harness()
     h.send("U1")
     r = h.send("S1", "steer")
-    sid = _steer_id(h)
+    sid = steer_id(h)
     h.ev(SteerInjected(turn_id=h.turn, steer_id=sid))
     h.call("stop")
     h.ev(SteerUndelivered(turn_id=h.turn, steer_ids=[sid]))
@@ -790,114 +456,6 @@ def test_turn_end_ends_compaction() -> None:
     assert h.rt.state == "idle"
     states = [e.state for e in h.events(StateChanged)]
     assert states == ["answering", "compacting", "idle"]
-
-
-# --- approvals ------------------------------------------------------------------------------
-
-
-def test_approval_first_answer_wins() -> None:
-    h = Harness()
-    h.send("U1")
-    effects = h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="bash", input={"c": 1}))
-    (requested,) = h.events(ApprovalRequested, effects)
-    assert requested.approval.status == "open" and requested.approval.tool == "bash"
-    assert h.of(SaveApproval, effects)[0].approval == requested.approval
-    assert h.of(SetTimer, effects) == [SetTimer(APPROVAL_TIMER, h.now + 60.0)]
-    assert h.rt.snapshot().approvals == [requested.approval]
-    effects = h.call("answer_approval", "ap1", True, by="w1", reason="ok")
-    assert h.commands(ApprovalResponse, effects) == [
-        ApprovalResponse(approval_id="ap1", allow=True, reason="ok")
-    ]
-    resolved = h.events(ApprovalResolved, effects)[0]
-    assert (resolved.status, resolved.answered_by) == ("allowed", "w1")
-    assert h.of(SetTimer, effects) == [SetTimer(APPROVAL_TIMER, None)]
-    with pytest.raises(
-        AlreadyAnswered, match=r"^approval ap1 was already answered \(allowed\) by window w1$"
-    ):
-        h.rt.answer_approval("ap1", False, h.now, by="w2")
-    with pytest.raises(NotFound, match=r"^approval nope does not exist in topic T$"):
-        h.rt.answer_approval("nope", False, h.now)
-
-
-def test_approval_options_pass_through_and_are_checked() -> None:
-    h = Harness()
-    h.send("U1")
-    options = [
-        ApprovalOption(id="always", label="Always Allow", kind="allow_always"),
-        ApprovalOption(id="allow", label="Allow", kind="allow_once"),
-        ApprovalOption(id="reject", label="Reject", kind="reject_once"),
-    ]
-    effects = h.ev(
-        ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="bash", options=options)
-    )
-    (requested,) = h.events(ApprovalRequested, effects)
-    assert requested.approval.options == options
-    with pytest.raises(
-        InvalidArgument, match=r"^approval ap1 has no option 'never' \(options: always, allow, reject\)$"
-    ):
-        h.rt.answer_approval("ap1", True, h.now, option_id="never")
-    with pytest.raises(InvalidArgument, match=r"^option 'reject' \(reject_once\) does not allow$"):
-        h.rt.answer_approval("ap1", True, h.now, option_id="reject")
-    effects = h.call("answer_approval", "ap1", True, by="w1", option_id="always")
-    assert h.commands(ApprovalResponse, effects) == [
-        ApprovalResponse(approval_id="ap1", allow=True, option_id="always")
-    ]
-    resolved = h.events(ApprovalResolved, effects)[0]
-    assert (resolved.status, resolved.option_id) == ("allowed", "always")
-    assert h.of(SaveApproval, effects)[0].approval.option_id == "always"
-
-
-def test_approvals_are_independent_and_time_out() -> None:
-    h = Harness()
-    h.send("U1")
-    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="a"))
-    h.now += 10
-    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap2", tool="b"))
-    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap2", tool="b"))  # duplicate: ignored
-    assert len(h.rt.snapshot().approvals) == 2
-    h.call("answer_approval", "ap2", False, by="w1")
-    assert h.call("tick") == []  # early tick: nothing due
-    h.now += 55
-    effects = h.call("tick")
-    assert h.commands(ApprovalResponse, effects) == [
-        ApprovalResponse(approval_id="ap1", allow=False, reason="nobody answered within 60 s")
-    ]
-    assert h.events(ApprovalResolved, effects)[0].status == "timed_out"
-    with pytest.raises(AlreadyAnswered, match=r"^approval ap1 was already answered \(timed_out\)$"):
-        h.rt.answer_approval("ap1", True, h.now)
-    assert h.rt.snapshot().approvals == []
-
-
-def test_timer_follows_the_earliest_deadline() -> None:
-    h = Harness()
-    h.send("U1")
-    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="a"))
-    h.now += 10
-    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap2", tool="b"))
-    h.now += 50
-    effects = h.call("tick")
-    assert h.of(SetTimer, effects) == [SetTimer(APPROVAL_TIMER, 170.0)]
-    effects = h.call("answer_approval", "ap2", True)
-    assert h.of(SetTimer, effects) == [SetTimer(APPROVAL_TIMER, None)]
-
-
-def test_approval_request_while_stopping_is_denied_at_once() -> None:
-    h = Harness()
-    h.send("U1")
-    h.call("stop")
-    effects = h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="a"))
-    assert h.commands(ApprovalResponse, effects)[0].allow is False
-    assert h.rt.snapshot().approvals == []
-    with pytest.raises(AlreadyAnswered, match=r"\(cancelled\)"):
-        h.rt.answer_approval("ap1", True, h.now)
-
-
-def test_stored_open_approvals_are_over_after_a_restart() -> None:
-    stale = ApprovalInfo(id="ap1", topic_id="T", turn_id="t-old", tool="bash")
-    h = Harness(approvals=[stale])
-    assert h.rt.snapshot().approvals == []
-    with pytest.raises(AlreadyAnswered):
-        h.rt.answer_approval("ap1", True, h.now)
 
 
 # --- topic and snapshot ---------------------------------------------------------------------
