@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -88,6 +88,7 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import (
     PROTOCOL_VERSION,
+    AnswerTarget,
     Chunk,
     HistoryMessage,
     SendIntent,
@@ -317,7 +318,11 @@ class Client(TopicOps, ScheduleOps):
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
         history: list[HistoryMessage] | None = None,
+        also: Sequence[AnswerTarget] = (),
     ) -> SendResult:
+        """Send a user message. `also`: more answerers (assistants or driver/model pairs),
+        each answering in its own row at the same time (a multi-answer turn; pick the one
+        the conversation continues from with `choose_answer`)."""
         r = await self._request(
             SendMessage(
                 id=0,
@@ -327,6 +332,7 @@ class Client(TopicOps, ScheduleOps):
                 client_msg_id=client_msg_id,
                 options=options or {},
                 history=history or [],
+                also=list(also),
             )
         )
         assert isinstance(r, SendResult)

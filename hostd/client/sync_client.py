@@ -172,3 +172,4 @@ class SyncClient(ClosingContext):
     edit_resend = blocking(Client.edit_resend)
     fork_topic = blocking(Client.fork_topic)
     history_all = blocking(Client.history_all)
+    choose_answer = blocking(Client.choose_answer)

@@ -1,4 +1,5 @@
-"""The client's topic operations: rewind, regenerate, edit-and-resend, fork, full history.
+"""The client's topic operations: rewind, regenerate, edit-and-resend, fork, full history,
+choosing the answer of a multi-answer turn.
 
 A mixin of `Client` (one concept per module: these requests share their rules, documented in
 `hostd_protocol.client_messages`), so the sync client derives them like every other method (`sync_client.blocking`).
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hostd_protocol.client_messages import (
+    ChooseAnswer,
     EditResend,
     ForkTopic,
     History,
@@ -85,3 +87,8 @@ class TopicOps:
         )
         assert isinstance(r, HistoryResult)
         return r
+
+    async def choose_answer(self, topic_id: str, row_id: str) -> None:
+        """Continue the conversation from answer `row_id` of a multi-answer turn (sent with
+        `also`); the turn's other answers become alternatives (shown, left out of history)."""
+        await self._request(ChooseAnswer(id=0, topic_id=topic_id, row_id=row_id))

@@ -110,6 +110,9 @@ class TurnMachine(TurnSteps):
         prepare: Whether observers prepare each step (`PrepareStep`; else it goes straight
             to the driver).
         now: Monotonic seconds; every input takes `now` too.
+        key: The root frame's session key: "" = the topic's own session (`topic.id`); a
+            multi-answer turn's extra lane runs with `<topic>/lane<n>-<turn>` (its children
+            below it).
     """
 
     topic: TopicInfo
@@ -120,6 +123,7 @@ class TurnMachine(TurnSteps):
     profile: str = ""
     ask_retry: bool = False
     prepare: bool = False
+    key: str = ""
     phase: Phase = Phase.CONFIG
     frames: list[Frame] = field(default_factory=list)
     record: TurnRecord = field(init=False)
@@ -139,6 +143,7 @@ class TurnMachine(TurnSteps):
     last_send: Send | None = None
 
     def __post_init__(self) -> None:
+        self.key = self.key or self.topic.id
         self.record = TurnRecord(turn_id=self.send.turn_id, started=self.now, text=self.send.text)
         self.info = TurnInfo(
             topic_id=self.topic.id,
@@ -161,7 +166,7 @@ class TurnMachine(TurnSteps):
         for frame in reversed(self.frames):
             if frame.capabilities is not None:
                 return frame.key
-        return self.topic.id
+        return self.key
 
     @property
     def over(self) -> bool:
@@ -180,7 +185,7 @@ class TurnMachine(TurnSteps):
                 text=self.send.text,
                 options=dict(self.send.options),
                 history=list(self.send.history),
-                key=self.topic.id,
+                key=self.key,
             )
         )
         return [LoadConfig(self.topic.assistant)]

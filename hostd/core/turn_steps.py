@@ -39,6 +39,7 @@ class TurnSteps:
     send: Send
     profile: str
     prepare: bool
+    key: str
     phase: Phase
     frames: list[Frame]
     record: TurnRecord
@@ -194,7 +195,7 @@ class TurnSteps:
                 text=delegate.text or parent.text,
                 options=merge_options(self.send.options, delegate.options),
                 history=list(parent.history),
-                key=f"{self.topic.id}/delegate{depth}",
+                key=f"{self.key}/delegate{depth}",
             )
         )
         self.phase = Phase.CONFIG

@@ -325,9 +325,9 @@ class RequestHandlers:
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         check_send(msg.text, msg.history)  # refused: nothing is stored
-        if msg.also:
-            # Protocol 1.1 has the fields; the daemon side lands next (issue 20, lanes).
-            raise InvalidArgument("several answers to one message (also) are not supported yet")
+        for target in msg.also:
+            if target.driver:  # an unknown or unusable driver is refused now, not mid-turn
+                self.registry.require_ready(target.driver, self.supervisor.driver_environ)
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id
@@ -338,7 +338,11 @@ class RequestHandlers:
             self.turns.remember_history(msg.topic_id, client_msg_id, msg.history)
         try:
             result = await host.send(
-                msg.text, msg.intent, client_msg_id=client_msg_id, options=msg.options or None
+                msg.text,
+                msg.intent,
+                client_msg_id=client_msg_id,
+                options=msg.options or None,
+                also=msg.also,
             )
         except BaseException:
             # Refused (busy, store error, ...): what it brought along is released now, not

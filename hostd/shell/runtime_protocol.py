@@ -4,12 +4,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from hostd.core.effects import Effect
 from hostd.core.runtime_outbox import NoticeLevel
 from hostd_protocol.client_messages import MessageRow, SendResult, Snapshot
-from hostd_protocol.common import Capabilities, HistoryMessage, SendIntent, TopicState
+from hostd_protocol.common import (
+    AnswerTarget,
+    Capabilities,
+    HistoryMessage,
+    SendIntent,
+    TopicState,
+)
 from hostd_protocol.driver_messages import DriverEvent
 from hostd_protocol.errors import HostdError
 
@@ -38,6 +45,7 @@ class Runtime(Protocol):
         *,
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
+        also: Sequence[AnswerTarget] = (),
     ) -> tuple[SendResult, list[Effect]]: ...
     def stop(self, now: float) -> list[Effect]: ...
     def answer_approval(
@@ -62,6 +70,11 @@ class Runtime(Protocol):
     def driver_event(self, event: DriverEvent, now: float) -> list[Effect]: ...
     def driver_lost(self, error: HostdError, now: float) -> list[Effect]: ...
     def tick(self, now: float) -> list[Effect]: ...
+
+    # multi-answer turns (hostd.core.runtime_lanes)
+    def lane_event(self, lane: int, event: DriverEvent, now: float) -> list[Effect]: ...
+    def lane_lost(self, lane: int, error: HostdError, now: float) -> list[Effect]: ...
+    def choose_answer(self, row_id: str, now: float) -> list[Effect]: ...
 
     # topic operations (hostd.core.runtime_rewind)
     last_rewound: list[str]

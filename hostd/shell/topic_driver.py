@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from hostd.core.options import SessionOptions
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
     from hostd.shell.fanout import TopicStream
+    from hostd.shell.lanes import LaneHost, Lanes
     from hostd.shell.runtime_protocol import Runtime
     from hostd_protocol.client_messages import TopicInfo
 
@@ -129,6 +130,7 @@ class DriverLink:
     _sent_turn: dict[str, str]
     _early_steers: list[tuple[str, Redirect]]
     stream: TopicStream
+    lanes: Lanes
 
     if TYPE_CHECKING:  # provided by TopicHost
 
@@ -221,6 +223,10 @@ class DriverLink:
     async def _write(self, key: str, cmd: HostCommand) -> None:
         if isinstance(cmd, Interrupt) and cmd.turn_id != self.runtime.active_turn_id:
             return  # its turn already ended (e.g. stopped while a hook ran)
+        lane = self.lanes.owner_of(key) if key != self.topic_id else None
+        if lane is not None:
+            await self._write_lane(lane, key, cmd)
+            return
         session = self._session if key == self.topic_id else self.turns.session_for(key)
         if isinstance(cmd, Redirect) and self._sent_turn.get(key) != cmd.turn_id:
             if cmd.turn_id == self.runtime.active_turn_id:
@@ -255,6 +261,20 @@ class DriverLink:
         if trace.ENABLED and isinstance(cmd, Send) and key == self.topic_id:
             # Here, not in the session: a prewarmed spare's session has no topic id.
             trace.send_out(self.topic_id)
+
+    async def _write_lane(self, lane: LaneHost, key: str, cmd: HostCommand) -> None:
+        """A command for a multi-answer turn's extra lane: a lane whose session is gone has
+        ended (nothing to tell it); a write that fails ends that lane, not the topic's."""
+        session = lane.session_for(key)
+        if session is None:
+            return
+        if isinstance(cmd, Interrupt):
+            self.start_soon(self._interrupt, session, cmd.turn_id)
+            return
+        try:
+            await session.send(cmd)
+        except DriverError as exc:
+            lane.lost(exc)
 
     async def _send_early_steers(self, key: str, session: DriverSession, turn_id: str) -> None:
         self._sent_turn[key] = turn_id

@@ -35,7 +35,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from hostd.core.effects import (
     SaveTopic,
     SaveTurn,
     SetTimer,
+    StartLane,
     StartTurn,
     ToDriver,
     TouchRow,
@@ -60,6 +61,7 @@ from hostd.core.effects import (
 from hostd.core.payload_bounds import fit_rows
 from hostd.shell.connection import Connection
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
+from hostd.shell.lanes import Lanes
 from hostd.shell.runtime_protocol import Runtime
 from hostd.shell.store import store as st
 from hostd.shell.topic_driver import DriverLink
@@ -75,7 +77,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import SendIntent, SessionSource
+from hostd_protocol.common import AnswerTarget, SendIntent, SessionSource
 from hostd_protocol.driver_messages import (
     DriverEvent,
     HostCommand,
@@ -129,6 +131,8 @@ class TopicHost(DriverLink):
         self._observe = observe
         #: Executes the running turn machine's effects (hostd.shell.turns).
         self.turns = TurnRunner(self, services)
+        #: The extra lanes of a multi-answer turn (hostd.shell.lanes).
+        self.lanes = Lanes(self)
         self._interrupt_grace = interrupt_grace
         self._ops_send, self._ops_recv = trio.open_memory_channel[
             tuple[str, HostCommand] | ResetSession
@@ -172,6 +176,8 @@ class TopicHost(DriverLink):
         self.closed = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self.lanes.aclose()
         session, self._session = self._session, None
         if session is not None:
             with trio.CancelScope(shield=True):
@@ -231,6 +237,8 @@ class TopicHost(DriverLink):
                         machine,
                         partial(machine.turn_ended, event.status, event.error, event.error_code),
                     )
+                if isinstance(event, TurnEnded) and self.lanes.by_lane:
+                    self.lanes.end_all(event.status, event.error, event.error_code)
             elif isinstance(eff, TouchRow):
                 writer.put(eff)  # a store op as it is (`store.ops`)
             elif isinstance(eff, SaveRow):
@@ -265,6 +273,12 @@ class TopicHost(DriverLink):
                 )
             elif isinstance(eff, StartTurn):
                 self._start_turn(eff.send)
+            elif isinstance(eff, ToDriver) and eff.lane:
+                lane_key = self.lanes.key_of(eff.lane)
+                if lane_key is not None:  # else that lane is over: nothing listens
+                    self._ops_send.send_nowait((lane_key, eff.command))
+            elif isinstance(eff, StartLane):
+                self.lanes.start(eff)
             elif isinstance(eff, ToDriver):
                 machine = self.turns.machine
                 key = machine.session_key if machine is not None and not machine.over else tid
@@ -312,11 +326,17 @@ class TopicHost(DriverLink):
         *,
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
+        also: Sequence[AnswerTarget] = (),
     ) -> SendResult:
         """Accept a user message; answered only once it is committed to the store."""
         self._check_open()
         result, effects = self.runtime.send(
-            text, intent, trio.current_time(), client_msg_id=client_msg_id, options=options
+            text,
+            intent,
+            trio.current_time(),
+            client_msg_id=client_msg_id,
+            options=options,
+            also=also,
         )
         gen = self.apply(effects)
         # Even when the runtime marked nothing durable, the row must be on disk before the
@@ -354,6 +374,9 @@ class TopicHost(DriverLink):
     async def send_now(self, row_id: str) -> None:
         await self._request(partial(self.runtime.send_now, row_id))
 
+    async def choose_answer(self, row_id: str) -> None:
+        await self._request(partial(self.runtime.choose_answer, row_id))
+
     async def rename(self, title: str) -> None:
         await self._request(partial(self.runtime.rename, title))
 
@@ -378,6 +401,7 @@ class TopicHost(DriverLink):
         machine = self.turns.machine
         if machine is not None and not machine.over and self.runtime.stopping:
             self.turns.feed(machine, machine.stop)
+            self.lanes.stop()
 
     async def rewind(self, row_id: str, *, include: bool = False, stop: bool = False) -> list[str]:
         cut: list[str] = await self._answer(

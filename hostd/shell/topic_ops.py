@@ -1,4 +1,5 @@
-"""Request handlers for topic operations: rewind, regenerate, edit-and-resend, fork.
+"""Request handlers for topic operations: rewind, regenerate, edit-and-resend, fork, and
+choosing the answer of a multi-answer turn (`hostd.core.runtime_lanes`).
 
 The decisions (which rows go, which are copied, what is refused) are the runtime's
 (`hostd.core.runtime_rewind`); this module only carries them out around the daemon:
@@ -30,7 +31,9 @@ from hostd.core.payload_bounds import check_text
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import new_id
 from hostd_protocol.client_messages import (
+    ChooseAnswer,
     EditResend,
+    Empty,
     ForkTopic,
     MessageRow,
     Regenerate,
@@ -124,4 +127,15 @@ def topic_op_handlers(daemon: Daemon) -> dict[type, Callable[[Connection, Any], 
             new_host.start_from(SessionSource(token=source, state_dir=where))
         return TopicResult(topic=new_host.topic_info())
 
-    return {Rewind: rewind, Regenerate: regenerate, EditResend: edit_resend, ForkTopic: fork}
+    async def choose_answer(conn: Connection, msg: ChooseAnswer) -> Result:
+        host = await daemon.host(msg.topic_id)
+        await host.choose_answer(msg.row_id)
+        return Empty()
+
+    return {
+        Rewind: rewind,
+        Regenerate: regenerate,
+        EditResend: edit_resend,
+        ForkTopic: fork,
+        ChooseAnswer: choose_answer,
+    }

@@ -120,9 +120,12 @@ class TurnHost(Protocol):
 class TurnRunner:
     """Executes the effects of `host`'s current turn machine (see the module docstring)."""
 
-    def __init__(self, host: TurnHost, services: TurnServices) -> None:
+    def __init__(self, host: TurnHost, services: TurnServices, *, lane: int = 0) -> None:
         self.host = host
         self.services = services
+        #: A multi-answer turn's extra lane (`hostd.shell.lanes`) stores no steps and
+        #: releases no workspace: those are the turn's, and lane 0 ends last.
+        self.lane = lane
         self.machine: TurnMachine | None = None
         #: Delegated children's sessions by key (`<topic>/delegate<n>`).
         self.children: dict[str, DriverSession] = {}
@@ -158,6 +161,8 @@ class TurnRunner:
             elif isinstance(eff, fx.Notify):
                 self.services.notify(eff.method, eff.args)
             elif isinstance(eff, fx.SaveSteps):
+                if self.lane:
+                    continue
                 self.services.writer.put(_steps_op(eff.topic_id, eff.outcome))
                 # The final status is stored (queued before this, in order): the turn's
                 # standalone workspace goes now, once (`Workspaces.leave` never raises).

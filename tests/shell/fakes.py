@@ -11,6 +11,7 @@ themselves when the text starts with `auto:<n>` (n chunks, then success).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import (
+    AnswerTarget,
     Capabilities,
     HistoryMessage,
     SendIntent,
@@ -60,7 +62,15 @@ from hostd_protocol.driver_messages import (
     Send,
     TurnEnd,
 )
-from hostd_protocol.errors import DriverCrashed, DriverError, NotFound, NothingToStop, TopicBusy
+from hostd_protocol.errors import (
+    DriverCrashed,
+    DriverError,
+    HostdError,
+    InvalidArgument,
+    NotFound,
+    NothingToStop,
+    TopicBusy,
+)
 
 
 class FakeRuntime:
@@ -127,7 +137,10 @@ class FakeRuntime:
         *,
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
+        also: Sequence[AnswerTarget] = (),
     ) -> tuple[SendResult, list[Effect]]:
+        if also:
+            raise InvalidArgument("the fake runtime answers with one lane only")
         if self._turn is not None and intent == "start":
             raise TopicBusy("a turn is running")
         busy = self._turn is not None
@@ -245,6 +258,16 @@ class FakeRuntime:
         option_id: str = "",
     ) -> list[Effect]:
         raise NotFound(f"no approval {approval_id!r} (the fake runtime has none)")
+
+    # Multi-answer turns are the real runtime's (tests/core); the fake runs no lanes.
+    def lane_event(self, lane: int, event: DriverEvent, now: float) -> list[Effect]:
+        return []
+
+    def lane_lost(self, lane: int, error: HostdError, now: float) -> list[Effect]:
+        return []
+
+    def choose_answer(self, row_id: str, now: float) -> list[Effect]:
+        raise NotFound(f"no row {row_id!r} (the fake runtime has no answers to choose)")
 
     # Topic operations are the real runtime's (tests/core); the fake keeps no history.
     last_rewound: list[str] = []

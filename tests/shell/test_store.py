@@ -149,3 +149,49 @@ def test_history_pages(tmp_path: Path) -> None:
         assert [r.position for r in page] == [3, 4, 5, 6] and more
         page, more = s.history_page("tp1", 3, 4)
         assert [r.position for r in page] == [1, 2] and not more
+
+
+async def test_answer_rows_keep_lane_alternative_target_and_usage(tmp_path: Path) -> None:
+    """Migration 7: a multi-answer turn's rows read back with their marks (a restart, a
+    late `history`), and a database of schema 6 gains the columns with their defaults."""
+    import apsw
+    import msgspec
+
+    from hostd_protocol.common import AnswerTarget, Usage
+
+    with st.Store(tmp_path / "db") as s:
+        db = apsw.Connection(str(tmp_path / "db"))
+        db.execute(
+            "INSERT INTO topics (id, title, assistant, driver, model, working_dir, options, "
+            "created_at, updated_at) VALUES ('tp1', '', '', 'fake', '', '', '{}', 1, 1)"
+        )
+        db.close()
+        old = row("r0", "success", 1, "before lanes")
+        answer = msgspec.structs.replace(
+            row("r1", "success", 2, "one"),
+            role="assistant",
+            lane=1,
+            alternative=True,
+            target=AnswerTarget(driver="scripted", model="m2"),
+            usage=Usage(input_tokens=3, output_tokens=4),
+        )
+        with trio.fail_after(10):
+            writer = st.StoreWriter(s, flush_interval=10.0)
+            async with trio.open_nursery() as n:
+                await n.start(writer.serve)
+                writer.put(st.PutRow(old))
+                writer.put(st.PutRow(answer))
+                await writer.wait_committed()
+                n.cancel_scope.cancel()
+        assert s.load_rows("tp1") == [old, answer]
+    # An older database: schema 6 without the columns, one row in it.
+    path = tmp_path / "old.db"
+    with st.Store(path):
+        pass
+    db = apsw.Connection(str(path))
+    for column in ("lane", "alternative", "target", "usage"):
+        db.execute(f"ALTER TABLE rows DROP COLUMN {column}")
+    db.pragma("user_version", 6)
+    db.close()
+    with st.Store(path) as s:
+        assert s.schema_version == len(st.MIGRATIONS) == 7

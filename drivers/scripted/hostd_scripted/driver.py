@@ -42,6 +42,7 @@ class ScriptedDriver(DriverBase):
         self.frames_fd = frames_fd
         self.init_options: dict[str, Any] = {}
         self.session_token = ""
+        self.model = ""
         self.resumed_from: str | None = None
         self.connected = False
         self.turns = 0
@@ -54,6 +55,7 @@ class ScriptedDriver(DriverBase):
 
     async def init(self, init: Init) -> Capabilities:
         opts = dict(init.options)
+        self.model = init.model
         self.init_options = opts
         for line in opts.get("stderr_lines", []) or []:
             print(str(line), file=sys.stderr, flush=True)
@@ -136,7 +138,13 @@ class ScriptedDriver(DriverBase):
             raise TurnFailed(f"bad script: {exc}", driver=self.name) from None
         await turn.message_start()
         player = Player(self, turn, opts, script)
+        only: str | None = None  # `/model NAME`: the steps below run for that model only
         for step in script.steps:
+            if step.op == "model":
+                only = step.arg(0, "*")
+                continue
+            if only not in (None, "*") and only != self.model:
+                continue
             await player.play(step)
         return None
 

@@ -73,6 +73,7 @@ KNOWN: dict[str, int | None] = {
     "late": 0,
     "whoami": 0,
     "history": 0,
+    "model": 1,
     "env": 1,
     "leak": 1,
     "huge": 2,

@@ -45,6 +45,7 @@ from hostd.shell.store.ops import (
 )
 from hostd.shell.store.rows import (
     ROW_COLUMNS,
+    ROW_PLACEHOLDERS,
     SCHEDULE_COLUMNS,
     TOPIC_COLUMNS,
     approval_from,
@@ -330,13 +331,15 @@ class Store:
                 if rs := groups.get(PutRow):
                     db.executemany(
                         f"INSERT INTO rows ({ROW_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        f"({ROW_PLACEHOLDERS}) ON CONFLICT(id) DO UPDATE SET "
                         "role = excluded.role, status = excluded.status, "
                         "position = excluded.position, turn_id = excluded.turn_id, "
                         "parts = excluded.parts, error = excluded.error, "
                         "error_code = excluded.error_code, anchor = excluded.anchor, "
                         "empty = excluded.empty, updated_at = excluded.updated_at, "
-                        "meta = excluded.meta, superseded = excluded.superseded",
+                        "meta = excluded.meta, superseded = excluded.superseded, "
+                        "lane = excluded.lane, alternative = excluded.alternative, "
+                        "target = excluded.target, usage = excluded.usage",
                         [row_values(op.row) for op in rs],
                     )
                 if aps := groups.get(PutApproval):

@@ -177,4 +177,12 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     """
     ALTER TABLE turns ADD COLUMN usage TEXT NOT NULL DEFAULT '';
     """,
+    # 7: multi-answer turns: which answer a row is, whether it was not chosen, who wrote it
+    # and its own usage (JSON of `AnswerTarget` / `Usage`, NULL on other rows).
+    """
+    ALTER TABLE rows ADD COLUMN lane INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE rows ADD COLUMN alternative INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE rows ADD COLUMN target TEXT;
+    ALTER TABLE rows ADD COLUMN usage TEXT;
+    """,
 )

@@ -8,12 +8,14 @@ from typing import Any
 import msgspec
 
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
-from hostd_protocol.common import Chunk, CompactionAnchor
+from hostd_protocol.common import AnswerTarget, Chunk, CompactionAnchor, Usage
 
 # Parts and anchors are JSON text (readable with sqlite3 / json_extract); databases from
 # before schema 4 held msgpack blobs, which migration 4 rewrites (bytes are still read).
 _parts_decoder = msgspec.json.Decoder(list[Chunk])
 _anchor_decoder = msgspec.json.Decoder(CompactionAnchor)
+_target_decoder = msgspec.json.Decoder(AnswerTarget)
+_usage_decoder = msgspec.json.Decoder(Usage)
 _old_parts_decoder = msgspec.msgpack.Decoder(list[Chunk])
 _old_anchor_decoder = msgspec.msgpack.Decoder(CompactionAnchor)
 json_encoder = msgspec.json.Encoder()
@@ -22,8 +24,9 @@ dict_decoder = msgspec.json.Decoder(dict[str, Any])
 
 ROW_COLUMNS = (
     "id, topic_id, role, status, position, turn_id, parts, error, error_code, anchor, empty, "
-    "created_at, updated_at, meta, superseded"
+    "created_at, updated_at, meta, superseded, lane, alternative, target, usage"
 )
+ROW_PLACEHOLDERS = ", ".join("?" * (ROW_COLUMNS.count(",") + 1))
 
 
 def row_values(row: MessageRow) -> tuple[Any, ...]:
@@ -43,6 +46,10 @@ def row_values(row: MessageRow) -> tuple[Any, ...]:
         row.updated_at,
         json_encoder.encode(row.meta).decode(),
         int(row.superseded),
+        row.lane,
+        int(row.alternative),
+        json_encoder.encode(row.target).decode() if row.target is not None else None,
+        json_encoder.encode(row.usage).decode() if row.usage is not None else None,
     )
 
 
@@ -63,6 +70,10 @@ def row_from(values: Sequence[Any]) -> MessageRow:
         updated_at,
         meta,
         superseded,
+        lane,
+        alternative,
+        target,
+        usage,
     ) = values
     return MessageRow(
         id=rid,
@@ -86,6 +97,10 @@ def row_from(values: Sequence[Any]) -> MessageRow:
         updated_at=updated_at,
         meta=dict_decoder.decode(meta),
         superseded=bool(superseded),
+        lane=lane,
+        alternative=bool(alternative),
+        target=None if target is None else _target_decoder.decode(target),
+        usage=None if usage is None else _usage_decoder.decode(usage),
     )
 
 
