@@ -50,6 +50,7 @@ from hostd.cli.chat_render import (
     row_text,
     total_usage,
 )
+from hostd.cli.chat_answers import also_note, choose_row, parse_also
 from hostd.cli.chat_state import ChatState
 from hostd.client import Client, Subscription
 from hostd.core.transcript import Transcript
@@ -67,7 +68,7 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import Usage
+from hostd_protocol.common import AnswerTarget, Usage
 from hostd_protocol.errors import AlreadyAnswered, HostdError
 
 if TYPE_CHECKING:
@@ -136,6 +137,8 @@ class ChatApp:
         #: Rows this window sent that the host queued (not steered), whatever order the
         #: reply and the row's event arrive in.
         self._queued_here: set[str] = set()
+        #: Who else answers the messages typed here (`/also`; hostd.cli.chat_answers).
+        self.also: list[AnswerTarget] = []
 
     # --- reading the transcript -----------------------------------------------------------
 
@@ -412,6 +415,14 @@ class ChatApp:
                 "red",
             )
             return
+        if cmd.name == "also":
+            targets = parse_also(cmd.arg)
+            if isinstance(targets, str):
+                self.note_text(targets, "red")
+                return
+            self.also = targets
+            self.note_text(also_note(targets))
+            return
         if cmd.name == "edit":
             row = self._unsent_row(cmd.arg)
             if row is not None:
@@ -448,7 +459,7 @@ class ChatApp:
         c, tid = self.client, self.topic_id
         if cmd.name == "":
             active = self.transcript.active_turn_id
-            result = await c.send(tid, cmd.arg, "auto")
+            result = await c.send(tid, cmd.arg, "auto", also=self.also)
             if result.disposition == "steered":
                 self.state.steers[result.row_id] = active
             elif result.disposition == "queued":
@@ -475,6 +486,13 @@ class ChatApp:
             await c.discard_queued(tid, cmd.arg)
         elif cmd.name in ("regenerate", "undo", "fork"):
             await self._topic_op(cmd.name)
+        elif cmd.name == "choose":
+            picked = choose_row(self.transcript.rows(), cmd.arg)
+            if isinstance(picked, str):
+                self.note_text(picked, "red")
+                return
+            await c.choose_answer(tid, picked.id)
+            self.note_text(f"continuing from answer {picked.lane}; the others are alternatives")
         elif cmd.name in ("allow", "deny"):
             await self._answer(cmd.name == "allow", cmd.arg)
         elif cmd.name == "always":

@@ -18,6 +18,8 @@ HELP = """\
   [bold cyan]/regenerate[/bold cyan]    answer the last message again (stops a running answer)
   [bold cyan]/undo[/bold cyan]          remove the last message and its answer from the history
   [bold cyan]/fork[/bold cyan]          copy this topic (up to the last finished row) into a new one
+  [bold cyan]/also T ...[/bold cyan]    more models answer each message (T: DRIVER, DRIVER/MODEL, /MODEL, @ASSISTANT)
+  [bold cyan]/choose N[/bold cyan]      continue from answer N of the last message with several answers
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
   [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
 
@@ -44,6 +46,8 @@ COMMANDS = frozenset(
         "regenerate",
         "undo",
         "fork",
+        "also",
+        "choose",
     }
 )
 _ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}

@@ -28,9 +28,11 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.segment import Segment
+from rich.styled import Styled
 from rich.table import Table
 from rich.text import Text
 
+from hostd.cli.answers_cmd import answer_label
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import (
     ApprovalOption,
@@ -88,8 +90,14 @@ def roll_labels(rows: Sequence[MessageRow]) -> dict[str, str]:
             user_n += 1
             labels[row.id] = f"U{user_n}"
             continue
+        if row.target is not None:  # one of several answers to U<n>: A<n>.<lane>
+            labels[row.id] = f"A{user_n}.{row.lane}"
+            continue
         cut = any(
-            later.role == "assistant" and later.turn_id and later.turn_id == row.turn_id
+            later.role == "assistant"
+            and later.turn_id
+            and later.turn_id == row.turn_id
+            and later.target is None
             for later in history[i + 1 :]
         )
         labels[row.id] = f"A{user_n}{'a' if cut else ''}"
@@ -169,7 +177,7 @@ def render_thinking(text: str, *, live: bool) -> Text:
 
 def _label_text(label: str, role: str) -> Text:
     style = "bold cyan" if role == "user" else "bold magenta"
-    return Text(label.ljust(4), style=style) if label else Text("")
+    return Text(f"{label:<3} ", style=style) if label else Text("")
 
 
 def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> RenderableType:
@@ -185,6 +193,9 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
         return line
     head = _label_text(label, "assistant")
     head.append("assistant", style="bold magenta")
+    if row.target is not None:
+        # One of several answers to one message: who wrote it; dim when not chosen.
+        head.append(f"  [{answer_label(row)}]", style="magenta")
     if row.status == "pending":
         head.append("  answering…", style="dim")
     elif row.status == "stopped":
@@ -199,6 +210,8 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
         # The first line only: a driver failure's details (stderr tail) get their own panel.
         first = row.error.strip().splitlines()[0] if row.error.strip() else row.error
         parts.append(Text(f"✗ {first}", style="red"))
+    if row.alternative:
+        return Styled(Group(*parts), "dim")
     return Group(*parts)
 
 

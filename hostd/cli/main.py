@@ -65,9 +65,10 @@ def _add_turn(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> 
 
 
 def _add_topic_ops(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
-    from hostd.cli import topic_ops_cmds  # `hostd rewind / regenerate / resend / fork`
+    from hostd.cli import answers_cmd, topic_ops_cmds  # rewind / regenerate / resend / fork
 
     topic_ops_cmds.register(sub, handlers)
+    answers_cmd.register(sub, handlers)  # `hostd choose` (several answers to one message)
 
 
 def _add_daemon(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
@@ -124,6 +125,7 @@ COMMAND_GROUPS = {
     "regenerate": _add_topic_ops,
     "resend": _add_topic_ops,
     "fork": _add_topic_ops,
+    "choose": _add_topic_ops,
     "serve": _add_daemon,
     "status": _add_daemon,
     "stop": _add_daemon,

@@ -94,6 +94,9 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
                    "it; auto (default): start when idle, else steer")
     p.add_argument("--follow", action="store_true", help="print the answer until the turn ends")
     p.add_argument("--json", action="store_true", help="print the send result as JSON (without --follow)")
+    from hostd.cli.answers_cmd import add_also_option
+
+    add_also_option(p)
     handlers["send"] = _lazy("topic_cmds", "cmd_send")
 
     p = sub.add_parser("history", parents=[_common()], help="print a topic's messages")

@@ -7,6 +7,7 @@ import datetime as dt
 import os
 from typing import Any
 
+from hostd.cli.answers_cmd import answer_label
 from hostd.cli.common import (
     Output,
     console,
@@ -148,7 +149,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     args.text = text
     if not args.follow:
         sent = request(args, SendMessage(id=0, topic_id=args.topic, text=args.text,
-                                         intent=args.intent))
+                                         intent=args.intent, also=args.also))
         if isinstance(sent, int):
             return sent
         assert isinstance(sent, SendResult)
@@ -160,7 +161,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
     async def go(c: Any) -> Any:
         async with c.attach(args.topic, max_rows=0) as sub:
-            result = await c.send(args.topic, args.text, args.intent)
+            result = await c.send(args.topic, args.text, args.intent, also=args.also)
             printer = StreamPrinter()
             async for item in sub:
                 printer.show(item)
@@ -232,7 +233,12 @@ def print_row(row: MessageRow, c: Output | None = None, *, ids: bool = False) ->
     if row.superseded:
         status += " (superseded)"
     ident = f" [{row.id}]" if ids else ""
-    c.print(f"{row.role}{status}{ident}:", style="bold", markup=False)
+    lane = answer_label(row)
+    if lane:
+        status += f" ({lane})"
+    # An answer that was not chosen is dim: shown, but not part of the conversation.
+    style = "dim" if row.alternative else "bold"
+    c.print(f"{row.role}{status}{ident}:", style=style, markup=False)
     if row.anchor is not None:
         c.print(f"  [compaction: {row.anchor.tokens_before} -> {row.anchor.tokens_after} tokens]",
                 markup=False)
@@ -248,6 +254,10 @@ class StreamPrinter:
         self.c = console()
         #: Errors already printed (a turn's end repeats its row's error).
         self.errors: set[str] = set()
+        #: Labels of a multi-answer turn's rows, and the row printed last: answers stream
+        #: at the same time, so a switch of row is marked with its label.
+        self.labels: dict[str, str] = {}
+        self.current = ""
 
     def show(self, item: Any) -> None:
         c = self.c
@@ -260,16 +270,25 @@ class StreamPrinter:
             if item.row.role == "user":
                 c.print(f"user: {row_text(item.row)}", markup=False)
             elif item.row.role == "assistant":
-                c.print("assistant:", style="bold")
+                label = answer_label(item.row)
+                if label:
+                    self.labels[item.row.id] = label
+                else:
+                    c.print("assistant:", style="bold")
         elif isinstance(item, RowAppended):
             ch = item.chunk
+            if item.row_id in self.labels and item.row_id != self.current:
+                c.print(f"\n[{self.labels[item.row_id]}] ", end="", style="bold", markup=False)
+            self.current = item.row_id
             if isinstance(ch, TextDelta):
                 c.print(ch.text, end="", markup=False)
             elif isinstance(ch, ToolCall):
                 c.print(f"\n[tool {ch.name}]", markup=False)
         elif isinstance(item, RowUpdated) and item.error:
             self.errors.add(item.error)
-            c.print(f"\nerror: {item.error}", style="red", markup=False)
+            label = self.labels.get(item.row_id, "")
+            where = f" ({label})" if label else ""
+            c.print(f"\nerror{where}: {item.error}", style="red", markup=False)
         elif isinstance(item, ApprovalRequested):
             a = item.approval
             c.print(f"\n[approval needed: {a.tool}] {a.description} (id {a.id})", markup=False)

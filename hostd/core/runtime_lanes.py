@@ -16,8 +16,10 @@ Rules it guards:
   else the first failing lane's error.
 - Exactly one answer of a multi-answer turn is chosen; the others are alternatives
   (`alternative=True`), which the history later turns see leaves out
-  (`RowBook.history_before`). The choice is settled before `TurnEnded`: a window's pick during
-  the turn, else the first lane that succeeded, else lane 0. The topic's own session wrote
+  (`RowBook.history_before`). Extra lanes' rows open as alternatives (lane 0 is the choice
+  until one is made, so a turn cut short by a daemon crash still has one). The choice is
+  settled before `TurnEnded`: a window's pick during the turn, else the first lane that
+  succeeded, else lane 0. The topic's own session wrote
   lane 0's answer: when the turn ends with another answer chosen, or the choice changes
   after its turn ended, that session is replaced (`ResetSession`), so the next turn's model
   sees the chosen answer and not the one it wrote.
@@ -239,9 +241,8 @@ class LaneOps:
             # Marked now; the topic's session is replaced at the turn's end if need be.
             turn.chosen = row_id
             self._mark_choice(turn.id, row_id)
-        elif live.base.alternative:
-            self._mark_choice(live.base.turn_id, row_id)
-            self._out.add(ResetSession())
+        elif self._mark_choice(live.base.turn_id, row_id):
+            self._out.add(ResetSession())  # the history changed under the topic's session
         return self._done()
 
     # --- used by the runtime ----------------------------------------------------------------
@@ -260,6 +261,7 @@ class LaneOps:
                 turn_id=turn.id,
                 lane=index,
                 target=target,
+                alternative=True,
             )
             turn.lanes.append(Lane(index, row.id, target))
         history = self._book.history_before(user_position)
@@ -372,12 +374,15 @@ class LaneOps:
             turn.id, "the answer ended", self._out, tell_driver=False, lane=ln.index
         )
 
-    def _mark_choice(self, turn_id: str, chosen: str) -> None:
+    def _mark_choice(self, turn_id: str, chosen: str) -> bool:
         """Every answer row of the turn: `alternative` unless it is `chosen` (changed rows
-        only get a `RowUpdated`)."""
+        only get a `RowUpdated`); whether any changed."""
+        changed = False
         for live in list(self._book):
             base = live.base
             if base.turn_id == turn_id and base.role == "assistant" and base.target is not None:
                 alternative = live.id != chosen
                 if base.alternative != alternative:
                     self._out.row_changed(live, alternative=alternative)
+                    changed = True
+        return changed

@@ -478,7 +478,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         for row_id in self.queued_row_ids():
             if row_id != self._next_up:
                 self._out.row_changed(self._book[row_id], status="draft")
-        self._out.add(ToDriver(Interrupt(turn_id=turn.id)))
+        if not turn.lanes or turn.lanes[0].status is None:  # lane 0 may have ended already
+            self._out.add(ToDriver(Interrupt(turn_id=turn.id)))
         self._stop_lanes(turn)
 
     def _end_turn(self, turn: Turn, status: TurnStatus, error: str, error_code: str) -> None:

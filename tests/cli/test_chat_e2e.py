@@ -243,6 +243,32 @@ async def test_chat_undo_regenerate_and_fork(daemon: DemoDaemon) -> None:
         assert row_text(forked[0]) == "second question"
 
 
+async def test_chat_several_answers_and_choose(daemon: DemoDaemon) -> None:
+    """`/also` makes another model answer each message too (each answer labelled), `/choose N`
+    continues from answer N; the other answer is an alternative."""
+    topic_id = await new_topic(daemon, "/echo")
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "100"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic_id],
+            stdin=b"/also scripted/m1\nsame question\n/choose 1\n/choose 7\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert "also answered by scripted/m1" in out
+    assert "[answer 1: scripted/m1" in out
+    assert "continuing from answer 1" in out
+    assert "no answer 7 (answers: 0, 1)" in out
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(topic_id)).rows
+    answers = [(r.lane, row_text(r), r.alternative) for r in rows if r.role == "assistant"]
+    assert answers == [(0, "same question", True), (1, "same question", False)]
+
+
 async def test_chat_continue_and_pick(daemon: DemoDaemon) -> None:
     """`chat -c` opens the topic used last; `chat --pick` lists topics and opens the one
     whose number is typed."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 
+import msgspec
 from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
@@ -352,3 +353,59 @@ def test_allow_always_is_offered_only_when_the_driver_has_it() -> None:
     assert "a Always allow Bash" in screen(render_approval(offered))
     assert parse_command("a", approval_open=True).name == "always"
     assert parse_command("a", approval_open=False).name == ""  # just a message
+
+
+def test_several_answers_are_labelled_and_alternatives_dim() -> None:
+    from hostd_protocol.common import AnswerTarget
+
+    rows = [
+        row("u1", "user", [TextDelta(text="Compare")], position=1),
+        msgspec.structs.replace(
+            row("a0", "assistant", [TextDelta(text="Zero.")], position=2),
+            target=AnswerTarget(driver="scripted", model="m-1"),
+        ),
+        msgspec.structs.replace(
+            row("a1", "assistant", [TextDelta(text="One.")], "error", position=3),
+            lane=1,
+            alternative=True,
+            target=AnswerTarget(assistant="reviewer"),
+            error="it broke",
+        ),
+    ]
+    # Lanes are A<n>.<lane>, never mistaken for a steer roll (A1a).
+    assert roll_labels(rows) == {"u1": "U1", "a0": "A1.0", "a1": "A1.1"}
+    assert screen(render_rows(rows)) == clean("""
+U1  you ❯ Compare
+
+A1.0 assistant  [answer 0: scripted/m-1]
+  Zero.
+
+A1.1 assistant  [answer 1: @reviewer, alternative]  (failed)
+  One.
+✗ it broke""")
+    console = Console(color_system="standard", force_terminal=True, width=WIDTH, file=io.StringIO())
+    console.print(render_row(rows[2]))
+    assert "\x1b[2m" in console.file.getvalue()  # type: ignore[attr-defined]  # dim
+
+
+def test_chat_answer_commands() -> None:
+    from hostd.cli.chat_answers import also_note, choose_row, parse_also
+    from hostd_protocol.common import AnswerTarget
+
+    assert parse_also("scripted/m1 @rev /m2") == [
+        AnswerTarget(driver="scripted", model="m1"),
+        AnswerTarget(assistant="rev"),
+        AnswerTarget(model="m2"),
+    ]
+    assert parse_also("@") == "@ needs an assistant name, e.g. @reviewer"
+    assert also_note([]) == "messages are answered by the topic's driver only"
+    plain = [row("u1", "user", [TextDelta(text="q")])]
+    assert choose_row(plain, "1").startswith("no message has several answers")  # type: ignore[union-attr]
+    lanes = [
+        msgspec.structs.replace(
+            row(f"a{n}", "assistant", [], position=2 + n), lane=n, target=AnswerTarget(model="x")
+        )
+        for n in (0, 1)
+    ]
+    assert choose_row(lanes, "1") == lanes[1]
+    assert choose_row(lanes, "x") == "which answer? give its number (0, 1)"

@@ -66,10 +66,11 @@ def test_a_send_with_also_opens_one_row_per_lane_and_starts_each() -> None:
     (started,) = h.events(TurnStarted)
     assert started.lanes == [AnswerTarget(driver="scripted", model="m1"), B, C]
     rows = [r for r in h.rt.snapshot().rows if r.role == "assistant"]
-    assert [(r.lane, r.target, r.status) for r in rows] == [
-        (0, started.lanes[0], "pending"),
-        (1, B, "pending"),
-        (2, C, "pending"),
+    # Lane 0 is the choice until one is made (a crash mid-turn still leaves one).
+    assert [(r.lane, r.target, r.status, r.alternative) for r in rows] == [
+        (0, started.lanes[0], "pending", False),
+        (1, B, "pending", True),
+        (2, C, "pending", True),
     ]
     assert [r.position for r in rows] == [2, 3, 4]
     (start,) = h.starts()

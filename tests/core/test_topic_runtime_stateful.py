@@ -5,15 +5,19 @@ Three parties drive it, synchronously:
 - clients: sends of every intent (and idempotent resends), stop, approval answers, queue edits,
   discards and send-now (on any row, valid or not), resume_queue, time passing (tick);
   rewinds, regenerates, edit-and-resends (with and without stop) and forks at any row;
+  sends answered by several models (`also`) and choosing one of their answers (any row);
 - a well-behaved fake driver that obeys the runtime's effects (StartTurn, Redirect, Interrupt,
   ApprovalResponse): it streams chunks, injects steers in order, reports boundaries, compacts,
   asks for approvals, ends turns (reporting undelivered steers first) or crashes;
+- the extra lanes of a multi-answer turn (`StartLane`), each a fake driver of its own that
+  streams, asks approvals, ends (any status) or is lost, in any interleaving with lane 0;
 - an adversary sending stray driver events (old or unknown turn ids).
 
 Windows attach (snapshot) at random points and apply every later event. The invariants are
 DESIGN.md 1-7: seq without gaps, history order, no message lost or duplicated, exactly one
 TurnEnded per turn, never stuck compacting, every window equals the snapshot, approvals open
-only while a turn runs.
+only while a turn runs; for multi-answer turns also: exactly one answer chosen once the turn
+ended, and no history sent to a driver holds an answer that was not chosen.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from hostd.core.effects import (
     SaveApproval,
     SaveRow,
     SaveTurn,
+    StartLane,
     StartTurn,
     ToDriver,
 )
@@ -60,6 +65,7 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import (
+    AnswerTarget,
     Capabilities,
     CompactionAnchor,
     SendIntent,
@@ -78,6 +84,7 @@ from hostd_protocol.driver_messages import (
     CompactionError,
     CompactionStart,
     DriverEvent,
+    DriverFatal,
     Interrupt,
     Redirect,
     SteerBoundary,
@@ -114,6 +121,8 @@ CLIENT_ACTIONS = [
     "regenerate",
     "edit_resend",
     "fork",
+    *["send_multi"] * 3,
+    *["choose"] * 3,
 ]
 DRIVER_ACTIONS = [
     *["chunk"] * 3,
@@ -124,7 +133,22 @@ DRIVER_ACTIONS = [
     *["compaction"] * 2,
     "approval",
     "checkpoint",
+    *["lane_chunk"] * 2,
+    *["lane_end"] * 4,
+    "lane_lost",
+    "lane_approval",
+    "lane_usage",
 ]
+TARGETS = [AnswerTarget(driver="b", model="m2"), AnswerTarget(assistant="c")]
+
+
+class FakeLane:
+    """An extra lane's driver session: it runs one turn, then is closed."""
+
+    def __init__(self, turn: str) -> None:
+        self.turn = turn
+        self.interrupted = False
+        self.open_approvals: set[str] = set()
 
 
 class FakeDriver:
@@ -138,8 +162,27 @@ class FakeDriver:
         self.open_approvals: set[str] = set()
         self.sends: Counter[str] = Counter()  # message_id -> Send count
         self.injected_ever: list[str] = []
+        #: A multi-answer turn's extra lanes still running, by lane number.
+        self.lanes: dict[int, FakeLane] = {}
 
     def obey(self, effect: Effect) -> None:
+        if isinstance(effect, StartLane):
+            assert effect.lane not in self.lanes, "a lane was started twice"
+            self.lanes[effect.lane] = FakeLane(effect.turn_id)
+            return
+        if isinstance(effect, ToDriver) and effect.lane:
+            lane = self.lanes.get(effect.lane)
+            assert lane is not None, f"a command for lane {effect.lane}, which is over"
+            cmd = effect.command
+            if isinstance(cmd, Interrupt):
+                assert cmd.turn_id == lane.turn
+                lane.interrupted = True
+            elif isinstance(cmd, ApprovalResponse):
+                assert cmd.approval_id in lane.open_approvals, cmd
+                lane.open_approvals.discard(cmd.approval_id)
+            else:  # pragma: no cover
+                raise AssertionError(f"unexpected lane command {cmd!r}")
+            return
         if isinstance(effect, StartTurn):
             assert self.turn is None, "a turn was started while the driver still ran one"
             self.turn = effect.turn_id
@@ -190,17 +233,19 @@ class TopicMachine(RuleBasedStateMachine):
         self.picked: set[str] = set()  # rows started explicitly (send when idle, send-now)
         self.stored: dict[str, MessageRow] = {}  # what the store holds (superseded included)
         self.superseded: set[str] = set()  # rows a rewind cut: never seen again
+        self.multi: dict[str, int] = {}  # turns answered by several lanes: how many
 
     def new_id(self, prefix: str) -> str:
         self.ids += 1
         return f"{prefix}{self.ids}"
 
-    @initialize(inject=st.booleans(), history=st.booleans())
-    def setup(self, inject: bool, history: bool) -> None:
+    @initialize(inject=st.booleans(), history=st.booleans(), lanes=st.integers(0, 2))
+    def setup(self, inject: bool, history: bool, lanes: int) -> None:
         self.caps = Capabilities(inject_steering=inject, needs_history=history)
         self.rt = self.make_runtime([], [], 0)
         self.windows.append(Transcript(self.rt.snapshot()))
-        self.send("auto", with_key=False)  # most interleavings start with a running turn
+        # Most interleavings start with a running turn, a third of them a multi-answer one.
+        self.send("auto", with_key=False, also=TARGETS[:lanes])
 
     def make_runtime(
         self, rows: list[MessageRow], approvals: list[ApprovalInfo], last_seq: int
@@ -229,9 +274,13 @@ class TopicMachine(RuleBasedStateMachine):
                     window.apply(ev)
                 if isinstance(ev, TurnStarted):
                     self.started.append(ev.turn_id)
+                    if ev.lanes:
+                        self.multi[ev.turn_id] = len(ev.lanes)
                 elif isinstance(ev, TurnEnded):
                     self.ended[ev.turn_id] += 1
                     self.old_turns.append(ev.turn_id)
+                    # Every lane has ended (or ends with the turn); the shell closes them.
+                    self.driver.lanes.clear()
                 elif isinstance(ev, Rolled):
                     self.check_roll(ev)
                 elif isinstance(ev, RowsRemoved):
@@ -257,6 +306,11 @@ class TopicMachine(RuleBasedStateMachine):
                 self.stored_approvals[eff.approval.id] = eff.approval
             elif isinstance(eff, StartTurn):
                 self.check_queue_order(eff)
+            if isinstance(eff, StartTurn | StartLane):
+                # What a driver is sent never holds an answer that was not chosen.
+                for message in eff.send.history:
+                    stored = self.stored.get(message.id)
+                    assert stored is not None and not stored.alternative, message
             self.driver.obey(eff)
 
     def check_roll(self, ev: Rolled) -> None:
@@ -297,9 +351,16 @@ class TopicMachine(RuleBasedStateMachine):
     def client(self, action: str, data: st.DataObject) -> None:
         getattr(self, f"client_{action}")(data)
 
-    @precondition(lambda self: self.driver.turn is not None)
+    @precondition(lambda self: self.driver.turn is not None or self.driver.lanes)
     @rule(action=st.sampled_from(DRIVER_ACTIONS), data=st.data())
     def driver_acts(self, action: str, data: st.DataObject) -> None:
+        # Lane 0 (the topic's own driver) may have ended while other lanes run, and an
+        # ordinary turn has no other lanes: the action goes to whoever still runs.
+        lane_action = action.startswith("lane_")
+        if lane_action and not self.driver.lanes:
+            action = "chunk"
+        elif not lane_action and self.driver.turn is None:
+            action = "lane_chunk"
         getattr(self, f"driver_{action}")(data)
 
     # --- clients ----------------------------------------------------------------------------
@@ -311,16 +372,28 @@ class TopicMachine(RuleBasedStateMachine):
     def client_steer(self, data: st.DataObject) -> None:
         self.send(data.draw(st.sampled_from(["steer", "auto"]), label="intent"), with_key=False)
 
-    def send(self, intent: SendIntent, with_key: bool) -> None:
+    def send(
+        self, intent: SendIntent, with_key: bool, also: list[AnswerTarget] | None = None
+    ) -> None:
         self.texts += 1
         text = f"m{self.texts}"
         key = f"k{self.texts}" if with_key else ""
         busy = self.rt.active_turn_id is not None
+        multi = bool(also) or self.rt.active_turn_id in self.multi
         try:
-            result, effects = self.rt.send(text, intent, self.now, client_msg_id=key)
+            result, effects = self.rt.send(
+                text, intent, self.now, client_msg_id=key, also=also or ()
+            )
         except TopicBusy:
             assert busy and intent == "start"
             return
+        except InvalidArgument as exc:
+            # Several answers are never steered (docs/protocol.md).
+            assert busy and multi and intent == "steer", exc
+            return
+        assert not (busy and multi and intent == "steer")
+        if multi and busy:
+            assert result.disposition == "queued"
         assert not (busy and intent == "start")
         assert result.row_id not in self.accepted
         self.accepted[result.row_id] = len(self.accepted)
@@ -334,6 +407,38 @@ class TopicMachine(RuleBasedStateMachine):
             assert any(isinstance(e, StartTurn) for e in effects)
             self.picked.add(result.row_id)
         self.apply(effects)
+
+    def client_send_multi(self, data: st.DataObject) -> None:
+        intent = data.draw(st.sampled_from(INTENTS), label="intent")
+        n = data.draw(st.integers(1, 2), label="lanes")
+        self.send(intent, with_key=False, also=TARGETS[:n])
+
+    def client_choose(self, data: st.DataObject) -> None:
+        rows = self.rt.snapshot(10_000).rows
+        answers = [r.id for r in rows if r.target is not None]
+        valid = data.draw(st.sampled_from([True, True, True, False]), label="valid")
+        pool = answers[-4:] if answers and valid else []
+        others = [] if pool else [*[r.id for r in rows[-2:]], "bogus"]
+        row_id = data.draw(st.sampled_from([*pool, *others]), label="row")
+        row = self.rt.row(row_id)
+        active = self.rt.active_turn_id
+        try:
+            effects = self.rt.choose_answer(row_id, self.now)
+        except NotFound:
+            assert row is None
+            return
+        except InvalidArgument:
+            assert row is not None and row.target is None
+            return
+        except TopicBusy:
+            assert row is not None and active is not None and row.turn_id != active
+            return
+        assert row is not None and row.target is not None
+        self.apply(effects)
+        chosen = self.rt.row(row_id)
+        assert chosen is not None and not chosen.alternative
+        siblings = [r for r in self.rt.snapshot(10_000).rows if r.turn_id == row.turn_id]
+        assert [r.id for r in siblings if r.target is not None and not r.alternative] == [row_id]
 
     def client_resend(self, data: st.DataObject) -> None:
         if not self.client_ids:
@@ -427,6 +532,7 @@ class TopicMachine(RuleBasedStateMachine):
             assert turn is not None
             self.uncertain |= {s.row_id for s in turn.steers if s.injected}
         self.driver.ended()  # the driver died with the daemon
+        self.driver.lanes.clear()
         # Idempotency keys live in their rows' meta: a discarded row's key is forgotten.
         self.client_ids = {k: r for k, r in self.client_ids.items() if r not in self.discarded}
         self.stored = {
@@ -612,6 +718,46 @@ class TopicMachine(RuleBasedStateMachine):
         self.driver.open_approvals.add(aid)
         self.feed(ApprovalRequest(turn_id=self.turn, approval_id=aid, tool="bash"))
 
+    # --- the extra lanes' fake drivers -------------------------------------------------------
+
+    def _lane(self, data: st.DataObject) -> tuple[int, FakeLane]:
+        n = data.draw(st.sampled_from(sorted(self.driver.lanes)), label="lane")
+        return n, self.driver.lanes[n]
+
+    def feed_lane(self, lane: int, event: DriverEvent) -> None:
+        self.apply(self.rt.lane_event(lane, event, self.now))
+
+    def driver_lane_chunk(self, data: st.DataObject) -> None:
+        n, lane = self._lane(data)
+        self.feed_lane(n, ChunkEvent(turn_id=lane.turn, chunk=TextDelta(text=f"l{n}")))
+
+    def driver_lane_end(self, data: st.DataObject) -> None:
+        n, lane = self._lane(data)
+        status = data.draw(st.sampled_from(["success", "error"]), label="status")
+        del self.driver.lanes[n]
+        final = "stopped" if lane.interrupted else status
+        self.feed_lane(n, TurnEnd(turn_id=lane.turn, status=final))
+
+    def driver_lane_lost(self, data: st.DataObject) -> None:
+        n, _ = self._lane(data)
+        del self.driver.lanes[n]
+        if data.draw(st.booleans(), label="fatal"):
+            self.feed_lane(n, DriverFatal(code="driver_crashed", message="lane died"))
+        else:
+            err = DriverCrashed("lane exited", driver="b", exit_code=1)
+            self.apply(self.rt.lane_lost(n, err, self.now))
+
+    def driver_lane_approval(self, data: st.DataObject) -> None:
+        n, lane = self._lane(data)
+        aid = self.new_id("ap")
+        self.approval_ids.append(f"{aid}~{n}")  # the id windows see (unique in the topic)
+        lane.open_approvals.add(aid)
+        self.feed_lane(n, ApprovalRequest(turn_id=lane.turn, approval_id=aid, tool="bash"))
+
+    def driver_lane_usage(self, data: st.DataObject) -> None:
+        n, lane = self._lane(data)
+        self.feed_lane(n, UsageEvent(turn_id=lane.turn, usage=Usage(input_tokens=n)))
+
     @rule(data=st.data())
     def stray(self, data: st.DataObject) -> None:
         """Events naming a turn that is not running change nothing."""
@@ -629,6 +775,7 @@ class TopicMachine(RuleBasedStateMachine):
         ]
         before = self.rt.snapshot()
         assert self.rt.driver_event(events[kind], self.now) == []
+        assert self.rt.lane_event(1, events[kind], self.now) == []
         assert self.rt.snapshot() == before
 
     # --- invariants -------------------------------------------------------------------------
@@ -651,10 +798,11 @@ class TopicMachine(RuleBasedStateMachine):
             assert {r.id for r in rows} == set(visible)
             for row in rows:
                 stored = visible[row.id]
-                assert (stored.status, stored.position, stored.role) == (
+                assert (stored.status, stored.position, stored.role, stored.alternative) == (
                     row.status,
                     row.position,
                     row.role,
+                    row.alternative,
                 )
             assert not {r.id for r in rows} & self.superseded
 
@@ -729,14 +877,38 @@ class TopicMachine(RuleBasedStateMachine):
         pending = [r for r in snap.rows if r.status == "pending"]
         if active is None:
             assert pending == []
+        elif active in self.multi:  # one pending answer per lane still running
+            assert all(r.turn_id == active for r in pending)
+            running = int(self.driver.turn is not None) + len(self.driver.lanes)
+            assert len(pending) == running
         else:
             assert len(pending) == 1 and pending[0].turn_id == active
         # The last StateChanged says the current state.
         states = [e for e in self.events if e.__class__.__name__ == "StateChanged"]
         if states:
             assert msgspec.structs.asdict(states[-1])["state"] == self.rt.state
-        # The driver and the runtime agree on the running turn.
-        assert (self.driver.turn is None) == (active is None)
+        # The drivers and the runtime agree on the running turn.
+        assert (self.driver.turn is None and not self.driver.lanes) == (active is None)
+
+    @invariant()
+    def one_answer_chosen_per_multi_answer_turn(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        rows = self.rt.snapshot(10_000).rows
+        active = self.rt.active_turn_id
+        for turn_id, lanes in self.multi.items():
+            if turn_id in self.abandoned or turn_id == active:
+                continue
+            answers = [r for r in rows if r.turn_id == turn_id and r.target is not None]
+            chosen = [r for r in answers if not r.alternative]
+            assert len(chosen) <= 1, answers
+            if len(answers) == lanes:  # none cut by a rewind: exactly one is chosen
+                assert len(chosen) == 1, answers
+        # History a next turn would get holds no alternative.
+        last = rows[-1].id if rows else ""
+        for message in self.rt.history_for(last) if last else []:
+            row = self.rt.row(message.id)
+            assert row is not None and not row.alternative
 
 
 TopicMachine.TestCase.settings = settings(
