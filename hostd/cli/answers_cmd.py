@@ -48,13 +48,13 @@ def target_label(target: AnswerTarget | None) -> str:
     return "topic default"
 
 
-def answer_label(row: MessageRow) -> str:
-    """`answer 1: scripted/m1` (plus `, alternative` when not chosen); "" for a row that is
-    not an answer of a multi-answer turn."""
+def answer_label(row: MessageRow, *, mark: bool = True) -> str:
+    """`answer 1: scripted/m1` (plus `, alternative` when not chosen, with `mark`); "" for a
+    row that is not an answer of a multi-answer turn."""
     if row.target is None:
         return ""
     label = f"answer {row.lane}: {target_label(row.target)}"
-    return f"{label}, alternative" if row.alternative else label
+    return f"{label}, alternative" if mark and row.alternative else label
 
 
 def add_also_option(p: argparse.ArgumentParser) -> None:

@@ -270,7 +270,8 @@ class StreamPrinter:
             if item.row.role == "user":
                 c.print(f"user: {row_text(item.row)}", markup=False)
             elif item.row.role == "assistant":
-                label = answer_label(item.row)
+                # While streaming, the choice is not made yet: who answers, no mark.
+                label = answer_label(item.row, mark=False)
                 if label:
                     self.labels[item.row.id] = label
                 else:
