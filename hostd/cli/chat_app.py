@@ -32,6 +32,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
+from hostd.cli.chat_answers import also_note, choose_row, parse_also
 from hostd.cli.chat_commands import HELP, Command, parse_command
 from hostd.cli.chat_input import (
     EndOfInput,
@@ -50,7 +51,6 @@ from hostd.cli.chat_render import (
     row_text,
     total_usage,
 )
-from hostd.cli.chat_answers import also_note, choose_row, parse_also
 from hostd.cli.chat_state import ChatState
 from hostd.client import Client, Subscription
 from hostd.core.transcript import Transcript
