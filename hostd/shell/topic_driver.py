@@ -7,7 +7,8 @@ Rules it guards (see `hostd.shell.topic_host` for the host's own):
   before the next turn's `Send`.
 - A steer that arrives before its turn's `Send` was written (a topic's first turn, its driver
   still opening) is held and written right after that `Send`, never dropped.
-- Driver events are taken in batches (every batch already waiting), coalesced
+- Driver events are taken in batches (those waiting when the pump starts, merged; then each
+  pipe read straight from the session's reader, `DriverSession.take_batch`), coalesced
   (`coalesce_deltas`) and applied without awaiting anything, so a slow window or disk never
   slows the driver.
 - A session that ends during a turn, a command with no session to go to, and any exception
@@ -292,37 +293,52 @@ class DriverLink:
             log.info("topic %s: interrupt: %s", self.topic_id, exc)
 
     async def _pump(self, session: DriverSession) -> None:
+        """Apply the session's batches until it ends. Batches waiting in `session.events`
+        are taken together, merged (a pump that fell behind catches up with fewer, longer
+        deltas, never with other text). Once nothing waits, the session's reader hands each
+        batch over itself (`take_batch`): a pipe read reaches the windows without a task
+        switch, and the channel is left with the `SessionEnded` (and the batches of a
+        session that does not hand over)."""
         from hostd.shell.drivers.supervisor import SessionEnded
 
-        ended: SessionEnded | None = None
         events_in = session.events
-        while ended is None:
-            try:
-                item = await events_in.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                break
-            # Take every batch already waiting too: a pump that fell behind catches up with
-            # fewer, longer deltas (coalesce_deltas), never with different text.
-            batch: list[DriverEvent] = []
+        ended: SessionEnded | None = None
+        item: list[DriverEvent] | None = None
+        try:
             while True:
-                if isinstance(item, SessionEnded):
-                    ended = item
+                batch: list[DriverEvent] = []
+                if item:
+                    if trace.ENABLED:
+                        trace.batch_taken(item, first=True)
+                    batch.extend(item)
+                while True:  # synchronously: no batch can overtake these
+                    try:
+                        waiting = events_in.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                    except (trio.EndOfChannel, trio.ClosedResourceError):
+                        waiting = SessionEnded()
+                    if isinstance(waiting, SessionEnded):
+                        ended = waiting
+                        break
+                    if trace.ENABLED:
+                        trace.batch_taken(waiting, first=not batch)
+                    batch.extend(waiting)
+                if batch:
+                    self._apply_batch(batch)
+                if ended is not None:
                     break
-                if trace.ENABLED:
-                    trace.batch_taken(item, first=not batch)
-                batch.extend(item)
+                session.take_batch = self._take_batch
                 try:
-                    item = events_in.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    received = await events_in.receive()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
                     break
-            if batch:
-                # Every window that got frames from this batch writes them in one go, now.
-                with self.stream.held():
-                    self.feed(batch, trio.current_time())
-                if trace.ENABLED:
-                    trace.batch_done()
-                if self.runtime.active_turn_id is None:
-                    self._supervisor.mark_idle(self.topic_id)
+                if isinstance(received, SessionEnded):
+                    ended = received
+                    break
+                item = received
+        finally:
+            session.take_batch = None
         if self._session is not session:
             return  # replaced on purpose (a rewind) or closed with the host: not a failure
         self._session = None
@@ -331,6 +347,22 @@ class DriverLink:
             error = DriverCrashed("the driver session ended during a turn", driver=self.info.driver)
         if error is not None:
             self._lost(error)
+
+    def _take_batch(self, batch: list[DriverEvent]) -> None:
+        if self.closed:
+            return  # deleted or shut down: its pump is being cancelled, the rest is moot
+        if trace.ENABLED:
+            trace.batch_taken(batch, first=True)
+        self._apply_batch(batch)
+
+    def _apply_batch(self, batch: list[DriverEvent]) -> None:
+        # Every window that got frames from this batch writes them in one go, now.
+        with self.stream.held():
+            self.feed(batch, trio.current_time())
+        if trace.ENABLED:
+            trace.batch_done()
+        if self.runtime.active_turn_id is None:
+            self._supervisor.mark_idle(self.topic_id)
 
     def feed(self, batch: list[DriverEvent], now: float) -> None:
         """One pipe read of driver events into the runtime. The running turn's `TurnEnd` goes

@@ -304,6 +304,42 @@ async def test_a_slow_consumer_of_a_full_channel_gets_every_event_in_order(
         assert len(stamps) == 3000 and stamps == sorted(stamps)
 
 
+async def test_a_batch_taker_gets_every_batch_in_order_and_the_channel_only_the_end(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        taken: list[list[Any]] = []
+        session.take_batch = taken.append
+        done = trio.Event()
+        session.on_turn_end = lambda _s: done.set()
+        await session.send(Send(turn_id="a", text="/bench 2000 size=32"))
+        await done.wait()
+        events = [e for batch in taken for e in batch]
+        stamps = [int(e.chunk.text.split(":")[0]) for e in events if isinstance(e, ChunkEvent)]
+        assert len(stamps) == 2000 and stamps == sorted(stamps)
+        assert isinstance(events[-1], TurnEnd) and len(taken) < 2000  # batches, not events
+        await sup.close("t")
+        assert [item async for item in session.events] == [SessionEnded(None)]
+
+
+async def test_a_batch_taker_that_raises_ends_its_session_not_the_daemon(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+
+        def broken(batch: list[Any]) -> None:
+            raise RuntimeError("a bug in the taker")
+
+        session.take_batch = broken
+        await session.send(Send(turn_id="a", text="hi"))
+        end = await wait_end(session)
+        assert isinstance(end.error, DriverCrashed)
+        assert re.match(r"^internal error reading driver 'scripted': RuntimeError", end.error.message)
+        assert (await sup.open("t", opts())).alive  # the next open gets a new process
+
+
 async def test_steer_is_injected_at_the_tool_boundary(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:

@@ -11,8 +11,9 @@ Rules this module guards:
 
 - Every process is reaped on every path, cancellation included (shielded cleanup), and runs
   in its own process group so a kill also reaches the vendor CLI it may have spawned.
-- Events are delivered as one batch (list) per pipe read, in order; `Ready` and `Warmed` are
-  consumed here (they are about the process, not the topic).
+- Events are delivered as one batch (list) per pipe read, in order, through `events` or,
+  once the owner set `take_batch`, to it synchronously; `events` always ends with the one
+  `SessionEnded`. `Ready` and `Warmed` are consumed here (about the process, not the topic).
 - A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
   stderr tail. A schema error (unknown event from a newer driver) skips that one event.
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
@@ -140,6 +141,11 @@ class DriverSession(SessionEnd):
         self.on_turn_start: Callable[[DriverSession], None] | None = None
         self.on_turn_end: Callable[[DriverSession], None] | None = None
         self.on_end: Callable[[DriverSession], None] | None = None
+        #: The owner's synchronous taker of event batches (the topic host's pump): set, the
+        #: reader hands each batch to it in the pipe read's own scheduler pass instead of
+        #: through `events`, which still ends with the one `SessionEnded`. A taker that
+        #: raises ends the session (an internal error, like any bug in the reader).
+        self.take_batch: Callable[[EventBatch], None] | None = None
         #: trio.current_time() at spawn and at `Ready` (for statistics and benchmarks).
         self.spawned_at = 0.0
         self.ready_at = 0.0
@@ -523,6 +529,9 @@ class DriverSession(SessionEnd):
         if batch:
             if trace.ENABLED:
                 trace.batch_read(batch)
+            if self.take_batch is not None:
+                self.take_batch(batch)
+                return
             try:
                 # Without a checkpoint when there is room (the usual case): handing the batch
                 # over is not a reason to go round the scheduler once more.
