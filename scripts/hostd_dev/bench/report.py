@@ -124,6 +124,8 @@ class Context:
     runs: int
     #: `--trace`: scenarios that support it add per-stage rows (`hostd_dev.bench.trace`).
     trace: bool = False
+    #: `--scales`: latency's (topics, windows per topic) pairs instead of its default ones.
+    scales: tuple[tuple[int, int], ...] = ()
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 

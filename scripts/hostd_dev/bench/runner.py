@@ -90,11 +90,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "per-stage p50/p99 (driver pipe read, runtime, fan-out, socket write, window read; "
         "store commits)",
     )
+    p.add_argument(
+        "--scales",
+        type=_scales,
+        default=(),
+        metavar="TxW,...",
+        help="latency: the scales to run, topics x windows per topic (default 10x4,100x4); "
+        "e.g. 10x4,30x4,50x4,100x4 to find the largest load at which the goal holds",
+    )
     args = p.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
         p.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     return args
+
+
+def _scales(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        pairs = tuple(
+            (int(t), int(w)) for t, w in (item.lower().split("x") for item in text.split(","))
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected TxW[,TxW...] like 10x4,100x4, got {text!r}"
+        ) from None
+    if not pairs or any(t < 1 or w < 1 for t, w in pairs):
+        raise argparse.ArgumentTypeError(
+            f"every scale needs at least 1 topic and 1 window: {text!r}"
+        )
+    return pairs
 
 
 def run_one(name: str, ctx: Context) -> Result:
@@ -113,7 +137,7 @@ def run_one(name: str, ctx: Context) -> Result:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = args.runs if args.runs is not None else (1 if args.quick else 3)
-    ctx = Context(quick=args.quick, runs=max(1, runs), trace=args.trace)
+    ctx = Context(quick=args.quick, runs=max(1, runs), trace=args.trace, scales=args.scales)
     names = args.scenarios or DEFAULT
     results = []
     for name in names:
