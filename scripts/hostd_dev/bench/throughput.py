@@ -91,11 +91,13 @@ def run(ctx: Context) -> Result:
 
 
 def _bare_turn(res: Result, bare: BareDriver, script: str, want: str) -> float:
-    """One turn of the bare pipe; its rows; returns its chars/s."""
+    """One turn of the bare pipe; its rows; returns its chars/s (0.0: the whole turn came in
+    one read, so it has no rate; `--quick`'s 8 KB can)."""
     cpu0 = (time.process_time(), cpu_seconds(bare.proc.pid))
     t = bare.turn(script)
-    rate = t.chars / max(1e-9, (t.last_ns - t.first_ns) / 1e9)
-    res.add("bare pipe chars/s", "chars/s", rate, baseline=True)
+    rate = t.chars / ((t.last_ns - t.first_ns) / 1e9) if t.last_ns > t.first_ns else 0.0
+    if rate:
+        res.add("bare pipe chars/s", "chars/s", rate, baseline=True)
     res.add("bare pipe chunks per read", "", t.frames / max(1, t.reads), baseline=True)
     res.add("bare reader CPU per turn", "s", time.process_time() - cpu0[0], baseline=True)
     res.add("bare: driver CPU per turn", "s", cpu_seconds(bare.proc.pid) - cpu0[1], baseline=True)
@@ -113,8 +115,9 @@ def _round(
     goal = (">=", 0.7) if windows == 8 else None
     res.add(f"{windows} windows: chars/s per window", "chars/s", med)
     # Against the bare turn just before this one (same machine, same moment).
-    res.add(f"{windows} windows: ratio", "x", med / base, goal=goal)
-    res.add(f"{windows} windows: slowest window ratio", "x", min(rates) / base)
+    if base:
+        res.add(f"{windows} windows: ratio", "x", med / base, goal=goal)
+        res.add(f"{windows} windows: slowest window ratio", "x", min(rates) / base)
     res.add(
         f"{windows} windows: events per window per turn", "", median([w["frames"] for w in wins])
     )
