@@ -234,6 +234,7 @@ class TopicMachine(RuleBasedStateMachine):
         self.stored: dict[str, MessageRow] = {}  # what the store holds (superseded included)
         self.superseded: set[str] = set()  # rows a rewind cut: never seen again
         self.multi: dict[str, int] = {}  # turns answered by several lanes: how many
+        self.last_cut: list[str] = []  # the rows the last rewind cut
 
     def new_id(self, prefix: str) -> str:
         self.ids += 1
@@ -285,6 +286,7 @@ class TopicMachine(RuleBasedStateMachine):
                     self.check_roll(ev)
                 elif isinstance(ev, RowsRemoved):
                     self.superseded |= set(ev.row_ids)
+                    self.last_cut = list(ev.row_ids)
                     self._after_cut()
                 if isinstance(ev, (RowAppended, RowUpdated)):
                     assert ev.row_id not in self.superseded, "a superseded row came back"
@@ -296,8 +298,15 @@ class TopicMachine(RuleBasedStateMachine):
             elif isinstance(eff, DeleteRow):
                 self.stored.pop(eff.row_id, None)
             elif isinstance(eff, ResetSession):
-                # A rewind's new session may start only from the last kept row's checkpoint.
-                kept = [r for r in self.rt.snapshot(10_000).rows if r.status not in UNSENT]
+                # A rewind's new session may start only from the last kept row's checkpoint
+                # (rows placed by the same request, e.g. regenerate's resend, come after the
+                # cut: positions never go back).
+                cut = min(self.stored[i].position for i in self.last_cut)
+                kept = [
+                    r
+                    for r in self.rt.snapshot(10_000).rows
+                    if r.position < cut and r.status not in UNSENT
+                ]
                 last = kept[-1].meta.get("checkpoint", "") if kept else ""
                 assert eff.resume_at == last
             elif isinstance(eff, SaveTurn):
