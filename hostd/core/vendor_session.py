@@ -20,6 +20,9 @@ Rules this module guards:
   Otherwise nothing is offered: the vendor session holds rows the fork does not.
 - A rewind that keeps the rows up to R starts from R's checkpoint, or fresh. A resume token
   is never a rewind's source: it names the session with the rows that were just cut.
+- Answers not chosen (a multi-answer turn's alternatives) are no history: they are skipped
+  when finding "the last row", and their checkpoints are never offered (the topic's session
+  wrote lane 0's answer; when another was chosen, that checkpoint is not the history).
 - Offering is not deciding: the driver has the last word, because only it knows whether the
   source can still be found (a transcript deleted, another machine, a sandbox). The session
   continues the copy only when the `Ready` answering an `Init` with `fork_from` declares
@@ -50,7 +53,10 @@ CHECKPOINT_KEY = "checkpoint"
 
 
 def checkpoint_of(live: LiveRow) -> str | None:
-    """The vendor checkpoint kept on a row, if any."""
+    """The vendor checkpoint kept on a row, if any: never an answer not chosen (its
+    conversation is not the history)."""
+    if live.base.alternative:
+        return None
     token = live.base.meta.get(CHECKPOINT_KEY)
     return token if isinstance(token, str) and token else None
 
@@ -60,9 +66,14 @@ def with_checkpoint(live: LiveRow, token: str) -> dict[str, Any]:
     return {**live.base.meta, CHECKPOINT_KEY: token}
 
 
+def _history(live: LiveRow) -> bool:
+    """Whether the row is part of the history a vendor session must hold."""
+    return live.status not in UNSENT_STATUSES and not live.base.alternative
+
+
 def _last_placed(book: RowBook) -> LiveRow | None:
     for live in reversed(book.ordered()):
-        if live.status not in UNSENT_STATUSES:
+        if _history(live):
             return live
     return None
 
@@ -83,11 +94,7 @@ def fork_source_token(book: RowBook, row_id: str, resume_token: str | None) -> s
 def rewind_source_token(book: RowBook, cut: int) -> str | None:
     """The vendor session a rewind cutting at position `cut` may start from: the checkpoint
     of the last row it keeps, or None (a fresh session, fed the history)."""
-    kept = [
-        live
-        for live in book.ordered()
-        if live.position < cut and live.status not in UNSENT_STATUSES
-    ]
+    kept = [live for live in book.ordered() if live.position < cut and _history(live)]
     return checkpoint_of(kept[-1]) if kept else None
 
 

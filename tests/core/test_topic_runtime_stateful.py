@@ -301,14 +301,19 @@ class TopicMachine(RuleBasedStateMachine):
                 # A rewind's new session may start only from the last kept row's checkpoint
                 # (rows placed by the same request, e.g. regenerate's resend, come after the
                 # cut: positions never go back).
-                cut = min(self.stored[i].position for i in self.last_cut)
+                # A reset that cut nothing (a multi-answer choice) offers nothing.
+                cut = min((self.stored[i].position for i in self.last_cut), default=None)
                 kept = [
                     r
                     for r in self.rt.snapshot(10_000).rows
-                    if r.position < cut and r.status not in UNSENT
+                    if cut is not None
+                    and r.position < cut
+                    and r.status not in UNSENT
+                    and not r.alternative
                 ]
                 last = kept[-1].meta.get("checkpoint", "") if kept else ""
                 assert eff.resume_at == last
+                self.last_cut = []
             elif isinstance(eff, SaveTurn):
                 self.turn_records.setdefault(eff.turn_id, []).append(eff)
             elif isinstance(eff, SaveApproval):
@@ -648,7 +653,9 @@ class TopicMachine(RuleBasedStateMachine):
         # A vendor copy is offered only from the row's own checkpoint, or from the resume
         # token when the fork takes the whole history.
         offered = self.rt.fork_source(row_id, "token")
-        placed = [r for r in before.rows if r.status not in ("queued", "draft")]
+        placed = [
+            r for r in before.rows if r.status not in ("queued", "draft") and not r.alternative
+        ]
         assert offered in (
             target.meta.get("checkpoint"),
             "token" if placed[-1].id == row_id else None,

@@ -8,8 +8,8 @@ import pytest
 from hostd.core.effects import ResetSession
 from hostd.core.vendor_session import CHECKPOINT_KEY, feeds_history
 from hostd_protocol.client_messages import RowUpdated
-from hostd_protocol.common import Capabilities
-from hostd_protocol.driver_messages import Checkpoint
+from hostd_protocol.common import AnswerTarget, Capabilities, TextDelta
+from hostd_protocol.driver_messages import Checkpoint, ChunkEvent, TurnEnd
 from tests.core.runtime_harness import Harness
 
 
@@ -136,3 +136,32 @@ PLAIN = Capabilities(resume=True)
 )
 def test_feeds_history(resumed: bool, offered: bool, caps: Capabilities, fed: bool) -> None:
     assert feeds_history(resumed=resumed, offered=offered, capabilities=caps) is fed
+
+
+def test_an_answer_not_chosen_is_never_a_vendor_source() -> None:
+    """The topic's session writes lane 0's answer; when another answer is chosen, lane 0's
+    checkpoint is not the history: neither a rewind nor a fork may start from it."""
+    h = Harness()
+    turn(h, "one", "s1@m1")
+    h.send("compare", "start", also=[AnswerTarget(driver="other", model="m2")])
+    tid = h.turn
+    h.chunk("lane zero")
+    h.ev(Checkpoint(turn_id=tid, token="s1@m2"))
+    h.take(h.rt.lane_event(1, ChunkEvent(turn_id=tid, chunk=TextDelta(text="one")), h.now))
+    h.take(h.rt.lane_event(1, TurnEnd(turn_id=tid, status="success"), h.now))
+    h.end()
+    zero, one = [r for r in h.rt.snapshot().rows if r.role == "assistant" and r.turn_id == tid]
+    assert zero.meta[CHECKPOINT_KEY] == "s1@m2" and not zero.alternative
+    # Lane 0 chosen (the default): its checkpoint is the history's end.
+    assert h.rt.fork_source(zero.id, "s1") == "s1@m2"
+    h.take(h.rt.choose_answer(one.id, h.now))
+    assert h.row(zero.id).alternative
+    assert h.rt.fork_source(zero.id, "s1") is None
+    # The last history row is the chosen answer now: no checkpoint, and not the token's
+    # session either (the topic's session was replaced when the choice moved off lane 0).
+    assert h.rt.fork_source(one.id, None) is None
+    # A rewind keeping the whole multi-answer turn has nothing to cut; one into it (the
+    # user row kept) keeps no checkpoint of it.
+    user = next(r for r in h.rt.snapshot().rows if r.role == "user" and r.turn_id == tid)
+    _cut, effects = h.rt.rewind(user.id, h.now)
+    assert h.of(ResetSession, effects) == [ResetSession()]
