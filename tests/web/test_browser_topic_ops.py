@@ -1,7 +1,7 @@
 """Topic operations and several answers to one message in a real browser (Debian's headless
 chromium) against the real daemon and `hostd web`: the per-message menu (rewind, edit and
-resend, regenerate, fork), superseded rows, an answer bigger than a snapshot. Every wait
-ends on a condition in the page."""
+resend, regenerate, fork), superseded rows, an answer bigger than a snapshot, and a
+multi-answer turn seen by two windows. Every wait ends on a condition in the page."""
 
 from __future__ import annotations
 
@@ -144,3 +144,81 @@ def test_an_answer_bigger_than_a_snapshot_is_shown_whole(stack: WebStack, pages:
     assert a.evaluate("() => document.querySelector('[data-label=A1]').dataset.text") == sent
     assert stack.history(topic)[-1].status == "stopped"
     assert [r["label"] for r in rows_of(b)] == ["U1", "A1"]
+
+
+#: Both answers say "fine"; the one of model `bad` then fails (the scripted driver's `/model`).
+TWO_ANSWERS = "/text fine\n/model bad\n/error scripted failure"
+
+
+def test_two_answers_side_by_side_one_failing_and_the_choice_reaches_every_window(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("compare")
+    a, b = pages(topic), pages(topic)
+    # A adds a second answerer in the composer: the scripted driver with model `bad`, typed.
+    a.locator("[data-testid=also-toggle]").click()
+    a.wait_for_selector("[data-testid=also-driver][data-driver=scripted]")  # the daemon's list
+    a.locator("[data-testid=also-input]").fill("scripted/bad")
+    a.locator("[data-testid=also-input]").press("Enter")
+    a.wait_for_selector("[data-testid=also-chip][data-target='scripted/bad']")
+    a.locator("[data-testid=also-toggle]").click()  # folds the panel; the chip stays
+    type_and_send(a, TWO_ANSWERS)
+    want = (
+        "rows.map(r => r.label).join() === 'U1,A1.0,A1.1'"
+        " && rows[1].status === 'success' && rows[2].status === 'error'"
+    )
+    for page in (a, b):
+        wait_rows(page, want)
+        page.wait_for_selector("[data-testid=answers] [data-testid=chosen]")
+    for page in (a, b):
+        answers = page.locator("[data-testid=answers] [data-testid=row]")
+        assert answers.count() == 2
+        first, second = answers.nth(0), answers.nth(1)
+        assert first.locator(".who").inner_text() == "scripted"
+        assert second.locator(".who").inner_text() == "scripted/bad"
+        assert first.get_attribute("data-alternative") == "false"
+        assert second.get_attribute("data-alternative") == "true"
+        assert second.locator("[data-testid=alternative]").count() == 1  # marked, dimmed
+        assert "alternative" in (second.get_attribute("class") or "")
+        assert second.locator(".row-error").inner_text() == "scripted failure"
+        assert first.get_attribute("data-text") == second.get_attribute("data-text") == "fine"
+        # Side by side: the same top, the second to the right of the first.
+        box1, box2 = first.bounding_box(), second.bounding_box()
+        assert box1 is not None and box2 is not None
+        assert abs(box1["y"] - box2["y"]) < 2 and box2["x"] > box1["x"] + box1["width"] - 1
+    screenshot(a, "answers-1-side-by-side")
+    # B continues from the failing answer: in both windows it is chosen, the other one is the
+    # alternative, and the store says the same.
+    b.locator("[data-testid=row][data-label='A1.1'] [data-testid=choose]").click()
+    for page in (a, b):
+        page.wait_for_selector("[data-label='A1.0'][data-alternative=true]")
+        page.wait_for_selector("[data-label='A1.1'][data-alternative=false] [data-testid=chosen]")
+    stored = stack.history(topic)
+    assert [(r.lane, r.alternative, r.status) for r in stored[1:]] == [(0, True, "success"), (1, False, "error")]
+    assert rows_of(a) == rows_of(b)
+    screenshot(b, "answers-2-chosen-page-b")
+
+
+def test_two_answers_stream_at_once_enter_queues_and_stop_ends_both(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("both-stream")
+    a, b = pages(topic), pages(topic)
+    a.locator("[data-testid=also-toggle]").click()
+    a.locator("[data-testid=also-driver][data-driver=scripted]").check()  # from the daemon's list
+    a.wait_for_selector("[data-testid=also-chip][data-target=scripted]")
+    type_and_send(a, "/text streaming\n/wait")
+    both = "rows.length === 3 && rows.slice(1).every(r => r.status === 'pending' && r.text === 'streaming')"
+    for page in (a, b):
+        wait_rows(page, both)
+    screenshot(b, "answers-3-both-streaming")
+    # Such a turn is never steered: Enter in B queues the next message.
+    assert b.locator("[data-testid=send]").inner_text() == "Queue"
+    type_and_send(b, "next one")
+    for page in (a, b):
+        page.wait_for_selector("[data-testid=unsent][data-text='next one']")
+    a.locator("[data-testid=composer]").press("Escape")  # stops every answer
+    for page in (a, b):
+        wait_rows(page, "rows.length >= 3 && rows[1].status === 'stopped' && rows[2].status === 'stopped'")
+    stored = stack.history(topic)
+    assert [(r.lane, r.status) for r in stored[1:3]] == [(0, "stopped"), (1, "stopped")]

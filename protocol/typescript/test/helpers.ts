@@ -22,7 +22,8 @@ export const turnEnded = (item: SubscriptionItem): boolean => item.type === "tur
 export function comparable(rows: readonly MessageRow[]): object[] {
   return rows.map((row) => {
     const { updated_at: _ignored, ...rest } = row;
-    return { parts: [], ...rest };
+    // Fields left out on the wire when they hold their default (a reducer may hold them set).
+    return { parts: [], lane: 0, alternative: false, ...rest };
   });
 }
 

@@ -1,12 +1,15 @@
 /**
  * Several answers to one message (protocol 1.1): `send` with `also`, `chooseAnswer`, and the
- * reducer keeping each answer row's own status, usage and `alternative` mark.
+ * reducer keeping each answer row's own status, usage and `alternative` mark; against the real
+ * daemon, two scripted answers (one failing) seen by two windows.
  */
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { after, before, test } from "node:test";
 
 import { connect, Transcript, type MessageRow, type TopicEvent } from "../src/node/index.js";
+import { Daemon } from "./daemon.js";
 import { FakeServer, type Message, WELCOME } from "./fake-server.js";
+import { comparable, textOf, turnEnded, until } from "./helpers.js";
 
 test("send carries also, chooseAnswer its row; speaks() reads the welcome", async () => {
   const seen: Message[] = [];
@@ -74,4 +77,60 @@ test("the reducer keeps each answer's status, usage and alternative mark", () =>
   );
   t.apply({ type: "row-updated", topic_id: "tp", seq: 9, row_id: "a2", alternative: false } as TopicEvent);
   assert.equal(t.row("a2")!.alternative, false);
+});
+
+// --- the real daemon -------------------------------------------------------------------------
+
+let daemon: Daemon;
+before(async () => {
+  daemon = await Daemon.start();
+});
+after(async () => {
+  await daemon?.stop();
+});
+
+/** Both answers say "fine"; the one of model `bad` then fails (the scripted driver's `/model`). */
+const SCRIPT = "/text fine\n/model bad\n/error scripted failure";
+
+test("two answers, one failing: each row has its own outcome; a choice moves the marks everywhere", async () => {
+  const a = await daemon.connect("window-a");
+  const b = await daemon.connect("window-b");
+  try {
+    assert.equal(a.speaks(1, 1), true);
+    const topic = await a.createTopic({ title: "compare", driver: "scripted" });
+    const subA = await a.attach(topic.id);
+    const subB = await b.attach(topic.id);
+    const sent = await a.send(topic.id, SCRIPT, { also: [{ driver: "scripted", model: "bad" }] });
+    assert.equal(sent.disposition, "started");
+    const started = (await until(subA, (i) => i.type === "turn-started")).pop();
+    assert.deepEqual(
+      started?.type === "turn-started" && started.lanes?.map((t) => [t.driver, t.model ?? ""]),
+      [["scripted", ""], ["scripted", "bad"]],
+    );
+    const ended = (await until(subA, turnEnded)).pop();
+    assert.equal(ended?.type === "turn-ended" && ended.status, "success");
+    await until(subB, turnEnded);
+    const answers = (t: Transcript) =>
+      t.rows().slice(1).map((r) => [r.lane ?? 0, r.target?.model ?? "", r.status, r.alternative ?? false, textOf(r), r.error ?? ""]);
+    assert.deepEqual(answers(subA.transcript!), [
+      [0, "", "success", false, "fine", ""],
+      [1, "bad", "error", true, "fine", "scripted failure"],
+    ]);
+    assert.deepEqual(comparable(subA.transcript!.rows()), comparable(await a.allRows(topic.id)));
+    assert.deepEqual(comparable(subB.transcript!.rows()), comparable(subA.transcript!.rows()));
+    // B continues from the failing answer: both windows see the marks move.
+    const failing = subB.transcript!.rows()[2]!;
+    await b.chooseAnswer(topic.id, failing.id);
+    for (const sub of [subA, subB]) {
+      const t = sub.transcript!;
+      if (!(t.row(failing.id)?.alternative === false && t.rows()[1]?.alternative === true)) {
+        await until(sub, () => t.row(failing.id)?.alternative === false && t.rows()[1]?.alternative === true);
+      }
+    }
+    assert.deepEqual(comparable(subA.transcript!.rows()), comparable(await a.allRows(topic.id)));
+    assert.deepEqual(comparable(subB.transcript!.rows()), comparable(subA.transcript!.rows()));
+  } finally {
+    a.close();
+    b.close();
+  }
 });

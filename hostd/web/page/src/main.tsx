@@ -6,10 +6,12 @@
  */
 import "./styles.css";
 
-import type { ApprovalInfo, DriverInfo, MessageRow, SendIntent } from "hostd-client";
+import type { AnswerTarget, ApprovalInfo, DriverInfo, MessageRow, SendIntent } from "hostd-client";
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
+import { AlsoPicker } from "./also_picker";
+import { targetLabel } from "./answers";
 import { SchedulesPanel } from "./schedules";
 import { Session, type ViewState } from "./session";
 import { RemovedSwitch, rowActions } from "./row_menu";
@@ -191,14 +193,19 @@ function Sidebar({ s }: { s: ViewState }) {
 
 // --- approvals, queue and drafts --------------------------------------------------------------
 
-function Approvals({ topicId, approvals }: { topicId: string; approvals: ApprovalInfo[] }) {
+function Approvals({ topicId, approvals, rows }: { topicId: string; approvals: ApprovalInfo[]; rows: MessageRow[] }) {
   if (approvals.length === 0) return null;
+  // In a multi-answer turn, say which answer asks (its lane's row names its writer).
+  const asker = (a: ApprovalInfo): string => {
+    const row = rows.find((r) => r.target && r.turn_id === a.turn_id && (r.lane ?? 0) === (a.lane ?? 0));
+    return row ? `${targetLabel(row.target)} asks: ` : "";
+  };
   return (
     <div class="approvals">
       {approvals.map((a) => (
         <div class="approval" key={a.id} data-testid="approval" data-approval-id={a.id}>
           <div>
-            <strong>Allow {a.tool}?</strong> {a.description}
+            {asker(a)}<strong>Allow {a.tool}?</strong> {a.description}
           </div>
           {a.input && Object.keys(a.input).length > 0 && <pre>{JSON.stringify(a.input, null, 2)}</pre>}
           <div class="approval-buttons">
@@ -297,21 +304,39 @@ function Composer({ s }: { s: ViewState }) {
     if (value) localStorage.setItem(draftKey(s.topicId), value);
     else localStorage.removeItem(draftKey(s.topicId));
   };
+  const [also, setAlso] = useState<AnswerTarget[]>([]);
+  // A multi-answer turn is never steered, and a send with `also` never steers: Enter queues.
+  const noSteer = also.length > 0 || s.rows.some((r) => r.target && r.turn_id === s.activeTurnId);
   const send = async (intent: SendIntent) => {
     const body = text.trim();
     if (!body) return;
     update("");
-    const result = await session.call((c) => c.send(s.topicId, body, { intent }));
+    const options = also.length ? { intent, also } : { intent };
+    const result = await session.call((c) => c.send(s.topicId, body, options));
     if (result === undefined) update(body); // not sent: give the text back
   };
   const stop = () => void session.call((c) => c.stop(s.topicId));
   return (
+    <>
+    {s.multiAnswer && (
+      <div class="composer-extras">
+        <AlsoPicker session={session} also={also} setAlso={setAlso} />
+      </div>
+    )}
     <div class="composer">
       <textarea
         ref={area}
         data-testid="composer"
         rows={3}
-        placeholder={busy ? "Steer the answer (Enter), queue it (Alt-Enter), Esc stops" : "Message (Enter sends, Shift-Enter new line)"}
+        placeholder={
+          busy
+            ? noSteer
+              ? "Queue the next message (Enter), Esc stops"
+              : "Steer the answer (Enter), queue it (Alt-Enter), Esc stops"
+            : also.length
+              ? `Message for ${also.length + 1} answerers (Enter sends)`
+              : "Message (Enter sends, Shift-Enter new line)"
+        }
         value={text}
         onInput={(e) => update((e.target as HTMLTextAreaElement).value)}
         onKeyDown={(e) => {
@@ -326,16 +351,19 @@ function Composer({ s }: { s: ViewState }) {
       />
       <div class="composer-buttons">
         <button class="primary" data-testid="send" onClick={() => void send("auto")} title="Enter">
-          {busy ? "Steer" : "Send"}
+          {busy ? (noSteer ? "Queue" : "Steer") : "Send"}
         </button>
-        <button class="ghost" data-testid="queue" onClick={() => void send("queue")} title="Alt-Enter">
-          Queue
-        </button>
-        <button class="danger" data-testid="stop" disabled={!busy} onClick={stop} title="Esc">
+        {!(busy && noSteer) && (
+          <button class="ghost" data-testid="queue" onClick={() => void send("queue")} title="Alt-Enter">
+            Queue
+          </button>
+        )}
+        <button class="danger" data-testid="stop" disabled={!busy} onClick={stop} title="Esc (stops every answer)">
           Stop
         </button>
       </div>
     </div>
+    </>
   );
 }
 
@@ -369,6 +397,9 @@ function TopicView({ s }: { s: ViewState }) {
         </div>
       )}
       <TranscriptView
+        topic={topic}
+        busyTurn={s.activeTurnId}
+        choose={s.multiAnswer ? (row) => void session.call((c) => c.chooseAnswer(s.topicId, row.id)) : undefined}
         rows={s.older.length ? [...s.older, ...s.rows] : s.rows}
         removed={s.removed}
         actions={rowActions(session, s)}
@@ -378,7 +409,7 @@ function TopicView({ s }: { s: ViewState }) {
           </button>
         )}
       />
-      <Approvals topicId={s.topicId} approvals={s.approvals} />
+      <Approvals topicId={s.topicId} approvals={s.approvals} rows={s.rows} />
       <Unsent topicId={s.topicId} rows={s.rows} />
       <Composer key={s.topicId} s={s} />
     </main>

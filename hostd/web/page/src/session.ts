@@ -40,6 +40,8 @@ export interface ViewState {
   /** Rows a rewind (or regenerate, edit and resend) superseded, shown greyed among the others;
    * null while hidden. */
   removed: MessageRow[] | null;
+  /** The daemon speaks protocol 1.1: several answers to one message (`also`, `choose-answer`). */
+  multiAnswer: boolean;
   /** The last error of a request, one line. */
   error: string;
   /** Bumped on every change (cheap change detection for the view). */
@@ -59,6 +61,7 @@ const EMPTY: ViewState = {
   activeTurnId: "",
   usage: null,
   removed: null,
+  multiAnswer: false,
   error: "",
   version: 0,
 };
@@ -129,7 +132,7 @@ export class Session {
       }
       this.client = client;
       this.failures = 0;
-      this.set({ conn: "online", connReason: "" });
+      this.set({ conn: "online", connReason: "", multiAnswer: client.speaks(1, 1) });
       void this.refreshTopics();
       if (this.wantTopic) void this.attach(this.wantTopic);
       const reason = await client.closed();

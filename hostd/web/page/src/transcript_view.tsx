@@ -1,114 +1,27 @@
-/** The transcript: rows with roll labels, Markdown answers, folded thinking, tool cards. */
-import type { Chunk, MessageRow, ToolCall, ToolResult } from "hostd-client";
+/**
+ * The transcript: rows in position order with roll labels; the answers of a multi-answer turn
+ * side by side (answers.tsx); superseded rows greyed in place when asked for.
+ */
+import type { MessageRow, TopicInfo } from "hostd-client";
 import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useRef } from "preact/hooks";
 
+import { AnswerGroup } from "./answers";
 import { rollLabels } from "./labels";
-import { renderMarkdown } from "./markdown";
+import { Row, type RowActions } from "./row";
 
-export function rowText(row: MessageRow): string {
-  return (row.parts ?? [])
-    .filter((p): p is Extract<Chunk, { type: "text" }> => p.type === "text")
-    .map((p) => p.text)
-    .join("");
-}
+export { rowText, type RowActions } from "./row";
 
-function Markdown({ text }: { text: string }) {
-  const html = useMemo(() => renderMarkdown(text), [text]);
-  return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
-}
-
-function ToolCard({ call, result, open }: { call: ToolCall; result?: ToolResult; open: boolean }) {
-  const status = result === undefined ? (open ? "running" : "no result") : result.is_error ? "error" : "done";
-  const input = call.input && Object.keys(call.input).length ? JSON.stringify(call.input, null, 2) : "";
-  return (
-    <div class={`tool tool-${status.replace(" ", "-")}`} data-testid="tool-card">
-      <div class="tool-head">
-        <span class="tool-icon">⚙</span>
-        <span class="tool-name">{call.name}</span>
-        <span class="tool-status">{status}</span>
-      </div>
-      {input && (
-        <details class="tool-io">
-          <summary>input</summary>
-          <pre>{input}</pre>
-        </details>
-      )}
-      {result !== undefined && (
-        <details class="tool-io" open={result.is_error}>
-          <summary>output</summary>
-          <pre>{result.output}</pre>
-        </details>
-      )}
-    </div>
-  );
-}
-
-function AssistantParts({ row }: { row: MessageRow }) {
-  const parts = row.parts ?? [];
-  const results = new Map<string, ToolResult>();
-  for (const p of parts) if (p.type === "tool-result") results.set(p.call_id, p);
-  const open = row.status === "pending";
-  return (
-    <>
-      {parts.map((p, i) => {
-        switch (p.type) {
-          case "text":
-            return <Markdown key={i} text={p.text} />;
-          case "thinking":
-            return (
-              <details key={i} class="thinking">
-                <summary>Thinking</summary>
-                <div class="thinking-text">{p.text}</div>
-              </details>
-            );
-          case "tool-call":
-            return <ToolCard key={i} call={p} result={results.get(p.call_id)} open={open} />;
-          default:
-            return null; // tool results are drawn inside their call's card
-        }
-      })}
-    </>
-  );
-}
-
-/** Buttons a row shows under its head (rewind here, fork, edit), or null. */
-export type RowActions = (row: MessageRow) => ComponentChildren;
-
-function Row({ row, label, actions, removed = false }: { row: MessageRow; label: string; actions?: RowActions; removed?: boolean }) {
-  if (row.role === "marker") {
-    const a = row.anchor;
-    return (
-      <div class="row marker" data-testid="marker">
-        Context compacted
-        {a ? ` (${a.tokens_before ?? 0} → ${a.tokens_after ?? 0} tokens)` : ""}
-      </div>
-    );
+/** Consecutive rows, with the answer rows of one multi-answer turn (`target` set) as one group. */
+function grouped(rows: readonly MessageRow[], removed: ReadonlySet<string>): Array<MessageRow | MessageRow[]> {
+  const out: Array<MessageRow | MessageRow[]> = [];
+  for (const row of rows) {
+    const answer = !!row.target && row.role === "assistant" && !removed.has(row.id);
+    const last = out[out.length - 1];
+    if (answer && Array.isArray(last) && last[0]!.turn_id === row.turn_id) last.push(row);
+    else out.push(answer ? [row] : row);
   }
-  const text = rowText(row);
-  return (
-    <div
-      class={`row ${row.role} status-${row.status}${removed ? " superseded" : ""}`}
-      data-testid={removed ? "removed-row" : "row"}
-      data-id={row.id}
-      data-role={row.role}
-      data-status={row.status}
-      data-label={label}
-      data-text={text}
-    >
-      <div class="row-head">
-        <span class="label">{label}</span>
-        <span class="who">{row.role === "user" ? "You" : "Assistant"}</span>
-        {row.status === "pending" && <span class="badge live">streaming</span>}
-        {row.status === "stopped" && <span class="badge">stopped</span>}
-        {row.status === "error" && <span class="badge err">error</span>}
-        {removed && <span class="badge">removed</span>}
-        {!removed && actions?.(row)}
-      </div>
-      {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} />}
-      {row.error && <div class="row-error">{row.error}</div>}
-    </div>
-  );
+  return out;
 }
 
 export function TranscriptView({
@@ -116,8 +29,17 @@ export function TranscriptView({
   removed,
   actions,
   older,
+  topic,
+  choose,
+  busyTurn,
 }: {
   rows: MessageRow[];
+  /** The topic (names lane 0 of a multi-answer turn when its target is left empty). */
+  topic?: TopicInfo;
+  /** Continue from this answer (`choose-answer`), or none while that is not possible. */
+  choose?: (row: MessageRow) => void;
+  /** The running turn's id ("" when idle): earlier turns' choices wait until it ends. */
+  busyTurn?: string;
   /** "Earlier messages" button (the snapshot carried the newest rows only), or none. */
   older?: ComponentChildren;
   /** Superseded rows to show greyed in place (by position), or null. */
@@ -146,9 +68,21 @@ export function TranscriptView({
     >
       {older}
       {shown.length === 0 && !older && <div class="empty">No messages yet. Type below; Enter sends.</div>}
-      {shown.map((r) => (
-        <Row key={r.id} row={r} label={labels.get(r.id) ?? ""} actions={actions} removed={gone.has(r.id)} />
-      ))}
+      {grouped(shown, gone).map((item) =>
+        Array.isArray(item) ? (
+          <AnswerGroup
+            key={item[0]!.id}
+            answers={item}
+            labels={labels}
+            actions={actions}
+            topic={topic}
+            choose={choose && (!busyTurn || busyTurn === item[0]!.turn_id) ? choose : undefined}
+            running={busyTurn === item[0]!.turn_id}
+          />
+        ) : (
+          <Row key={item.id} row={item} label={labels.get(item.id) ?? ""} actions={actions} removed={gone.has(item.id)} />
+        ),
+      )}
       <div ref={end} />
     </div>
   );
