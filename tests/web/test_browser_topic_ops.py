@@ -222,3 +222,23 @@ def test_two_answers_stream_at_once_enter_queues_and_stop_ends_both(
         wait_rows(page, "rows.length >= 3 && rows[1].status === 'stopped' && rows[2].status === 'stopped'")
     stored = stack.history(topic)
     assert [(r.lane, r.status) for r in stored[1:3]] == [(0, "stopped"), (1, "stopped")]
+
+
+def test_an_approval_says_which_answer_asks(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("answer-asks")
+    a, b = pages(topic), pages(topic)
+    a.locator("[data-testid=also-toggle]").click()
+    a.locator("[data-testid=also-input]").fill("/bad")  # the topic's driver, model `bad`
+    a.locator("[data-testid=also-input]").press("Enter")
+    a.wait_for_selector("[data-testid=also-chip][data-target='/bad']")
+    type_and_send(a, "/text ok\n/model bad\n/approve Bash")
+    for page in (a, b):
+        page.wait_for_selector("[data-testid=approval]")
+        assert page.locator("[data-testid=approval]").inner_text().startswith("scripted/bad asks: Allow Bash?")
+    b.locator("[data-testid=approval] [data-testid=allow]").click()
+    for page in (a, b):
+        page.wait_for_selector("[data-testid=approval]", state="detached")
+        wait_rows(page, "rows.length === 3 && rows[1].status === 'success' && rows[2].status === 'success'")
+    texts = [r["text"] for r in rows_of(a)]
+    assert texts[1] == "ok" and texts[2].startswith("ok") and texts[2].endswith("approved: ran Bash.")
+    assert rows_of(a) == rows_of(b)
