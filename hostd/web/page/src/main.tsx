@@ -6,7 +6,7 @@
  */
 import "./styles.css";
 
-import type { AnswerTarget, ApprovalInfo, DriverInfo, MessageRow, SendIntent } from "hostd-client";
+import type { AnswerTarget, ApprovalInfo, DriverInfo, MessageRow, SendIntent, TopicInfo } from "hostd-client";
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
@@ -193,12 +193,18 @@ function Sidebar({ s }: { s: ViewState }) {
 
 // --- approvals, queue and drafts --------------------------------------------------------------
 
-function Approvals({ topicId, approvals, rows }: { topicId: string; approvals: ApprovalInfo[]; rows: MessageRow[] }) {
+function Approvals({ topicId, topic, approvals, rows }: {
+  topicId: string;
+  /** Names the topic's own driver (lane 0, and a target with a model only); may lag. */
+  topic?: TopicInfo;
+  approvals: ApprovalInfo[];
+  rows: MessageRow[];
+}) {
   if (approvals.length === 0) return null;
   // In a multi-answer turn, say which answer asks (its lane's row names its writer).
   const asker = (a: ApprovalInfo): string => {
     const row = rows.find((r) => r.target && r.turn_id === a.turn_id && (r.lane ?? 0) === (a.lane ?? 0));
-    return row ? `${targetLabel(row.target)} asks: ` : "";
+    return row ? `${targetLabel(row.target, topic)} asks: ` : "";
   };
   return (
     <div class="approvals">
@@ -409,7 +415,7 @@ function TopicView({ s }: { s: ViewState }) {
           </button>
         )}
       />
-      <Approvals topicId={s.topicId} approvals={s.approvals} rows={s.rows} />
+      <Approvals topicId={s.topicId} topic={topic} approvals={s.approvals} rows={s.rows} />
       <Unsent topicId={s.topicId} rows={s.rows} />
       <Composer key={s.topicId} s={s} />
     </main>
