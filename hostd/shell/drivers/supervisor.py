@@ -4,8 +4,8 @@ The trio shell around `hostd.shell.drivers.warm_pool` (sans-IO bookkeeping) and 
 (one process). Contract: docs/internal-contracts.md, "Supervisor".
 
 How a session's process starts (Init, environment, sandbox, loopback bridge, redaction) is
-`hostd.shell.drivers.spawner.SessionSpawner`, mixed in; idle closes and warm spares are
-`hostd.shell.drivers.warm_spares.WarmSpares`, mixed in.
+`hostd.shell.drivers.spawner.SessionSpawner`; idle closes and warm spares are
+`hostd.shell.drivers.warm_spares.WarmSpares` (built on the spawner), mixed in.
 
 Rules this module guards:
 
@@ -40,7 +40,6 @@ from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
-from hostd.shell.drivers.spawner import SessionSpawner
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
 from hostd_protocol.common import SessionSource
@@ -102,7 +101,7 @@ def _dir_name(topic_id: str) -> str:
     return name or "_"
 
 
-class Supervisor(SessionSpawner, WarmSpares):
+class Supervisor(WarmSpares):
     """Starts, shares, times out and reaps driver processes. Owns every one of them.
 
     Run `serve` in a nursery (`await nursery.start(sup.serve)`); every driver process and

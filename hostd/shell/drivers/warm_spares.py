@@ -23,10 +23,10 @@ from hostd.core.options import SessionOptions
 from hostd.core.workspaces import workspace_of
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.session import DriverSession, clone_error
+from hostd.shell.drivers.spawner import SessionSpawner
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_messages import Prewarm
-from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError
 
 __all__ = ["WarmSpares"]
@@ -59,13 +59,12 @@ def _turn_scoped(opts: SessionOptions) -> bool:
     return ws is not None and ws.scope == "turn"
 
 
-class WarmSpares:
+class WarmSpares(SessionSpawner):
     """The idle timer loop and warm spares of `Supervisor` (a mixin: one concept, one
-    module)."""
+    module; spares are started by `SessionSpawner`)."""
 
     prewarm_on_idle: bool
     _registry: DriverRegistry
-    _handshake_timeout: float
     _warm: WarmPool[DriverSession]
     _idle: IdleTimers
     _sessions: dict[str, _Live]
@@ -75,16 +74,7 @@ class WarmSpares:
     _stopping: bool
     _idle_closed: int
 
-    if TYPE_CHECKING:  # provided by Supervisor (and its SessionSpawner)
-
-        async def _spawn(
-            self,
-            spec: DriverSpec,
-            opts: SessionOptions,
-            token: str | None,
-            topic_id: str,
-            fork_from: SessionSource | None = None,
-        ) -> DriverSession: ...
+    if TYPE_CHECKING:  # provided by Supervisor
 
         def _reschedule(self) -> None: ...
 
