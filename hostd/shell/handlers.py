@@ -326,8 +326,11 @@ class RequestHandlers:
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         check_send(msg.text, msg.history)  # refused: nothing is stored
         for target in msg.also:
-            if target.driver:  # an unknown or unusable driver is refused now, not mid-turn
+            # An unknown or unusable driver or assistant is refused now, not mid-turn.
+            if target.driver:
                 self.registry.require_ready(target.driver, self.supervisor.driver_environ)
+            if target.assistant:
+                await self.turns.config.load(target.assistant)  # unknown or broken: ConfigError
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id

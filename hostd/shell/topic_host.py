@@ -401,7 +401,8 @@ class TopicHost(DriverLink):
         machine = self.turns.machine
         if machine is not None and not machine.over and self.runtime.stopping:
             self.turns.feed(machine, machine.stop)
-            self.lanes.stop()
+        if self.runtime.stopping:
+            self.lanes.stop()  # also when lane 0 has ended and other lanes still run
 
     async def rewind(self, row_id: str, *, include: bool = False, stop: bool = False) -> list[str]:
         cut: list[str] = await self._answer(

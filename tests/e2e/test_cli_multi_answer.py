@@ -55,6 +55,7 @@ def test_send_also_choose_and_history(hostd: Hostd) -> None:
     usage = hostd("send", tid, "x", "--also", "/")  # argparse's usage error
     assert usage.returncode == 2 and "argument --also: '/' names nobody" in usage.stderr
     assert "nosuch" in one_line_error(hostd("send", tid, "x", "--also", "nosuch/m"))
+    assert "nobody" in one_line_error(hostd("send", tid, "x", "--also", "@nobody"))
     err = one_line_error(hostd("choose", tid, str(rows[0]["id"])))
     assert "not an answer of a multi-answer turn" in err
     hostd.ok("stop")

@@ -161,3 +161,33 @@ async def test_several_models_answer_one_message(home: Path) -> None:
                 assert first[3].target == BAD
         finally:
             assert await d2.terminate() == 0
+
+
+async def test_stop_reaches_a_lane_still_running_after_lane_0_ended(home: Path) -> None:
+    paths = Paths.under(home)
+    with trio.fail_after(60):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(paths) as c:
+                t = await c.create_topic(title="stop", driver="scripted", model="m0")
+                async with c.attach(t.id) as sub:
+                    script = "/model m0\n/text quick\n/model m1\n/text slow\n/wait"
+                    sent = await c.send(t.id, script, "start", also=[M1])
+                    async for _ev in sub:  # lane 0 has answered; lane 1 said "slow" and waits
+                        now = answers(sub.transcript.rows())
+                        if len(now) == 2 and now[0][1] == "success" and now[1][2] == "slow":
+                            break
+                    await c.stop(t.id)
+                    ended = await until_end(sub, sent.turn_id, [])
+                    # Lane 0 succeeded, so the turn did; lane 1 kept its partial answer.
+                    assert ended.status == "success"
+                    rows = (await c.history(t.id)).rows
+                    assert answers(rows) == [
+                        (0, "success", "quick", False),
+                        (1, "stopped", "slow", True),
+                    ]
+                    # The topic goes on normally.
+                    nxt = await c.send(t.id, "/text again")
+                    assert (await until_end(sub, nxt.turn_id, [])).status == "success"
+        finally:
+            assert await d.terminate() == 0
