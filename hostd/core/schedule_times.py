@@ -77,14 +77,25 @@ def check_cron(expr: str) -> None:
         ) from exc
 
 
+def _first_k_after(anchor: float, step: float, t: float) -> int:
+    """The least k >= 1 with anchor + k * step > t, as the due times are computed.
+
+    The division only estimates k: float rounding can put it one off either way, so it is
+    corrected against the very products that become due times (next_due_after and
+    due_between must agree to the last bit)."""
+    k = max(1, math.floor((t - anchor) / step) + 1)
+    while k > 1 and anchor + (k - 1) * step > t:
+        k -= 1
+    while anchor + k * step <= t:
+        k += 1
+    return k
+
+
 def next_due_after(info: ScheduleInfo, t: float) -> float | None:
     """The first due time strictly after `t`, or None if there is none (a cron expression that
     matches no date in the next 50 years; cronsim refuses most such lines up front)."""
     if info.every_s > 0:
-        k = math.floor((t - info.created_at) / info.every_s) + 1
-        due = info.created_at + max(k, 1) * info.every_s
-        # Float rounding may land exactly on `t`: due times are strictly after it.
-        return due if due > t else due + info.every_s
+        return info.created_at + _first_k_after(info.created_at, info.every_s, t) * info.every_s
     try:
         return next(_cron(info.cron, t, zone(info.tz))).timestamp()
     except StopIteration:
@@ -97,12 +108,8 @@ def due_between(info: ScheduleInfo, after: float, until: float) -> DueWindow:
         return DueWindow()
     if info.every_s > 0:
         step, anchor = info.every_s, info.created_at
-        k_lo = max(1, math.floor((after - anchor) / step) + 1)
-        k_hi = math.floor((until - anchor) / step)
-        while k_lo <= k_hi and anchor + k_lo * step <= after:
-            k_lo += 1
-        while k_hi >= k_lo and anchor + k_hi * step > until:
-            k_hi -= 1
+        k_lo = _first_k_after(anchor, step, after)
+        k_hi = _first_k_after(anchor, step, until) - 1
         if k_hi < k_lo:
             return DueWindow()
         return DueWindow(k_hi - k_lo + 1, anchor + k_lo * step, anchor + k_hi * step)

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hostd.core.schedules import (
@@ -146,6 +146,10 @@ def test_cron_window_counts_and_finds_the_latest_past_the_scan_cap() -> None:
     b=st.floats(min_value=0, max_value=1e7),
 )
 @settings(max_examples=300, deadline=None)
+# Float rounding put the division's estimate one step off: these failed before the due times
+# were corrected against the products themselves.
+@example(start=777919.6275767153, step=2.7352276845006616, a=778704.637922167, b=780028.4881214653)
+@example(start=501127.8045941382, step=1.6253748989122798, a=502000.63091485406, b=501543.9005682597)
 def test_interval_window_agrees_with_stepping(start: float, step: float, a: float, b: float) -> None:
     info = every(step, created_at=start)
     lo, hi = min(a, b), max(a, b)
