@@ -197,6 +197,19 @@ def test_two_answers_side_by_side_one_failing_and_the_choice_reaches_every_windo
     assert [(r.lane, r.alternative, r.status) for r in stored[1:]] == [(0, True, "success"), (1, False, "error")]
     assert rows_of(a) == rows_of(b)
     screenshot(b, "answers-2-chosen-page-b")
+    # Regenerate (the last answer's menu) asks both answerers again: new rows, same outcome.
+    old = [r.id for r in stored]
+    a.locator("[data-testid=row][data-label='A1.1']").hover()
+    a.locator("[data-testid=row][data-label='A1.1'] [data-testid=regenerate]").click()
+    for page in (a, b):
+        page.wait_for_function(
+            "old => [...document.querySelectorAll('[data-testid=row]')].every(e => !old.includes(e.dataset.id))",
+            arg=old,
+        )
+        wait_rows(page, want)
+    again = stack.history(topic)
+    assert [(r.lane, r.status) for r in again[1:]] == [(0, "success"), (1, "error")]
+    assert not {r.id for r in again} & set(old)
 
 
 def test_two_answers_stream_at_once_enter_queues_and_stop_ends_both(
