@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from hostd.core.runtime_lanes import lane_topic
-from hostd.shell.topic_driver import coalesce_deltas
+from hostd.shell.topic_driver import route_events
 from hostd.shell.turns import TurnRunner
-from hostd_protocol.driver_messages import ChunkEvent, DriverEvent, HostCommand, TurnEnd
+from hostd_protocol.driver_messages import DriverEvent, HostCommand, TurnEnd
 from hostd_protocol.errors import DriverCrashed, HostdError
 
 if TYPE_CHECKING:
@@ -111,23 +111,11 @@ class LaneHost:
     def feed(self, batch: list[DriverEvent], now: float) -> None:
         """Like the topic's own feed (`DriverLink.feed`), for this lane."""
         owner = self._owner
-        runner = self.runner
-        for event in coalesce_deltas(batch):
-            machine = runner.machine
-            ours = (
-                machine is not None
-                and not machine.over
-                and isinstance(event, TurnEnd | ChunkEvent)
-                and event.turn_id == machine.turn_id
-            )
-            if ours and isinstance(event, TurnEnd):
-                assert machine is not None
-                runner.feed(machine, partial(machine.driver_end, event))
-                continue
-            owner.apply(owner.runtime.lane_event(self.lane, event, now))
-            if ours and isinstance(event, ChunkEvent):
-                assert machine is not None
-                runner.feed(machine, partial(machine.chunk, event.chunk))
+        route_events(
+            batch,
+            self.runner,
+            lambda event: owner.apply(owner.runtime.lane_event(self.lane, event, now)),
+        )
 
     async def open_session(self, opts: SessionOptions) -> DriverSession:
         """A fresh session for this lane (never resumed; its own state folder)."""

@@ -53,9 +53,35 @@ if TYPE_CHECKING:
     from hostd.shell.runtime_protocol import Runtime
     from hostd_protocol.client_messages import TopicInfo
 
-__all__ = ["DriverLink", "coalesce_deltas"]
+__all__ = ["DriverLink", "coalesce_deltas", "route_events"]
 
 log = logging.getLogger(__name__)
+
+
+def route_events(
+    batch: list[DriverEvent], turns: TurnRunner, to_runtime: Callable[[DriverEvent], object]
+) -> None:
+    """One pipe read of a session's events, merged (`coalesce_deltas`), each where it belongs:
+    the running turn's `TurnEnd` goes to its machine instead of the runtime (a next hook or a
+    retry may follow); its chunks go to both (the machine records tool steps and the answer a
+    next hook reads); everything else to the runtime. The topic's own session and each extra
+    answer's lane route the same way, each with its own runner."""
+    for event in coalesce_deltas(batch):
+        machine = turns.machine
+        ours = (
+            machine is not None
+            and not machine.over
+            and isinstance(event, TurnEnd | ChunkEvent)
+            and event.turn_id == machine.turn_id
+        )
+        if ours and isinstance(event, TurnEnd):
+            assert machine is not None
+            turns.feed(machine, partial(machine.driver_end, event))
+            continue
+        to_runtime(event)
+        if ours and isinstance(event, ChunkEvent):
+            assert machine is not None
+            turns.feed(machine, partial(machine.chunk, event.chunk))
 
 
 def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
@@ -365,23 +391,7 @@ class DriverLink:
             self._supervisor.mark_idle(self.topic_id)
 
     def feed(self, batch: list[DriverEvent], now: float) -> None:
-        """One pipe read of driver events into the runtime. The running turn's `TurnEnd` goes
-        to its machine instead (a next hook or a retry may follow); its chunks go to both
-        (the machine records tool steps and the answer a next hook reads)."""
-        turns = self.turns
-        for event in coalesce_deltas(batch):
-            machine = turns.machine
-            ours = (
-                machine is not None
-                and not machine.over
-                and isinstance(event, TurnEnd | ChunkEvent)
-                and event.turn_id == machine.turn_id
-            )
-            if ours and isinstance(event, TurnEnd):
-                assert machine is not None
-                turns.feed(machine, partial(machine.driver_end, event))
-                continue
-            self.apply(self.runtime.driver_event(event, now))
-            if ours and isinstance(event, ChunkEvent):
-                assert machine is not None
-                turns.feed(machine, partial(machine.chunk, event.chunk))
+        """One pipe read of driver events into the runtime (see `route_events`)."""
+        route_events(
+            batch, self.turns, lambda event: self.apply(self.runtime.driver_event(event, now))
+        )
