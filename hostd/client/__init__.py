@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from hostd.client.async_client import Client, Subscription, open_client
     from hostd.client.sync_client import SyncClient
     from hostd.client.sync_wire import DaemonNotRunning, start_daemon
+    from hostd.client.topic_watch import TopicWatch
 
 _WHERE = {
     "Client": "hostd.client.async_client",
     "Subscription": "hostd.client.async_client",
+    "TopicWatch": "hostd.client.topic_watch",
     "SyncClient": "hostd.client.sync_client",
     "open_client": "hostd.client.async_client",
     "DaemonNotRunning": "hostd.client.sync_wire",
@@ -41,6 +43,7 @@ __all__ = [
     "DaemonNotRunning",
     "Subscription",
     "SyncClient",
+    "TopicWatch",
     "open_client",
     "start_daemon",
 ]

@@ -19,6 +19,8 @@ Rules this module guards:
   caller: it keeps the transcript current, and when the host sends `Resync` or a seq gap shows
   up it re-attaches with `since=<last seq>`; if the host cannot replay that far it takes a
   fresh snapshot, which it yields (a `Snapshot` item) so the caller redraws.
+- Topic-list changes go to the connection's one `watch_topics` watch
+  (`hostd.client.topic_watch`), if any.
 
 Schedule requests are `hostd.client.schedule_ops.ScheduleOps`, topic operations
 `hostd.client.topic_ops.TopicOps` (both mixed into `Client`).
@@ -45,6 +47,7 @@ from hostd.client.sync_wire import (
 )
 from hostd.client.sync_wire import not_running as _not_running
 from hostd.client.topic_ops import TopicOps
+from hostd.client.topic_watch import TopicWatch
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AnswerApproval,
@@ -83,7 +86,9 @@ from hostd_protocol.client_messages import (
     TopicListResult,
     TopicResult,
     TopicsChanged,
+    UnwatchTopics,
     UsageTotals,
+    WatchTopics,
     Welcome,
 )
 from hostd_protocol.common import (
@@ -129,6 +134,7 @@ class Client(TopicOps, ScheduleOps):
         self._ids = itertools.count(1)
         self._waiting: dict[int, trio.MemorySendChannel[Reply | ErrorReply]] = {}
         self._subs: dict[str, Subscription] = {}
+        self._watch: TopicWatch | None = None
         self._write_lock = trio.Lock()
         self._closed: HostdError | None = None
         self.welcome: Welcome | None = None
@@ -184,7 +190,9 @@ class Client(TopicOps, ScheduleOps):
             self._welcome_event.set()
             return
         if isinstance(msg, TopicsChanged):
-            return  # topic-list changes: only for connections that watch (this one does not)
+            if self._watch is not None:  # else a late change after unwatching: nobody reads it
+                self._watch._push(msg)
+            return
         sub = self._subs.get(msg.topic_id)
         if sub is not None:
             sub._send.send_nowait(msg)
@@ -197,6 +205,8 @@ class Client(TopicOps, ScheduleOps):
         self._waiting.clear()
         for sub in self._subs.values():
             sub._send.close()
+        if self._watch is not None:
+            self._watch._end()
         self._welcome_event.set()
 
     async def _hello(self, client_name: str) -> None:
@@ -417,6 +427,43 @@ class Client(TopicOps, ScheduleOps):
         await self._request(Shutdown(id=0))
         if wait:
             await self._reader_done.wait()
+
+    @asynccontextmanager
+    async def watch_topics(self) -> AsyncIterator[TopicWatch]:
+        """Watch the topic list for the duration of the block (one watch per connection).
+
+        `watch.topics()` is the whole list at once (paged for you); iterating the watch
+        yields each later create, rename or delete by any window (`TopicsChanged`), applied
+        to `topics()` first. The iteration ends when the block exits or the client closes;
+        a lost connection raises its error.
+        """
+        if self._watch is not None:
+            raise HostdError("this connection already watches the topic list")
+        watch = TopicWatch(
+            lambda: None if isinstance(self._closed, ConnectionClosed) else self._closed
+        )
+        # Registered before the request, so changes right behind the reply are kept.
+        self._watch = watch
+        try:
+            first = await self._request(WatchTopics(id=0))
+            assert isinstance(first, TopicListResult)
+            topics = list(first.topics)
+            page = first
+            while page.has_more and page.topics:
+                page = await self._request(ListTopics(id=0, after=topics[-1].id))
+                assert isinstance(page, TopicListResult)
+                topics.extend(page.topics)
+            watch._reset(topics)
+            yield watch
+        finally:
+            self._watch = None
+            watch._end()
+            if self._closed is None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    try:
+                        await self._request(UnwatchTopics(id=0))
+                    except HostdError:
+                        pass
 
     @asynccontextmanager
     async def attach(
