@@ -242,6 +242,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
         from hostd.cli.manage_cmds import cmd_stop_turn
 
         return cmd_stop_turn(args)
+    if args.row:
+        return fail("--row needs a topic: hostd stop TOPIC --row ROW")
 
     paths = paths_from(args)
     pid = _lock_pid(paths)

@@ -32,12 +32,17 @@ EXPORT_PAGE = 500
 
 
 def cmd_stop_turn(args: argparse.Namespace) -> int:
-    """`hostd stop TOPIC`: end the topic's running turn; the partial answer is kept."""
-    result = request(args, Stop(id=0, topic_id=args.topic))
+    """`hostd stop TOPIC [--row ROW]`: end the topic's running turn, or only its answer
+    ROW (the others go on); the partial answer is kept."""
+    row = getattr(args, "row", "")
+    result = request(args, Stop(id=0, topic_id=args.topic, row_id=row))
     if isinstance(result, int):
         return result
     if args.json:
-        print_json({"topic": args.topic, "stopped": True})
+        print_json({"topic": args.topic, "stopped": True, **({"row": row} if row else {})})
+    elif row:
+        out().print(f"stopped answer {row} of {args.topic} (its partial answer is kept; the "
+                    "other answers go on)", markup=False)
     else:
         out().print(f"stopped the turn of {args.topic} (its partial answer is kept)",
                     markup=False)

@@ -55,10 +55,13 @@ def add_daemon_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:
         "stop", parents=[_common()],
         help="stop a topic's turn (hostd stop TOPIC), or the daemon (hostd stop)",
         description="With a topic: stop its running turn; the partial answer is kept as "
-        "'stopped' and queued messages come back as drafts. Without one: stop the daemon "
-        "gracefully (turns are stopped, the store flushed, the socket removed).",
+        "'stopped' and queued messages come back as drafts. With --row: stop only that "
+        "answer of a message sent with --also (the other answers go on). Without a topic: "
+        "stop the daemon gracefully (turns are stopped, the store flushed, the socket removed).",
     )
     p.add_argument("topic", nargs="?", default="", help="topic whose turn to stop")
+    p.add_argument("--row", default="", metavar="ROW",
+                   help="stop only this answer of the running turn (see history --ids)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--timeout", type=float, default=15.0,
                    help="seconds to wait for the daemon to exit (default: 15)")

@@ -360,8 +360,10 @@ class Client(TopicOps, ScheduleOps):
         assert isinstance(r, UsageTotals)
         return r
 
-    async def stop(self, topic_id: str) -> None:
-        await self._request(Stop(id=0, topic_id=topic_id))
+    async def stop(self, topic_id: str, *, row_id: str = "") -> None:
+        """Stop the topic's running turn, or only `row_id`: one answer of a multi-answer
+        turn (the others go on; protocol 1.2, see docs/protocol.md)."""
+        await self._request(Stop(id=0, topic_id=topic_id, row_id=row_id))
 
     async def answer_approval(
         self,

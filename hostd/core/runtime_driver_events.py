@@ -90,6 +90,8 @@ class DriverEventOps:
 
         def _lane_usage(self, turn: Turn, lane: int, usage: Usage) -> None: ...
 
+        def lane_stopping(self, turn: Turn, lane: int) -> bool: ...
+
         def _done(self) -> list[Effect]: ...
 
     def driver_ready(self, capabilities: Capabilities, now: float) -> list[Effect]:
@@ -210,7 +212,7 @@ class DriverEventOps:
             created_at=self._wall(),
             options=list(ev.options),
         )
-        if turn.stopping:
+        if self.lane_stopping(turn, 0):
             # Deny at once so the driver is not left waiting while it stops.
             self._approvals.refuse(info, "the turn was stopped", self._out)
         else:
@@ -253,7 +255,8 @@ class DriverEventOps:
 
     def _on_fatal(self, ev: DriverFatal, turn: Turn | None, now: float) -> None:
         if turn is not None:
-            self._end_lane(turn, 0, "stopped" if turn.stopping else "error", ev.message, ev.code)
+            status: TurnStatus = "stopped" if self.lane_stopping(turn, 0) else "error"
+            self._end_lane(turn, 0, status, ev.message, ev.code)
 
     def _on_nothing(self, ev: object, turn: Turn | None, now: float) -> None:
         pass

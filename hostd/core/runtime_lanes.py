@@ -24,6 +24,11 @@ Rules it guards:
   after its turn ended, that session is replaced (`ResetSession`), so the next turn's model
   sees the chosen answer and not the one it wrote.
 - A multi-answer turn is never steered (`steer_refusal`); a stop reaches every lane.
+- A stop of one answer (`stop_answer`, protocol 1.2) interrupts that lane only (lane 0: the
+  topic's own session) and cancels its approvals; the lane ends `stopped` at its own end
+  (also when its session is lost, or the turn ends around it), the others go on, queued
+  messages stay queued. An answer that already ended is not stopped again. A row that is
+  not an answer of the running turn is refused, the turn unchanged.
 - An extra lane's approvals get ids unique in the topic (`runtime_approvals.lane_approval_id`)
   and their answers go to that lane's session.
 """
@@ -198,7 +203,7 @@ class LaneOps:
         elif isinstance(event, TurnEnd) and ours:
             self._end_lane(turn, lane, event.status, event.error, event.error_code)
         elif isinstance(event, DriverFatal):
-            status: TurnStatus = "stopped" if turn.stopping else "error"
+            status: TurnStatus = "stopped" if self.lane_stopping(turn, lane) else "error"
             self._end_lane(turn, lane, status, event.message, event.code)
         elif isinstance(event, Notice | ApiRetry):
             what = event.message if isinstance(event, Notice) else "the model API request failed"
@@ -211,7 +216,7 @@ class LaneOps:
         `stopped` after a stop); the others go on."""
         turn = self._turn
         if turn is not None and 0 <= lane < len(turn.lanes):
-            status: TurnStatus = "stopped" if turn.stopping else "error"
+            status: TurnStatus = "stopped" if self.lane_stopping(turn, lane) else "error"
             self._end_lane(turn, lane, status, str(error), error.code)
         return self._done()
 
@@ -245,6 +250,40 @@ class LaneOps:
             self._out.add(ResetSession())  # the history changed under the topic's session
         return self._done()
 
+    def stop_answer(self, turn: Turn, row_id: str) -> list[Effect]:
+        """Stop one answer of the running multi-answer turn (see the module rules).
+
+        Raises:
+            NotFound: no such row in the visible history.
+            InvalidArgument: the row is not an answer of the running turn.
+        """
+        ln = self._check_answer(turn, row_id)
+        if ln is not None and ln.status is None and not ln.stopping and not turn.stopping:
+            ln.stopping = True
+            self._approvals.close_turn(
+                turn.id, "the answer was stopped", self._out, tell_driver=True, lane=ln.index
+            )
+            self._out.add(ToDriver(Interrupt(turn_id=turn.id), lane=ln.index))
+        return self._done()
+
+    def _check_answer(self, turn: Turn, row_id: str) -> Lane | None:
+        """The lane answering in `row_id` (None: the answer of a turn without lanes)."""
+        if self._book.get(row_id) is None:
+            raise NotFound(f"row {row_id} is not in the visible history of topic {self._tid}")
+        for ln in turn.lanes:
+            if ln.row_id == row_id:
+                return ln
+        if not turn.lanes and row_id == turn.row_id:
+            return None
+        raise InvalidArgument(
+            f"row {row_id} is not an answer of the running turn {turn.id}; stop names one "
+            "of its answers, or no row to stop the whole turn"
+        )
+
+    def lane_stopping(self, turn: Turn, lane: int) -> bool:
+        """Whether lane `lane`'s end is a stop's: the turn's, or its answer's alone."""
+        return turn.stopping or (lane < len(turn.lanes) and turn.lanes[lane].stopping)
+
     # --- used by the runtime ----------------------------------------------------------------
 
     def _open_lanes(
@@ -271,7 +310,7 @@ class LaneOps:
 
     def _stop_lanes(self, turn: Turn) -> None:
         for ln in turn.lanes[1:]:
-            if ln.status is None:
+            if ln.status is None and not ln.stopping:  # not interrupted twice
                 self._out.add(ToDriver(Interrupt(turn_id=turn.id), lane=ln.index))
 
     def _end_lane(
@@ -295,7 +334,10 @@ class LaneOps:
         settled; returns the turn's status, error and code (see the module rules)."""
         for ln in turn.lanes:
             if ln.status is None:
-                self._close_lane(turn, ln, status, error, error_code)
+                if ln.stopping:  # its own stop, whatever ended the turn around it
+                    self._close_lane(turn, ln, "stopped", "", "")
+                else:
+                    self._close_lane(turn, ln, status, error, error_code)
         chosen = turn.chosen
         if chosen is None:
             ok = [ln for ln in turn.lanes if ln.status == "success"]
@@ -345,8 +387,8 @@ class LaneOps:
             options=list(ev.options),
             lane=ln.index,
         )
-        if turn.stopping:
-            self._approvals.refuse(info, "the turn was stopped", self._out)
+        if turn.stopping or ln.stopping:
+            self._approvals.refuse(info, "the answer was stopped", self._out)
         else:
             self._approvals.request(info, now, self._out)
 

@@ -120,7 +120,10 @@ class QueueOps:
         queued = self.queued_row_ids()
         if not queued:
             return
-        if status == "success" or ended.stopping:
+        # A user's stop, of the turn or of answers of it (`stop_answer`: the others did not
+        # succeed): the queue goes on as after a stop.
+        answers_stopped = status == "stopped" and any(ln.stopping for ln in ended.lanes)
+        if status == "success" or ended.stopping or answers_stopped:
             self._start_turn(self._book[queued[0]])
             return
         self._out.notice(

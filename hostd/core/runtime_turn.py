@@ -35,6 +35,8 @@ class Lane:
     error_code: str = ""
     #: The lane's latest (cumulative) usage figure.
     usage: Usage | None = None
+    #: A user stopped this answer alone (`TopicRuntime.stop` with its row id).
+    stopping: bool = False
 
 
 @dataclass(slots=True)

@@ -298,8 +298,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
             self._sent[client_msg_id] = result
         return result, self._done()
 
-    def stop(self, now: float) -> list[Effect]:
-        """Interrupt the running turn.
+    def stop(self, now: float, *, row_id: str = "") -> list[Effect]:
+        """Interrupt the running turn, or only its answer `row_id` (`LaneOps.stop_answer`).
 
         Open approvals are denied (status `cancelled`), queued messages and steers the model
         has not seen become drafts, and the driver gets `Interrupt`. The answer is kept as
@@ -308,9 +308,14 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
 
         Raises:
             NothingToStop: no turn is running.
+            NotFound, InvalidArgument: `row_id` is not an answer of the running turn.
         """
         if self._turn is None:
             raise NothingToStop(f"topic {self._tid} has no running turn to stop")
+        if row_id and self._turn.lanes:
+            return self.stop_answer(self._turn, row_id)
+        if row_id:
+            self._check_answer(self._turn, row_id)  # one answer: stopping it stops the turn
         if not self._turn.stopping:
             self._begin_stop(self._turn)
         return self._done()
@@ -478,7 +483,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         for row_id in self.queued_row_ids():
             if row_id != self._next_up:
                 self._out.row_changed(self._book[row_id], status="draft")
-        if not turn.lanes or turn.lanes[0].status is None:  # lane 0 may have ended already
+        # Lane 0 may have ended already, or been stopped alone (`stop_answer`).
+        if not turn.lanes or (turn.lanes[0].status is None and not turn.lanes[0].stopping):
             self._out.add(ToDriver(Interrupt(turn_id=turn.id)))
         self._stop_lanes(turn)
 

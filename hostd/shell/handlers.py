@@ -362,7 +362,7 @@ class RequestHandlers:
 
     async def _stop(self, conn: Connection, msg: Stop) -> Result:
         host = await self.host(msg.topic_id)
-        await host.stop()
+        await host.stop(msg.row_id)
         return Empty()
 
     async def _answer_approval(self, conn: Connection, msg: AnswerApproval) -> Result:

@@ -237,9 +237,12 @@ class Lanes:
                 return host
         return None
 
-    def stop(self) -> None:
-        """A stop of the turn reaches every lane machine (a running hook is cancelled)."""
-        for host in self.by_lane.values():
+    def stop(self, lane: int | None = None) -> None:
+        """A stop of the turn reaches every lane machine, a stop of one answer its lane's (a
+        running hook is cancelled)."""
+        for n, host in self.by_lane.items():
+            if lane is not None and n != lane:
+                continue
             machine = host.runner.machine
             if machine is not None and not machine.over:
                 host.runner.feed(machine, machine.stop)

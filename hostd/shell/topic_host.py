@@ -353,8 +353,20 @@ class TopicHost(DriverLink):
         self._stop_machine()
         await self._commit(gen)
 
-    async def stop(self) -> None:
-        await self._request(self.runtime.stop)
+    async def stop(self, row_id: str = "") -> None:
+        """Stop the running turn, or only its answer `row_id` (that lane's machine hears it;
+        the others go on)."""
+        if not row_id:
+            await self._request(self.runtime.stop)
+            return
+        self._check_open()
+        gen = self.apply(self.runtime.stop(trio.current_time(), row_id=row_id))
+        row = self.runtime.row(row_id)
+        if row is not None and row.lane and not self.runtime.stopping:
+            self.lanes.stop(row.lane)
+        else:
+            self._stop_machine(lane0=True)  # lane 0's answer, or the turn's one answer
+        await self._commit(gen)
 
     async def answer_approval(
         self, approval_id: str, allow: bool, *, by: str = "", reason: str = "", option_id: str = ""
@@ -394,12 +406,12 @@ class TopicHost(DriverLink):
         await self._writer.wait_committed(gen or None)
         return result
 
-    def _stop_machine(self) -> None:
-        """After a request that asked the running turn to stop: its machine hears it at once,
-        before anything can await (a session closed meanwhile ends it `stopped`, not
-        `error`), and a running hook is cancelled."""
+    def _stop_machine(self, *, lane0: bool = False) -> None:
+        """After a request that asked the running turn (or `lane0`: its lane 0 answer alone)
+        to stop: its machine hears it at once, before anything can await (a session closed
+        meanwhile ends it `stopped`, not `error`), and a running hook is cancelled."""
         machine = self.turns.machine
-        if machine is not None and not machine.over and self.runtime.stopping:
+        if machine is not None and not machine.over and (self.runtime.stopping or lane0):
             self.turns.feed(machine, machine.stop)
         if self.runtime.stopping:
             self.lanes.stop()  # also when lane 0 has ended and other lanes still run

@@ -110,6 +110,7 @@ CLIENT_ACTIONS = [
     *["steer"] * 3,
     "resend",
     "stop",
+    *["stop_answer"] * 2,
     "answer",
     *["queue_op"] * 2,
     "resume_queue",
@@ -235,6 +236,7 @@ class TopicMachine(RuleBasedStateMachine):
         self.superseded: set[str] = set()  # rows a rewind cut: never seen again
         self.multi: dict[str, int] = {}  # turns answered by several lanes: how many
         self.last_cut: list[str] = []  # the rows the last rewind cut
+        self.answers_stopped: set[str] = set()  # answers stopped alone while they ran
 
     def new_id(self, prefix: str) -> str:
         self.ids += 1
@@ -469,6 +471,50 @@ class TopicMachine(RuleBasedStateMachine):
             assert not running
             return
         assert running
+
+    def client_stop_answer(self, data: st.DataObject) -> None:
+        """Stop one answer (protocol 1.2): only its lane is interrupted; a row that is not
+        an answer of the running turn is refused with the turn unchanged."""
+        rows = self.rt.snapshot(10_000).rows
+        active = self.rt.active_turn_id
+        ours = [r.id for r in rows if active and r.turn_id == active and r.role == "assistant"]
+        row_id = data.draw(st.sampled_from([*ours, *[r.id for r in rows[-2:]], "bogus"]))
+        row = self.rt.row(row_id)
+        multi = active in self.multi
+        before = {n: ln.interrupted for n, ln in self.driver.lanes.items()}
+        before[0] = self.driver.interrupted
+        stopping = self.rt.stopping
+        answer = (
+            row is not None
+            and row.turn_id == active
+            and row.role == "assistant"
+            and (multi or row.status == "pending")
+        )
+        try:
+            effects = self.rt.stop(self.now, row_id=row_id)
+        except NothingToStop:
+            assert active is None
+            return
+        except NotFound:
+            assert row is None
+            return
+        except InvalidArgument:
+            assert row is not None and not answer
+            return
+        assert row is not None and answer
+        self.apply(effects)
+        if not multi:  # the one answer: the turn stops
+            assert self.rt.stopping
+            return
+        assert self.rt.stopping == stopping  # the turn goes on
+        after = {n: ln.interrupted for n, ln in self.driver.lanes.items()}
+        after[0] = self.driver.interrupted
+        assert {n: v for n, v in after.items() if n != row.lane} == {
+            n: v for n, v in before.items() if n != row.lane
+        }
+        if row.status == "pending":  # its lane ran: it is interrupted now
+            assert after[row.lane]
+            self.answers_stopped.add(row_id)
 
     def client_answer(self, data: st.DataObject) -> None:
         aid = data.draw(st.sampled_from([*self.approval_ids[-4:], "bogus"]), label="approval")
@@ -905,6 +951,14 @@ class TopicMachine(RuleBasedStateMachine):
             assert msgspec.structs.asdict(states[-1])["state"] == self.rt.state
         # The drivers and the runtime agree on the running turn.
         assert (self.driver.turn is None and not self.driver.lanes) == (active is None)
+
+    @invariant()
+    def a_stopped_answer_ends_stopped(self) -> None:
+        if not hasattr(self, "rt"):
+            return
+        for row in self.rt.snapshot(10_000).rows:
+            if row.id in self.answers_stopped and row.turn_id not in self.abandoned:
+                assert row.status in ("pending", "stopped"), row
 
     @invariant()
     def one_answer_chosen_per_multi_answer_turn(self) -> None:

@@ -59,3 +59,23 @@ def test_send_also_choose_and_history(hostd: Hostd) -> None:
     err = one_line_error(hostd("choose", tid, str(rows[0]["id"])))
     assert "not an answer of a multi-answer turn" in err
     hostd.ok("stop")
+
+
+def test_stop_one_answer_with_row(hostd: Hostd) -> None:
+    hostd.ok("serve", "--detach")
+    tid = hostd.ok("new", "--driver", "scripted", "--model", "m0", "--title", "stop").strip()
+    hostd.ok("send", tid, "/model m0\n/text zero\n/wait\n/model m1\n/text one\n/wait",
+             "--also", "scripted/m1")
+    rows = json.loads(hostd.ok("history", tid, "--json"))["rows"]
+    user, zero, one = (r["id"] for r in rows)
+    out = hostd.ok("stop", tid, "--row", one)
+    assert out.startswith(f"stopped answer {one} of {tid}")
+    assert "not an answer of the running turn" in one_line_error(hostd("stop", tid, "--row", user))
+    assert "not_found" in one_line_error(hostd("stop", tid, "--row", "bogus"))
+    assert "--row needs a topic" in one_line_error(hostd("stop", "--row", one))
+    assert json.loads(hostd.ok("stop", tid, "--row", zero, "--json")) == {
+        "topic": tid, "stopped": True, "row": zero,
+    }
+    # Every answer stopped alone: the turn ended stopped and the next message runs.
+    assert hostd("send", tid, "/text again", "--follow").returncode == 0
+    assert answers(hostd, tid)[:2] == [(0, "stopped", False), (1, "stopped", True)]

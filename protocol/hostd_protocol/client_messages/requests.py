@@ -133,6 +133,10 @@ class SendMessage(_Frozen, frozen=True, tag="send"):
 class Stop(_Frozen, frozen=True, tag="stop"):
     id: int
     topic_id: str
+    #: One answer of the running multi-answer turn to stop (its row id, protocol 1.2); the
+    #: other answers go on and the turn ends when the last has ended. Empty: the whole turn.
+    #: A 1.1 daemon ignores the field and stops the whole turn: check the version first.
+    row_id: str = ""
 
 
 class AnswerApproval(_Frozen, frozen=True, tag="answer-approval"):

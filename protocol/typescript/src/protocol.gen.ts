@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 1];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 2];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -123,6 +123,8 @@ export interface SendMessage {
 export interface Stop {
   readonly type: "stop";
   readonly id: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly row_id?: string;
   readonly topic_id: string;
 }
 
