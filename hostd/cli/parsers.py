@@ -61,7 +61,7 @@ def add_daemon_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:
     )
     p.add_argument("topic", nargs="?", default="", help="topic whose turn to stop")
     p.add_argument("--row", default="", metavar="ROW",
-                   help="stop only this answer of the running turn (see history --ids)")
+                   help="stop only this answer (a row id) of the running turn")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--timeout", type=float, default=15.0,
                    help="seconds to wait for the daemon to exit (default: 15)")
