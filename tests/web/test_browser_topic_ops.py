@@ -212,7 +212,7 @@ def test_two_answers_side_by_side_one_failing_and_the_choice_reaches_every_windo
     assert not {r.id for r in again} & set(old)
 
 
-def test_two_answers_stream_at_once_enter_queues_and_stop_ends_both(
+def test_two_answers_stream_at_once_enter_queues_stop_one_then_both(
     stack: WebStack, pages: Callable[[str], Page]
 ) -> None:
     topic = stack.create_topic("both-stream")
@@ -230,9 +230,18 @@ def test_two_answers_stream_at_once_enter_queues_and_stop_ends_both(
     type_and_send(b, "next one")
     for page in (a, b):
         page.wait_for_selector("[data-testid=unsent][data-text='next one']")
-    a.locator("[data-testid=composer]").press("Escape")  # stops every answer
+    # Each streaming answer has its own Stop: B stops the second; the first streams on.
+    assert a.locator("[data-testid=row] [data-testid=stop-answer]").count() == 2
+    b.locator("[data-testid=row][data-lane='1'] [data-testid=stop-answer]").click()
+    for page in (a, b):
+        wait_rows(page, "rows[1].status === 'pending' && rows[2].status === 'stopped'")
+        page.wait_for_selector("[data-testid=row][data-lane='1'] [data-testid=stop-answer]", state="detached")
+    assert a.locator("[data-testid=row][data-lane='0'] [data-testid=stop-answer]").count() == 1
+    assert [(r.lane, r.status) for r in stack.history(topic)[1:3]] == [(0, "pending"), (1, "stopped")]
+    a.locator("[data-testid=composer]").press("Escape")  # stops every answer still running
     for page in (a, b):
         wait_rows(page, "rows.length >= 3 && rows[1].status === 'stopped' && rows[2].status === 'stopped'")
+        page.wait_for_selector("[data-testid=stop-answer]", state="detached")
     stored = stack.history(topic)
     assert [(r.lane, r.status) for r in stored[1:3]] == [(0, "stopped"), (1, "stopped")]
 

@@ -14,7 +14,7 @@
  * errors, aborts) is `Connection`'s, live topics are `Subscription`'s, the live topic list is
  * `TopicWatch`'s.
  */
-import { HostdError } from "./errors.js";
+import { HostdError, InvalidArgument } from "./errors.js";
 import { Connection } from "./connection.js";
 import { DEFAULT_MAX_FRAME_SIZE } from "./framing.js";
 import type {
@@ -118,8 +118,21 @@ export class Client extends Connection {
     return this.call({ type: "continue", topic_id: topicId }, "sent", options);
   }
 
-  async stop(topicId: string, options: CallOptions = {}): Promise<void> {
-    await this.call({ type: "stop", topic_id: topicId }, "empty", options);
+  /**
+   * Stop the topic's running turn, or with `rowId` only that answer of a multi-answer turn
+   * (the other answers go on; protocol 1.2). A daemon older than 1.2 would ignore `rowId` and
+   * stop every answer, so the call is refused here (`InvalidArgument`) instead.
+   */
+  async stop(topicId: string, options: CallOptions & { rowId?: string } = {}): Promise<void> {
+    const { signal, rowId } = options;
+    if (rowId && !this.speaks(1, 2)) {
+      throw new InvalidArgument(
+        `hostd speaks protocol ${this.welcome.protocol_version.join(".")}, which stops every ` +
+          "answer of a turn: stopping one answer needs 1.2",
+      );
+    }
+    const message = { type: "stop" as const, topic_id: topicId, ...(rowId ? { row_id: rowId } : {}) };
+    await this.call(message, "empty", { signal });
   }
 
   async answerApproval(
@@ -265,7 +278,10 @@ export class Client extends Connection {
     await this.call({ type: "choose-answer", topic_id: topicId, row_id: rowId }, "empty", options);
   }
 
-  /** Whether the daemon speaks at least protocol `major.minor` (1.1: `also`, `chooseAnswer`). */
+  /**
+   * Whether the daemon speaks at least protocol `major.minor` (1.1: `also`, `chooseAnswer`;
+   * 1.2: `stop` of one answer).
+   */
   speaks(major: number, minor: number): boolean {
     const [m = 0, n = 0] = this.welcome.protocol_version;
     return m === major && n >= minor;

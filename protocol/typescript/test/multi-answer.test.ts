@@ -6,7 +6,13 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { connect, Transcript, type MessageRow, type TopicEvent } from "../src/node/index.js";
+import {
+  connect,
+  type HostdError,
+  Transcript,
+  type MessageRow,
+  type TopicEvent,
+} from "../src/node/index.js";
 import { Daemon } from "./daemon.js";
 import { FakeServer, type Message, WELCOME } from "./fake-server.js";
 import { comparable, textOf, turnEnded, until } from "./helpers.js";
@@ -37,6 +43,16 @@ test("send carries also, chooseAnswer its row; speaks() reads the welcome", asyn
       also: [{ driver: "scripted", model: "m" }, { assistant: "reviewer" }],
     });
     assert.deepEqual(choose, { type: "choose-answer", topic_id: "tp", row_id: "a2" });
+    // A 1.1 daemon would stop every answer: stopping one is refused before anything is sent.
+    await assert.rejects(client.stop("tp", { rowId: "a2" }), (e: Error) => {
+      assert.equal((e as HostdError).code, "invalid_argument");
+      assert.match(e.message, /^hostd speaks protocol 1\.1, which stops every answer/);
+      return true;
+    });
+    await client.stop("tp");
+    assert.equal(seen.length, 3);
+    const { id: _3, ...stop } = seen[2]!;
+    assert.deepEqual(stop, { type: "stop", topic_id: "tp" });
     client.close();
   } finally {
     await server.close();
@@ -132,5 +148,40 @@ test("two answers, one failing: each row has its own outcome; a choice moves the
   } finally {
     a.close();
     b.close();
+  }
+});
+
+test("stopping one answer: it ends stopped, the other completes, the turn ends once", async () => {
+  const a = await daemon.connect("window-a");
+  try {
+    assert.equal(a.speaks(1, 2), true);
+    const topic = await a.createTopic({ title: "stop one", driver: "scripted", model: "m0" });
+    const sub = await a.attach(topic.id);
+    // Lane 0 waits on an approval (the test lets it finish); lane 1 waits to be stopped.
+    const script = "/model m0\n/text zero\n/approve Bash\n/model m1\n/text one\n/wait";
+    const sent = await a.send(topic.id, script, { also: [{ driver: "scripted", model: "m1" }] });
+    const t = sub.transcript!;
+    const lanes = () => t.rows().filter((r) => r.role === "assistant");
+    let approval = "";
+    await until(sub, (i) => {
+      if (i.type === "approval-requested") approval = i.approval.id;
+      return approval !== "" && textOf(lanes()[1]) === "one";
+    });
+    const [zero, one] = lanes();
+    await assert.rejects(a.stop(topic.id, { rowId: t.rows()[0]!.id }), /not an answer of the running turn/);
+    await a.stop(topic.id, { rowId: one!.id });
+    await until(sub, () => t.row(one!.id)?.status === "stopped");
+    assert.equal(t.row(zero!.id)?.status, "pending");
+    await a.answerApproval(topic.id, approval, true);
+    const seen = await until(sub, turnEnded);
+    const ended = seen.filter(turnEnded);
+    assert.deepEqual(ended.map((e) => e.type === "turn-ended" && [e.turn_id, e.status]), [[sent.turn_id, "success"]]);
+    assert.deepEqual(
+      lanes().map((r) => [r.lane ?? 0, r.status, r.alternative ?? false]),
+      [[0, "success", false], [1, "stopped", true]],
+    );
+    assert.deepEqual(comparable(t.rows()), comparable(await a.allRows(topic.id)));
+  } finally {
+    a.close();
   }
 });

@@ -4,7 +4,9 @@
  * usage. After the turn one is chosen (the conversation continues from it) and the others are
  * marked alternatives; "Continue from this answer" picks another (`choose-answer`), also while
  * the turn still runs (the choice holds at its end). Every window sees the marks move through
- * `row-updated` events. There is no per-answer stop in the protocol: Stop ends them all.
+ * `row-updated` events. While the turn runs, each streaming answer has its own Stop (protocol
+ * 1.2: `stop` with its row): that answer ends `stopped`, the others go on; the composer's Stop
+ * ends them all.
  */
 import type { AnswerTarget, MessageRow, TopicInfo } from "hostd-client";
 
@@ -36,6 +38,7 @@ export function AnswerGroup({
   actions,
   topic,
   choose,
+  stop,
   running,
 }: {
   answers: MessageRow[];
@@ -43,6 +46,8 @@ export function AnswerGroup({
   actions?: RowActions;
   topic?: TopicInfo;
   choose?: (row: MessageRow) => void;
+  /** Stop this one answer (the turn runs and the daemon speaks 1.2), or none. */
+  stop?: (row: MessageRow) => void;
   /** The turn still runs: no answer is chosen yet. */
   running: boolean;
 }) {
@@ -57,6 +62,12 @@ export function AnswerGroup({
           <>
             {settled && row.alternative && <span class="badge alt" data-testid="alternative">alternative</span>}
             {chosen && <span class="badge chosen" data-testid="chosen" title="The conversation continues from this answer">chosen</span>}
+            {stop && running && row.status === "pending" && (
+              <button class="ghost small" data-testid="stop-answer" title="Stop this answer; the others go on"
+                onClick={() => stop(row)}>
+                Stop this answer
+              </button>
+            )}
             {row.usage && <span class="answer-usage" data-testid="answer-usage">{usageText(row)}</span>}
             {choose && !chosen && row.status !== "pending" && (
               <button class="ghost small" data-testid="choose" title="The next message continues from this answer; the others become alternatives"

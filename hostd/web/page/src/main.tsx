@@ -406,6 +406,7 @@ function TopicView({ s }: { s: ViewState }) {
         topic={topic}
         busyTurn={s.activeTurnId}
         choose={s.multiAnswer ? (row) => void session.call((c) => c.chooseAnswer(s.topicId, row.id)) : undefined}
+        stopAnswer={s.stopOneAnswer ? (row) => void session.call((c) => c.stop(s.topicId, { rowId: row.id })) : undefined}
         rows={s.older.length ? [...s.older, ...s.rows] : s.rows}
         removed={s.removed}
         actions={rowActions(session, s)}

@@ -42,6 +42,8 @@ export interface ViewState {
   removed: MessageRow[] | null;
   /** The daemon speaks protocol 1.1: several answers to one message (`also`, `choose-answer`). */
   multiAnswer: boolean;
+  /** The daemon speaks protocol 1.2: one answer of a multi-answer turn can be stopped alone. */
+  stopOneAnswer: boolean;
   /** The last error of a request, one line. */
   error: string;
   /** Bumped on every change (cheap change detection for the view). */
@@ -62,6 +64,7 @@ const EMPTY: ViewState = {
   usage: null,
   removed: null,
   multiAnswer: false,
+  stopOneAnswer: false,
   error: "",
   version: 0,
 };
@@ -132,7 +135,7 @@ export class Session {
       }
       this.client = client;
       this.failures = 0;
-      this.set({ conn: "online", connReason: "", multiAnswer: client.speaks(1, 1) });
+      this.set({ conn: "online", connReason: "", multiAnswer: client.speaks(1, 1), stopOneAnswer: client.speaks(1, 2) });
       void this.refreshTopics();
       if (this.wantTopic) void this.attach(this.wantTopic);
       const reason = await client.closed();

@@ -31,6 +31,7 @@ export function TranscriptView({
   older,
   topic,
   choose,
+  stopAnswer,
   busyTurn,
 }: {
   rows: MessageRow[];
@@ -38,6 +39,8 @@ export function TranscriptView({
   topic?: TopicInfo;
   /** Continue from this answer (`choose-answer`), or none while that is not possible. */
   choose?: (row: MessageRow) => void;
+  /** Stop one answer of the running multi-answer turn (`stop` with its row), or none. */
+  stopAnswer?: (row: MessageRow) => void;
   /** The running turn's id ("" when idle): earlier turns' choices wait until it ends. */
   busyTurn?: string;
   /** "Earlier messages" button (the snapshot carried the newest rows only), or none. */
@@ -78,6 +81,7 @@ export function TranscriptView({
             topic={topic}
             choose={choose && (!busyTurn || busyTurn === item[0]!.turn_id) ? choose : undefined}
             running={busyTurn === item[0]!.turn_id}
+            stop={busyTurn === item[0]!.turn_id ? stopAnswer : undefined}
           />
         ) : (
           <Row key={item.id} row={item} label={labels.get(item.id) ?? ""} actions={actions} removed={gone.has(item.id)} />
