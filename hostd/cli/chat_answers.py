@@ -4,7 +4,7 @@
   `DRIVER/MODEL`, `/MODEL`, `@ASSISTANT`, as `hostd send --also`); `/also` alone: only the
   topic's driver again.
 - `/choose N` continues the conversation from answer N (its lane number, as labelled) of the
-  latest message that got several answers.
+  latest message that got several answers; `/stop N` stops answer N alone while they run.
 - Answer rows are labelled `[answer N: driver/model]`; alternatives (answers not chosen) are
   drawn dim (`hostd.cli.chat_render`).
 """

@@ -469,8 +469,20 @@ class ChatApp:
                     self.note_text("queued: it runs when this answer ends (no steering now)")
             self.redraw()
         elif cmd.name == "stop":
-            if not self.transcript.active_turn_id:
+            active = self.transcript.active_turn_id
+            if not active:
                 self.note_text("nothing to stop")
+                return
+            if cmd.arg:  # `/stop N`: answer N alone; the others go on
+                picked = choose_row(self.transcript.rows(), cmd.arg)
+                if isinstance(picked, str) or picked.turn_id != active:
+                    self.note_text(
+                        picked if isinstance(picked, str) else "the running answer is one: /stop",
+                        "red",
+                    )
+                    return
+                await c.stop(tid, row_id=picked.id)
+                self.note_text(f"stopping answer {picked.lane}; the others go on")
                 return
             await c.stop(tid)
         elif cmd.name in ("discard", "send"):

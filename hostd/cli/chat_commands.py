@@ -20,6 +20,7 @@ HELP = """\
   [bold cyan]/fork[/bold cyan]          copy this topic (up to the last finished row) into a new one
   [bold cyan]/also T ...[/bold cyan]    more models answer each message (T: DRIVER, DRIVER/MODEL, /MODEL, @ASSISTANT)
   [bold cyan]/choose N[/bold cyan]      continue from answer N of the last message with several answers
+  [bold cyan]/stop N[/bold cyan]        stop only answer N of the running message with several answers
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
   [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
 

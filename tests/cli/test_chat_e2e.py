@@ -341,3 +341,29 @@ async def test_chat_in_tmux_paste_history_and_a_stopped_tool_card(daemon: DemoDa
             await pane2.kill()
     finally:
         await pane.kill()
+
+
+async def test_chat_stop_one_answer(daemon: DemoDaemon) -> None:
+    """`/stop N` stops answer N alone; the other answer goes on (here until `/stop 0`)."""
+    topic_id = await new_topic(daemon, "/echo")
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "100"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic_id],
+            stdin=b"/also scripted/m1\n//wait\n/stop 7\n/stop 1\n/stop 0\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert "no answer 7 (answers: 0, 1)" in out
+    assert "stopping answer 1; the others go on" in out
+    assert "stopping answer 0; the others go on" in out
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(topic_id)).rows
+    assert [(r.lane, r.status) for r in rows if r.role == "assistant"] == [
+        (0, "stopped"),
+        (1, "stopped"),
+    ]
