@@ -41,6 +41,7 @@ from hostd_protocol.common import (
     ToolCall,
     ToolResult,
     Usage,
+    sum_usage,
 )
 
 __all__ = [
@@ -273,16 +274,7 @@ def render_rows(
 
 def total_usage(usages: Iterable[Usage]) -> Usage:
     """The sum of per-turn usage records."""
-    total = Usage()
-    for u in usages:
-        total = Usage(
-            input_tokens=total.input_tokens + u.input_tokens,
-            output_tokens=total.output_tokens + u.output_tokens,
-            cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
-            cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
-            cost_usd=total.cost_usd + u.cost_usd,
-        )
-    return total
+    return sum_usage(usages)
 
 
 def _tokens(n: int) -> str:

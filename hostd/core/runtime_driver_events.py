@@ -29,7 +29,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     UsageUpdated,
 )
-from hostd_protocol.common import Capabilities, TurnStatus, Usage
+from hostd_protocol.common import Capabilities, Chunk, TurnStatus, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
@@ -147,15 +147,19 @@ class DriverEventOps:
         self._set_capabilities(ev.capabilities)
 
     def _on_chunk(self, ev: ChunkEvent, turn: Turn, now: float) -> None:
-        # The hot path: no row copy, no store write; the store builds the newest snapshot of
-        # the row at its flush.
-        live = self._book[turn.row_id]
-        if live.append(ev.chunk):
+        self._append_chunk(turn, turn.row_id, ev.chunk)
+
+    def _append_chunk(self, turn: Turn, row_id: str, chunk: Chunk) -> None:
+        """A chunk of one of the turn's answers (lane 0's row, or an extra lane's). The hot
+        path: no row copy, no store write; the store builds the newest snapshot of the row at
+        its flush."""
+        live = self._book[row_id]
+        if live.append(chunk):
             turn.output = True
             out = self._out
             out.seq += 1
             out.effects.append(
-                Emit(RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=ev.chunk))
+                Emit(RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=chunk))
             )
             out.effects.append(TouchRow(live.snapshot()))
 

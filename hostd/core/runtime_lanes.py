@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostd.core.effects import Effect, Emit, ResetSession, StartLane, ToDriver, TouchRow
+from hostd.core.effects import Effect, ResetSession, StartLane, ToDriver
 from hostd.core.rows import LiveRow
 from hostd.core.runtime_approvals import ApprovalBook, lane_approval_id
 from hostd.core.runtime_outbox import Outbox
@@ -48,11 +48,10 @@ from hostd.core.runtime_rows import RowBook
 from hostd.core.runtime_turn import Lane, Turn
 from hostd_protocol.client_messages import (
     ApprovalInfo,
-    RowAppended,
     TopicInfo,
     UsageUpdated,
 )
-from hostd_protocol.common import AnswerTarget, TurnStatus, Usage
+from hostd_protocol.common import AnswerTarget, Chunk, TurnStatus, Usage, sum_usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
@@ -146,18 +145,6 @@ def steer_refusal(turn_id: str) -> InvalidArgument:
     )
 
 
-def sum_usage(figures: Sequence[Usage | None]) -> Usage:
-    total = Usage()
-    for u in figures:
-        if u is not None:
-            total = Usage(
-                input_tokens=total.input_tokens + u.input_tokens,
-                output_tokens=total.output_tokens + u.output_tokens,
-                cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
-                cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
-                cost_usd=total.cost_usd + u.cost_usd,
-            )
-    return total
 
 
 class LaneOps:
@@ -181,6 +168,8 @@ class LaneOps:
         ) -> None: ...
 
         def _done(self) -> list[Effect]: ...
+
+        def _append_chunk(self, turn: Turn, row_id: str, chunk: Chunk) -> None: ...
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -360,17 +349,7 @@ class LaneOps:
     # --- helpers ----------------------------------------------------------------------------
 
     def _lane_chunk(self, turn: Turn, ln: Lane, event: ChunkEvent) -> None:
-        live = self._book[ln.row_id]
-        if live.append(event.chunk):
-            turn.output = True
-            out = self._out
-            out.seq += 1
-            out.effects.append(
-                Emit(
-                    RowAppended(topic_id=self._tid, seq=out.seq, row_id=live.id, chunk=event.chunk)
-                )
-            )
-            out.effects.append(TouchRow(live.snapshot()))
+        self._append_chunk(turn, ln.row_id, event.chunk)
 
     def _lane_approval(self, turn: Turn, ln: Lane, ev: ApprovalRequest, now: float) -> None:
         approval_id = lane_approval_id(ln.index, ev.approval_id)

@@ -48,7 +48,7 @@ from hostd.core.hook_api import (
     UpdateOptions,
 )
 from hostd.core.turn_record import StepRecord, TurnOutcome
-from hostd_protocol.common import ToolCall, ToolResult, Usage
+from hostd_protocol.common import ToolCall, ToolResult, Usage, sum_usage
 from hostd_protocol.errors import HookError
 
 log = logging.getLogger(__name__)
@@ -262,14 +262,6 @@ def discover_observers(group: str = ENTRY_POINT_GROUP) -> list[object]:
 # --- the built-in observer: usage and cost accounting -------------------------------------------
 
 
-def add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_read_tokens=a.cache_read_tokens + b.cache_read_tokens,
-        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
-        cost_usd=a.cost_usd + b.cost_usd,
-    )
 
 
 class UsageAccounting(TurnObserver):
@@ -293,11 +285,7 @@ class UsageAccounting(TurnObserver):
         return self._turns.get(turn_id, Usage())
 
     def topic_usage(self, topic_id: str) -> Usage:
-        total = Usage()
-        for turn_id, usage in self._turns.items():
-            if self._topic_of[turn_id] == topic_id:
-                total = add_usage(total, usage)
-        return total
+        return sum_usage(u for t, u in self._turns.items() if self._topic_of[t] == topic_id)
 
     def turns_of(self, topic_id: str) -> dict[str, Usage]:
         """Each turn's figure for one topic, in the order the turns first reported usage."""

@@ -9,6 +9,7 @@ decoders ignore unknown fields, so an old reader survives a newer writer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import msgspec
@@ -120,6 +121,22 @@ class Usage(_Frozen, frozen=True):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+
+
+def sum_usage(figures: Iterable[Usage | None]) -> Usage:
+    """The sum of usage figures (None: no figure); the one place usage is added up: a turn's
+    answers, a topic's turns, a window's total."""
+    total = Usage()
+    for u in figures:
+        if u is not None:
+            total = Usage(
+                input_tokens=total.input_tokens + u.input_tokens,
+                output_tokens=total.output_tokens + u.output_tokens,
+                cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
+                cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
+                cost_usd=total.cost_usd + u.cost_usd,
+            )
+    return total
 
 
 class CompactionAnchor(_Frozen, frozen=True):
