@@ -51,6 +51,8 @@ from hostd.client.topic_watch import TopicWatch
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AnswerApproval,
+    AssistantInfo,
+    AssistantListResult,
     ContinueTurn,
     CreateTopic,
     DeleteTopic,
@@ -65,6 +67,7 @@ from hostd_protocol.client_messages import (
     Hello,
     History,
     HistoryResult,
+    ListAssistants,
     ListDrivers,
     ListTopics,
     Ping,
@@ -417,6 +420,12 @@ class Client(TopicOps, ScheduleOps):
         r = await self._request(ListDrivers(id=0))
         assert isinstance(r, DriverListResult)
         return r.drivers
+
+    async def list_assistants(self, profile: str = "") -> list[AssistantInfo]:
+        """The configured assistants (protocol 1.3; an older daemon: `UnknownRequest`)."""
+        r = await self._request(ListAssistants(id=0, profile=profile))
+        assert isinstance(r, AssistantListResult)
+        return r.assistants
 
     async def ping(self) -> Pong:
         r = await self._request(Ping(id=0))

@@ -157,6 +157,7 @@ class SyncClient(ClosingContext):
     history = blocking(Client.history)
     status = blocking(Client.status)
     list_drivers = blocking(Client.list_drivers)
+    list_assistants = blocking(Client.list_assistants)
     ping = blocking(Client.ping)
     shutdown = blocking(Client.shutdown)
     # schedules

@@ -14,11 +14,20 @@ Rules this module guards (pipeline step 6):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Literal
 
-from hostd.core.assistants import ROLE_PREFIX, AssistantConfig, RolesConfig, RoleTarget
-from hostd_protocol.errors import UnresolvedRole
+from hostd.core.assistants import (
+    ROLE_PREFIX,
+    AssistantCatalog,
+    AssistantConfig,
+    RolesConfig,
+    RoleTarget,
+)
+from hostd_protocol.client_messages import AssistantInfo, DriverInfo
+from hostd_protocol.errors import ConfigError, UnresolvedRole
 
 Tier = Literal["explicit", "profile", "system", "profile-default", "system-default"]
 
@@ -115,3 +124,49 @@ def resolve_connector(
             details={"role": role, "profile": profile, "tier": tier, "file": source},
         )
     return Connector(driver=resolved_driver, model=target.model, tier=tier, role=role)
+
+
+def describe_assistants(
+    catalog: AssistantCatalog,
+    roles: RolesConfig | ConfigError,
+    drivers: Mapping[str, DriverInfo],
+    profile: str = "",
+) -> list[AssistantInfo]:
+    """What `list-assistants` answers: every assistant file, sorted by name, with the driver
+    and model `resolve_connector` gives it and whether that driver (from `drivers`, the
+    registry's infos by name) can answer. A broken file, a role that does not resolve, a
+    broken roles.toml or an unavailable driver is that assistant's one-line `error`; options,
+    prompt and hooks are left out (an option value could be a secret)."""
+    infos: list[AssistantInfo] = []
+    for name, cfg in catalog.assistants.items():
+        try:
+            conn = resolve_connector(
+                cfg, roles if isinstance(roles, RolesConfig) else RolesConfig(), profile=profile
+            )
+        except UnresolvedRole as exc:
+            # With roles.toml broken, its error is the one to fix, not "role not defined".
+            error = roles.message if isinstance(roles, ConfigError) else exc.message
+            infos.append(AssistantInfo(name=name, description=cfg.description, error=error))
+            continue
+        driver = drivers.get(conn.driver)
+        if driver is None:
+            known = ", ".join(sorted(drivers)) or "none"
+            reason = f"no driver named {conn.driver!r} is installed (installed: {known})"
+        else:
+            reason = "" if driver.available else f"driver {conn.driver!r}: {driver.reason}"
+        infos.append(
+            AssistantInfo(
+                name=name,
+                description=cfg.description,
+                driver=conn.driver,
+                model=conn.model,
+                role=conn.role,
+                available=driver is not None and driver.available,
+                error=reason,
+            )
+        )
+    for err in catalog.errors:
+        # Every parse error names its assistant; a file that could not be read, its path.
+        name = str(err.details.get("assistant") or PurePath(str(err.details.get("file"))).stem)
+        infos.append(AssistantInfo(name=name, error=err.message.splitlines()[0]))
+    return sorted(infos, key=lambda info: info.name)

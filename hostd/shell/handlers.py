@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from hostd import __version__
+from hostd.core.connector import describe_assistants
 from hostd.core.payload_bounds import (
     check_send,
     check_text,
@@ -49,6 +50,7 @@ from hostd.shell.turns import TurnServices, continue_text, ensure_workdir
 from hostd_protocol.client_messages import (
     AnswerApproval,
     ApprovalInfo,
+    AssistantListResult,
     Attach,
     ContinueTurn,
     CreateTopic,
@@ -62,6 +64,7 @@ from hostd_protocol.client_messages import (
     GetUsage,
     History,
     HistoryResult,
+    ListAssistants,
     ListDrivers,
     ListTopics,
     MessageRow,
@@ -179,6 +182,7 @@ class RequestHandlers:
             PrewarmTopic: self._prewarm,
             Status: self._status,
             ListDrivers: self._list_drivers,
+            ListAssistants: self._list_assistants,
             Ping: self._ping,
             Shutdown: self._shutdown,
             GetUsage: self._usage,
@@ -483,6 +487,13 @@ class RequestHandlers:
     async def _list_drivers(self, conn: Connection, msg: ListDrivers) -> Result:
         self.registry.rescan()  # a driver installed since the daemon started is listed too
         return DriverListResult(drivers=self.registry.infos(self.supervisor.driver_environ))
+
+    async def _list_assistants(self, conn: Connection, msg: ListAssistants) -> Result:
+        catalog, roles = await self.turns.config.current()
+        drivers = {d.name: d for d in self.registry.infos(self.supervisor.driver_environ)}
+        return AssistantListResult(
+            assistants=describe_assistants(catalog, roles, drivers, profile=msg.profile)
+        )
 
     async def _ping(self, conn: Connection, msg: Ping) -> Result:
         return Pong(time=time.time())

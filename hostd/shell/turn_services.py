@@ -106,6 +106,15 @@ class ConfigCache:
             return cached
         return _pick(await trio.to_thread.run_sync(self.load_sync), assistant)
 
+    async def current(self) -> tuple[AssistantCatalog, RolesConfig | ConfigError]:
+        """Every assistant (and each broken file's error) and the roles (or their error), as
+        the files are now; parsed on a worker thread only when a file changed. The stamps are
+        always taken (a listing is rare; a window must see a file added a moment ago)."""
+        loaded = self._loaded
+        if loaded is None or self._stamp() != loaded.stamp:
+            loaded = await trio.to_thread.run_sync(self.load_sync)
+        return loaded.catalog, loaded.roles
+
     def cached(self, assistant: str) -> tuple[AssistantConfig, RolesConfig] | None:
         """The config as parsed, if no file changed since and it has this assistant; None:
         parse the files again (`load`, on a worker thread).

@@ -54,6 +54,7 @@ from hostd_protocol.client_messages.events import (
 from hostd_protocol.client_messages.records import (
     ApprovalInfo,
     ApprovalStatus,
+    AssistantInfo,
     DriverInfo,
     MessageRow,
     Snapshot,
@@ -76,6 +77,7 @@ from hostd_protocol.client_messages.requests import (
     GetUsage,
     Hello,
     History,
+    ListAssistants,
     ListDrivers,
     ListTopics,
     Ping,
@@ -94,6 +96,7 @@ from hostd_protocol.client_messages.requests import (
     request_id_of,
 )
 from hostd_protocol.client_messages.results import (
+    AssistantListResult,
     AttachResult,
     DriverListResult,
     Empty,
@@ -131,6 +134,8 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
     "ApprovalStatus",
+    "AssistantInfo",
+    "AssistantListResult",
     "Attach",
     "AttachResult",
     "ChooseAnswer",
@@ -153,6 +158,7 @@ __all__ = [
     "Hello",
     "History",
     "HistoryResult",
+    "ListAssistants",
     "ListDrivers",
     "ListSchedules",
     "ListTopics",

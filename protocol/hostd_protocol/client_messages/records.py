@@ -21,6 +21,7 @@ from hostd_protocol.common import (
 __all__ = [
     "ApprovalInfo",
     "ApprovalStatus",
+    "AssistantInfo",
     "DriverInfo",
     "MessageRow",
     "Snapshot",
@@ -134,3 +135,23 @@ class DriverInfo(_Frozen, frozen=True):
     credential_ok: bool = True
     #: What to do when `credential_ok` is false; or a warning about the credential.
     fix: str = ""
+
+
+class AssistantInfo(_Frozen, frozen=True):
+    """A configured assistant (`<config>/assistants/<name>.toml`), as `list-assistants`
+    shows it (protocol 1.3). Only what a window needs to offer it: never its options, system
+    prompt or hooks (an option value could be a secret)."""
+
+    name: str
+    description: str = ""
+    #: The driver and model it resolves to (roles included); "" when it does not resolve.
+    #: An empty `model` with a driver means the driver's default model.
+    driver: str = ""
+    model: str = ""
+    #: The role its `use::<role>` model went through ("" for an explicit model).
+    role: str = ""
+    #: True when the resolved driver is installed and has a credential (as `list-drivers`).
+    available: bool = False
+    #: Why it cannot answer now, in one line: its file is broken, its role does not resolve
+    #: (both "file:line: ..." when a file is at fault), or its driver is unavailable.
+    error: str = ""

@@ -34,6 +34,7 @@ __all__ = [
     "GetUsage",
     "Hello",
     "History",
+    "ListAssistants",
     "ListDrivers",
     "ListTopics",
     "Ping",
@@ -276,6 +277,15 @@ class ListDrivers(_Frozen, frozen=True, tag="list-drivers"):
     id: int
 
 
+class ListAssistants(_Frozen, frozen=True, tag="list-assistants"):
+    """The configured assistants and what each resolves to (protocol 1.3), answered by
+    `AssistantListResult`. `profile` resolves `use::<role>` models as a topic of that
+    profile would."""
+
+    id: int
+    profile: str = ""
+
+
 class Ping(_Frozen, frozen=True, tag="ping"):
     id: int
 
@@ -338,6 +348,7 @@ ClientMessage = (
     | PrewarmTopic
     | Status
     | ListDrivers
+    | ListAssistants
     | Ping
     | Shutdown
     | GetUsage

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hostd_protocol.client_messages.records import DriverInfo, MessageRow, Snapshot, TopicInfo
+from hostd_protocol.client_messages.records import (
+    AssistantInfo,
+    DriverInfo,
+    MessageRow,
+    Snapshot,
+    TopicInfo,
+)
 from hostd_protocol.client_messages.schedules import ScheduleInfo
 from hostd_protocol.common import Chunk, Usage, _Frozen
 
 __all__ = [
+    "AssistantListResult",
     "AttachResult",
     "DriverListResult",
     "Empty",
@@ -115,6 +122,13 @@ class DriverListResult(_Frozen, frozen=True, tag="driver-list"):
     drivers: list[DriverInfo]
 
 
+class AssistantListResult(_Frozen, frozen=True, tag="assistant-list"):
+    """Answer to `ListAssistants`: every assistant file, sorted by name; a broken one is
+    listed with its `error` (the request itself does not fail for it)."""
+
+    assistants: list[AssistantInfo] = []
+
+
 class Pong(_Frozen, frozen=True, tag="pong"):
     time: float = 0.0
 
@@ -150,6 +164,7 @@ Result = (
     | RowContent
     | StatusResult
     | DriverListResult
+    | AssistantListResult
     | Pong
     | UsageTotals
     | ScheduleResult

@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 2];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 3];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -295,6 +295,18 @@ export interface Status {
 export interface ListDrivers {
   readonly type: "list-drivers";
   readonly id: number;
+}
+
+/**
+ * The configured assistants and what each resolves to (protocol 1.3), answered by
+ * `AssistantListResult`. `profile` resolves `use::<role>` models as a topic of that
+ * profile would.
+ */
+export interface ListAssistants {
+  readonly type: "list-assistants";
+  readonly id: number;
+  /** Default: `""` (omitted on the wire). */
+  readonly profile?: string;
 }
 
 export interface Ping {
@@ -713,6 +725,37 @@ export interface DriverListResult {
   readonly drivers: DriverInfo[];
 }
 
+/**
+ * A configured assistant (`<config>/assistants/<name>.toml`), as `list-assistants`
+ * shows it (protocol 1.3). Only what a window needs to offer it: never its options, system
+ * prompt or hooks (an option value could be a secret).
+ */
+export interface AssistantInfo {
+  /** Default: `false` (omitted on the wire). */
+  readonly available?: boolean;
+  /** Default: `""` (omitted on the wire). */
+  readonly description?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly driver?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly error?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly model?: string;
+  readonly name: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly role?: string;
+}
+
+/**
+ * Answer to `ListAssistants`: every assistant file, sorted by name; a broken one is
+ * listed with its `error` (the request itself does not fail for it).
+ */
+export interface AssistantListResult {
+  readonly type: "assistant-list";
+  /** Default: `[]` (omitted on the wire). */
+  readonly assistants?: AssistantInfo[];
+}
+
 export interface Pong {
   readonly type: "pong";
   /** Default: `0` (omitted on the wire). */
@@ -799,7 +842,7 @@ export interface ScheduleListResult {
 export interface Reply {
   readonly type: "reply";
   readonly id: number;
-  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | RewindResult | HistoryResult | RowContent | StatusResult | DriverListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
+  readonly result: Empty | TopicResult | TopicListResult | AttachResult | SendResult | RewindResult | HistoryResult | RowContent | StatusResult | DriverListResult | AssistantListResult | Pong | UsageTotals | ScheduleResult | ScheduleListResult;
 }
 
 /** A typed error. `id` is None for errors not tied to a request (e.g. framing). */
@@ -1087,6 +1130,7 @@ export type ClientMessage =
   | PrewarmTopic
   | Status
   | ListDrivers
+  | ListAssistants
   | Ping
   | Shutdown
   | GetUsage
@@ -1125,6 +1169,7 @@ export const CLIENT_MESSAGE_TYPES = [
   "prewarm",
   "status",
   "list-drivers",
+  "list-assistants",
   "ping",
   "shutdown",
   "get-usage",
