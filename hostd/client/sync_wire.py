@@ -29,6 +29,7 @@ import os
 import socket
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
@@ -199,11 +200,11 @@ def _codec() -> Codec[ServerMessage]:
     return _CODEC
 
 
-class ClosingContext:
+class ClosingContext(ABC):
     """`with x:` closes `x` at the end (the blocking clients' shared context manager)."""
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
     def __enter__(self) -> Self:
         return self
