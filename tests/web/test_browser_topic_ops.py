@@ -154,10 +154,18 @@ def test_two_answers_side_by_side_one_failing_and_the_choice_reaches_every_windo
     stack: WebStack, pages: Callable[[str], Page]
 ) -> None:
     topic = stack.create_topic("compare")
+    # Assistants are offered beside the drivers (`list-assistants`); a broken one disabled.
+    folder = stack.paths.config_dir / "assistants"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "judge.toml").write_text('description = "Judges"\ndriver = "scripted"\n')
+    (folder / "typo.toml").write_text('modle = "x"\n')
     a, b = pages(topic), pages(topic)
     # A adds a second answerer in the composer: the scripted driver with model `bad`, typed.
     a.locator("[data-testid=also-toggle]").click()
     a.wait_for_selector("[data-testid=also-driver][data-driver=scripted]")  # the daemon's list
+    judge = a.locator("[data-testid=also-assistant][data-assistant=judge]")
+    assert judge.is_enabled() and not judge.is_checked()
+    assert a.locator("[data-testid=also-assistant][data-assistant=typo]").is_disabled()
     a.locator("[data-testid=also-input]").fill("scripted/bad")
     a.locator("[data-testid=also-input]").press("Enter")
     a.wait_for_selector("[data-testid=also-chip][data-target='scripted/bad']")

@@ -26,6 +26,7 @@ import type {
   SendOptions,
 } from "./options.js";
 import type {
+  AssistantInfo,
   AttachResult,
   DriverInfo,
   HistoryResult,
@@ -280,7 +281,7 @@ export class Client extends Connection {
 
   /**
    * Whether the daemon speaks at least protocol `major.minor` (1.1: `also`, `chooseAnswer`;
-   * 1.2: `stop` of one answer).
+   * 1.2: `stop` of one answer; 1.3: `listAssistants`).
    */
   speaks(major: number, minor: number): boolean {
     const [m = 0, n = 0] = this.welcome.protocol_version;
@@ -333,6 +334,17 @@ export class Client extends Connection {
 
   async listDrivers(options: CallOptions = {}): Promise<DriverInfo[]> {
     return (await this.call({ type: "list-drivers" }, "driver-list", options)).drivers;
+  }
+
+  /**
+   * The configured assistants, sorted by name, with the driver/model each resolves to and
+   * whether it can answer (`error` says why not, e.g. a broken file). Protocol 1.3: an older
+   * daemon rejects it with `UnknownRequest` (check `speaks(1, 3)` before offering it).
+   * `profile` resolves `use::<role>` models for that profile.
+   */
+  async listAssistants(profile = "", options: CallOptions = {}): Promise<AssistantInfo[]> {
+    const message = { type: "list-assistants" as const, ...(profile ? { profile } : {}) };
+    return (await this.call(message, "assistant-list", options)).assistants ?? [];
   }
 
   ping(options: CallOptions = {}): Promise<Pong> {

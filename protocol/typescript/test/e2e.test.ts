@@ -5,6 +5,8 @@
  * client with `already_answered` for the first, typed errors from the daemon.
  */
 import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import {
@@ -189,6 +191,31 @@ async function exchange(bodies: object[]): Promise<Array<Record<string, unknown>
   await closed;
   return frames;
 }
+
+test("listAssistants: each assistant file with its resolved driver, a broken one with its error", async () => {
+  const folder = join(daemon.home, "config", "assistants");
+  mkdirSync(folder, { recursive: true });
+  writeFileSync(
+    join(folder, "helper.toml"),
+    'description = "Helps"\ndriver = "scripted"\n[options]\ntoken = "SECRET-VALUE"\n',
+  );
+  writeFileSync(join(folder, "zbroken.toml"), 'driver = "scripted"\nmodle = "typo"\n');
+  const client = await daemon.connect();
+  try {
+    assert.equal(client.speaks(1, 3), true);
+    const listed = await client.listAssistants();
+    assert.deepEqual(
+      listed.map((a) => a.name),
+      ["helper", "zbroken"],
+    );
+    assert.deepEqual(listed[0], { name: "helper", description: "Helps", driver: "scripted", available: true });
+    assert.match(listed[1]?.error ?? "", /zbroken\.toml:2: modle: unknown key/);
+    assert.equal(listed[1]?.available, undefined);
+    assert.ok(!JSON.stringify(listed).includes("SECRET"));
+  } finally {
+    client.close();
+  }
+});
 
 test("handshake errors are typed and close the connection", async () => {
   const [mismatch] = await exchange([{ type: "hello", protocol_version: [99, 0] }]);

@@ -1,12 +1,12 @@
 /**
  * "Also answer with": more answerers for the next messages (a send's `also`). Drivers come
- * from the daemon's list (`list-drivers`, available ones); assistants and models are typed
- * (`@assistant`, `driver/model`, `/model`, `driver`: as `hostd send --also`), since the daemon
- * does not list assistants. The
- * choice stays (chips beside Send) until removed, so a comparison can go on for several
- * messages; each chip says who will answer too.
+ * from the daemon's list (`list-drivers`, available ones), assistants from `list-assistants`
+ * (protocol 1.3; one that cannot answer is shown disabled, its error as the tooltip); any
+ * other target is typed (`@assistant`, `driver/model`, `/model`, `driver`: as
+ * `hostd send --also`). The choice stays (chips beside Send) until removed, so a comparison
+ * can go on for several messages; each chip says who will answer too.
  */
-import type { AnswerTarget, DriverInfo } from "hostd-client";
+import type { AnswerTarget, AssistantInfo, DriverInfo } from "hostd-client";
 import { useState } from "preact/hooks";
 
 import type { Session } from "./session";
@@ -46,8 +46,17 @@ export function AlsoPicker({
   const [drivers, setDrivers] = useState<DriverInfo[]>([]);
   const [typed, setTyped] = useState("");
   const keys = new Set(also.map(targetKey));
+  const [assistants, setAssistants] = useState<AssistantInfo[]>([]);
   const toggle = async () => {
-    if (!open) setDrivers((await session.call((c) => c.listDrivers())) ?? []);
+    if (!open) {
+      const [d, a] = await Promise.all([
+        session.call((c) => c.listDrivers()),
+        // A daemon older than 1.3 cannot list them: they are typed as @name there.
+        session.call((c) => (c.speaks(1, 3) ? c.listAssistants() : Promise.resolve([]))),
+      ]);
+      setDrivers(d ?? []);
+      setAssistants(a ?? []);
+    }
     setOpen(!open);
   };
   const add = (t: AnswerTarget | null) => {
@@ -75,6 +84,15 @@ export function AlsoPicker({
               <input type="checkbox" data-testid="also-driver" data-driver={d.name} checked={keys.has(d.name)}
                 onChange={(e) => ((e.target as HTMLInputElement).checked ? add({ driver: d.name }) : remove(d.name))} />
               {d.name}
+            </label>
+          ))}
+          {assistants.map((a) => (
+            <label key={`@${a.name}`}
+              title={a.error || [a.description, `${a.driver}${a.model ? `/${a.model}` : ""}`].filter(Boolean).join(" · ")}>
+              <input type="checkbox" data-testid="also-assistant" data-assistant={a.name} disabled={!a.available}
+                checked={keys.has(`@${a.name}`)}
+                onChange={(e) => ((e.target as HTMLInputElement).checked ? add({ assistant: a.name }) : remove(`@${a.name}`))} />
+              @{a.name}
             </label>
           ))}
           <form onSubmit={(e) => { e.preventDefault(); add(parseTarget(typed)); setTyped(""); }}>
