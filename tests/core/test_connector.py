@@ -121,3 +121,37 @@ def test_topic_driver_without_model_ignores_the_assistants_role() -> None:
     assert resolve_connector(plain, ROLES, topic_driver="other", topic_model="use::coding") == (
         Connector("sys-driver", "sys-coding-model", "system", "coding")
     )
+
+
+def test_describe_assistants_resolves_each_and_lists_errors() -> None:
+    from hostd.core.assistants import AssistantCatalog
+    from hostd.core.connector import describe_assistants
+    from hostd_protocol.client_messages import AssistantInfo, DriverInfo
+
+    catalog = AssistantCatalog(
+        assistants={
+            "coder": coder(),
+            "lost": AssistantConfig(name="lost", model="use::nowhere", driver=""),
+            "plain": AssistantConfig(name="plain", driver="off", options={"key": "secret"}),
+        },
+        errors=[ConfigError("/cfg/a/bad.toml:3: x: unknown key", details={"assistant": "bad"})],
+    )
+    drivers = {
+        "work-driver": DriverInfo(name="work-driver", available=True),
+        "off": DriverInfo(name="off", available=False, reason="no credential"),
+    }
+    listed = describe_assistants(catalog, ROLES, drivers, profile="work")
+    assert [a.name for a in listed] == ["bad", "coder", "lost", "plain"]
+    assert listed[0] == AssistantInfo(name="bad", error="/cfg/a/bad.toml:3: x: unknown key")
+    assert listed[1] == AssistantInfo(
+        name="coder", driver="work-driver", model="work-coding-model", role="coding",
+        available=True,
+    )
+    # `use::nowhere` falls to the profile's default role (tier 3): sys-driver is not installed.
+    assert listed[2].driver == "work-driver" and listed[2].available
+    assert listed[3] == AssistantInfo(
+        name="plain", driver="off", error="driver 'off': no credential"
+    )
+    broken_roles = ConfigError("/cfg/roles.toml:1: invalid TOML")
+    lost = describe_assistants(catalog, broken_roles, drivers)[2]
+    assert lost == AssistantInfo(name="lost", error="/cfg/roles.toml:1: invalid TOML")
