@@ -20,7 +20,9 @@ from hostd_protocol.client_messages import (
     History,
     HistoryResult,
     MessageRow,
+    ReadRow,
     RenameTopic,
+    RowContent,
     Stop,
     TopicInfo,
     TopicResult,
@@ -97,8 +99,31 @@ def all_rows(args: argparse.Namespace, topic_id: str) -> list[MessageRow] | int:
         assert isinstance(page, HistoryResult)
         rows[:0] = page.rows
         if not page.has_more or not page.rows:
-            return rows
+            return whole_rows(args, topic_id, rows)
         before = page.rows[0].position
+
+
+def whole_rows(
+    args: argparse.Namespace, topic_id: str, rows: list[MessageRow]
+) -> list[MessageRow] | int:
+    """`rows` with each row a page delivered cut (`meta["truncated"]`) read whole with
+    `read-row` (`hostd.core.row_pieces`); or the exit code of a failed request."""
+    from hostd.core.row_pieces import PieceReader, omitted_of, whole
+
+    out_rows = list(rows)
+    for i, row in enumerate(rows):
+        if omitted_of(row) is None:
+            continue
+        reader = PieceReader(row.id)
+        while (at := reader.next_piece()) is not None:
+            piece = request(args, ReadRow(id=0, topic_id=topic_id, row_id=row.id,
+                                          part=at[0], offset=at[1]))
+            if isinstance(piece, int):
+                return piece
+            assert isinstance(piece, RowContent)
+            reader.feed(piece)
+        out_rows[i] = whole(row, reader.parts)
+    return out_rows
 
 
 def _when(ts: float) -> str:

@@ -184,13 +184,18 @@ def cmd_history(args: argparse.Namespace) -> int:
     if isinstance(page, int):
         return page
     assert isinstance(page, HistoryResult)
+    from hostd.cli.manage_cmds import whole_rows
+
+    rows = whole_rows(args, args.topic, page.rows)  # a row bigger than one reply: read whole
+    if isinstance(rows, int):
+        return rows
     if args.json:
-        print_json({"rows": page.rows, "has_more": page.has_more})
+        print_json({"rows": rows, "has_more": page.has_more})
         return 0
     o = out()
     if page.has_more:
         o.print(f"(older messages not shown; --limit {args.limit})", style="dim", markup=False)
-    for row in page.rows:
+    for row in rows:
         print_row(row, o, ids=show_all or getattr(args, "ids", False))
     return 0
 

@@ -48,6 +48,7 @@ from hostd.client.sync_wire import (
 from hostd.client.sync_wire import not_running as _not_running
 from hostd.client.topic_ops import TopicOps
 from hostd.client.topic_watch import TopicWatch
+from hostd.client.whole_rows import RowReading
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import (
     AnswerApproval,
@@ -73,10 +74,8 @@ from hostd_protocol.client_messages import (
     Ping,
     Pong,
     PrewarmTopic,
-    ReadRow,
     RenameTopic,
     Reply,
-    RowContent,
     SendMessage,
     SendNow,
     SendResult,
@@ -97,12 +96,8 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.common import (
     PROTOCOL_VERSION,
     AnswerTarget,
-    Chunk,
     HistoryMessage,
     SendIntent,
-    TextDelta,
-    ThinkingDelta,
-    ToolResult,
 )
 from hostd_protocol.errors import (
     ConnectionBroken,
@@ -126,7 +121,7 @@ def _codec(encoding: Encoding) -> Codec[ServerMessage]:
     return codec
 
 
-class Client(TopicOps, ScheduleOps):
+class Client(TopicOps, ScheduleOps, RowReading):
     """One connection to the daemon. Use `open_client()` to get one."""
 
     def __init__(self, stream: trio.abc.Stream, *, encoding: Encoding = "msgpack") -> None:
@@ -287,27 +282,6 @@ class Client(TopicOps, ScheduleOps):
             if not r.has_more or not r.topics:
                 return topics
             after = r.topics[-1].id
-
-    async def read_row(self, topic_id: str, row_id: str) -> list[Chunk]:
-        """A stored row's whole content, read in bounded pieces (for a row a snapshot or
-        history page delivered cut, `meta["truncated"]`). Pieces of one part are joined."""
-        parts: list[Chunk] = []
-        part, offset = 0, 0
-        while True:
-            r = await self._request(
-                ReadRow(id=0, topic_id=topic_id, row_id=row_id, part=part, offset=offset)
-            )
-            assert isinstance(r, RowContent)
-            for i, piece in enumerate(r.parts):
-                if i == 0 and offset and parts:
-                    parts[-1] = _join_pieces(parts[-1], piece)
-                else:
-                    parts.append(piece)
-            if r.done:
-                return parts
-            if (r.next_part, r.next_offset) <= (part, offset):
-                raise ProtocolError(f"read-row of {row_id} made no progress at {part}:{offset}")
-            part, offset = r.next_part, r.next_offset
 
     async def get_topic(self, topic_id: str) -> TopicInfo:
         r = await self._request(GetTopic(id=0, topic_id=topic_id))
@@ -478,16 +452,23 @@ class Client(TopicOps, ScheduleOps):
 
     @asynccontextmanager
     async def attach(
-        self, topic_id: str, *, since: int | None = None, max_rows: int = 500
+        self,
+        topic_id: str,
+        *,
+        since: int | None = None,
+        max_rows: int = 500,
+        whole_rows: bool = True,
     ) -> AsyncIterator[Subscription]:
         """Subscribe to a topic for the duration of the block (one subscription per topic).
 
         With `since`, the host replays what was missed (the first item is then not a
         `Snapshot`; `transcript` stays None unless a resync forces a snapshot).
+        With `whole_rows` (the default), a row a snapshot delivers cut (`meta["truncated"]`,
+        bigger than one reply) is read whole (`read-row`) before the snapshot is yielded.
         """
         if topic_id in self._subs:
             raise HostdError(f"already attached to topic {topic_id} on this connection")
-        sub = Subscription(self, topic_id, max_rows)
+        sub = Subscription(self, topic_id, max_rows, whole_rows=whole_rows)
         # Registered before the request, so events right behind the reply are routed.
         self._subs[topic_id] = sub
         try:
@@ -573,18 +554,6 @@ __all__ = [
     "open_client",
     "start_daemon",
 ]
-
-
-def _join_pieces(head: Chunk, tail: Chunk) -> Chunk:
-    """One part delivered in two `read-row` pieces, whole again."""
-    if isinstance(head, TextDelta) and isinstance(tail, TextDelta):
-        return TextDelta(text=head.text + tail.text)
-    if isinstance(head, ThinkingDelta) and isinstance(tail, ThinkingDelta):
-        return ThinkingDelta(text=head.text + tail.text)
-    if isinstance(head, ToolResult) and isinstance(tail, ToolResult):
-        return ToolResult(call_id=head.call_id, output=head.output + tail.output,
-                          is_error=head.is_error)
-    raise ProtocolError("read-row continued a part with a part of another kind")
 
 
 def _absolute(path: str) -> str:

@@ -4,7 +4,8 @@ every topic event, hiding replay and resync from the caller.
 Rules it guards (the client's; see `hostd.client.async_client`): the transcript is kept
 current before each item is yielded; when the host sends `Resync`, or a seq gap shows up, it
 re-attaches with `since=<last seq>`, and if the host cannot replay that far it takes a fresh
-snapshot, which it yields (a `Snapshot` item) so the caller redraws.
+snapshot, which it yields (a `Snapshot` item) so the caller redraws. A row a snapshot
+delivered cut is made whole first (`hostd.client.whole_rows`) unless `whole_rows=False`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from hostd.client.whole_rows import complete_cut_rows
 from hostd_protocol.client_messages import (
     Attach,
     AttachResult,
@@ -37,8 +39,11 @@ class Subscription:
     yielded; `seq` is the last seq seen.
     """
 
-    def __init__(self, client: Client, topic_id: str, max_rows: int) -> None:
+    def __init__(
+        self, client: Client, topic_id: str, max_rows: int, *, whole_rows: bool = True
+    ) -> None:
         self._client = client
+        self._whole_rows = whole_rows
         self.topic_id = topic_id
         self.max_rows = max_rows
         #: The snapshot taken at attach; `snapshot` is the latest (a resync takes a new one).
@@ -73,6 +78,11 @@ class Subscription:
         if result.mode == "snapshot":
             assert result.snapshot is not None
             self._reset(result.snapshot)
+            if self._whole_rows:
+                # Events arriving meanwhile wait in the channel: they apply after, in order.
+                await complete_cut_rows(
+                    self._client, self.topic_id, result.snapshot, self.transcript
+                )
 
     def __aiter__(self) -> Subscription:
         return self

@@ -142,6 +142,7 @@ class SyncClient(ClosingContext):
     create_topic = blocking(Client.create_topic)
     list_topics = blocking(Client.list_topics)
     read_row = blocking(Client.read_row)
+    all_rows = blocking(Client.all_rows)
     get_topic = blocking(Client.get_topic)
     rename_topic = blocking(Client.rename_topic)
     delete_topic = blocking(Client.delete_topic)

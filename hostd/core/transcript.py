@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import msgspec
 
+from hostd.core.row_pieces import omitted_of, with_head
 from hostd.core.rows import LiveRow, PartsBuilder
 from hostd_protocol.client_messages import (
     ApprovalInfo,
@@ -53,8 +54,9 @@ from hostd_protocol.client_messages import (
     TurnStarted,
     UsageUpdated,
 )
-from hostd_protocol.common import TopicState, Usage
+from hostd_protocol.common import Chunk, TopicState, Usage
 from hostd_protocol.errors import EventGap
+from hostd_protocol.limits import TRUNCATED_META
 
 __all__ = ["LiveRow", "PartsBuilder", "Transcript"]  # row types: hostd.core.rows
 
@@ -164,6 +166,18 @@ class Transcript:
             row.update(**changes)
         if event.parts is not None:
             row.set_parts(event.parts)
+
+    def restore_head(self, row_id: str, head: list[Chunk]) -> bool:
+        """Put `head`, what the cut row `row_id` left out (`row_pieces.omitted_of`), in front
+        of the parts this transcript holds for it, and drop its cut marker. False (nothing
+        changed) when the row is gone or not cut."""
+        row = self._rows.get(row_id)
+        omitted = None if row is None else omitted_of(row.base)
+        if row is None or omitted is None:
+            return False
+        row.set_parts(with_head(head, row.parts.build(), omitted))
+        row.update(meta={k: v for k, v in row.base.meta.items() if k != TRUNCATED_META})
+        return True
 
     # --- reading --------------------------------------------------------------------------
 
