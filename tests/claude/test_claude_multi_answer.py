@@ -10,25 +10,20 @@ the history the scripted driver was sent), never the answers not chosen.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
 from hostd_protocol.client_messages import MessageRow, TopicEvent, TurnEnded
 from hostd_protocol.common import AnswerTarget
 from hostd_scripted.spec import SPEC as SCRIPTED
 from tests.claude.driver_peer import offline_env
 from tests.claude.test_claude_daemon import home, text_of
-from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text
+from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 __all__ = ["home"]  # the fixture
 
@@ -39,21 +34,7 @@ FLAKY = AnswerTarget(assistant="flaky")
 STEADY = AnswerTarget(assistant="steady")
 
 
-def says(word: str) -> Any:
-    def pred(req: RecordedRequest) -> bool:
-        last = (req.last_user_text or "").strip()
-        return not req.last_user_has_tool_result and last.endswith(word)
-
-    return pred
-
-
-RULES = [Rule(says(w), text(f"{w.capitalize()} answer."), times=None) for w in WORDS]
-
-
-def request_for(api: FakeAnthropicAPI, word: str) -> str:
-    reqs = [r for r in api.message_requests if says(word)(r)]
-    assert len(reqs) == 1, [r.last_user_text for r in api.message_requests]
-    return json.dumps(reqs[0].messages)
+RULES = word_rules(WORDS)
 
 
 def lanes(rows: list[MessageRow], turn_id: str) -> list[tuple[int, str, str, bool]]:
@@ -79,15 +60,7 @@ async def test_claude_and_scripted_answer_together(home: Path) -> None:
         env = offline_env(api.base_url)
         with trio.fail_after(120):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=DriverRegistry.from_specs(SPEC, SCRIPTED),
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env, SCRIPTED)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
                         title="two models", driver="claude-code", working_dir=str(home / "work")
@@ -137,7 +110,7 @@ async def test_claude_and_scripted_answer_together(home: Path) -> None:
                     await client.shutdown()
 
     assert turn_ends == [t1, t2, t3]  # exactly one end per turn
-    gamma = request_for(api, "gamma")
+    gamma = conversation_for(api, "gamma")
     assert "alpha" in gamma and "Alpha answer." in gamma
     assert "beta" in gamma and "Steady answer." in gamma
     assert "Beta answer." not in gamma  # Claude's own answer to beta was not chosen

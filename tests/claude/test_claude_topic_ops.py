@@ -7,22 +7,17 @@ its own session from the copied history; after that both topics go on independen
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from hostd.client import Client, Subscription, open_client
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
 from tests.claude.driver_peer import offline_env
 from tests.claude.test_claude_daemon import home, text_of, until_turn_ended
-from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text
+from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 __all__ = ["home"]  # the fixture
 
@@ -31,22 +26,7 @@ pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
 
 
-def says(word: str) -> Any:
-    def pred(req: RecordedRequest) -> bool:
-        last = (req.last_user_text or "").strip()
-        return not req.last_user_has_tool_result and last.endswith(word)
-
-    return pred
-
-
-RULES = [Rule(says(w), text(f"{w.capitalize()} answer."), times=None) for w in WORDS]
-
-
-def request_for(api: FakeAnthropicAPI, word: str) -> str:
-    """The whole conversation the model was sent with `word` (JSON, for substring checks)."""
-    reqs = [r for r in api.message_requests if says(word)(r)]
-    assert len(reqs) == 1, [r.last_user_text for r in api.message_requests]
-    return json.dumps(reqs[0].messages)
+RULES = word_rules(WORDS)
 
 
 async def ask(client: Client, sub: Subscription, topic_id: str, word: str) -> None:
@@ -61,15 +41,7 @@ async def test_rewind_and_fork_with_claude_code(home: Path) -> None:
         env = offline_env(api.base_url)
         with trio.fail_after(120):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=DriverRegistry.from_specs(SPEC),
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
                         title="claude", driver="claude-code", working_dir=str(home / "work")
@@ -78,7 +50,7 @@ async def test_rewind_and_fork_with_claude_code(home: Path) -> None:
                         await ask(client, sub, topic.id, "alpha")
                         await ask(client, sub, topic.id, "beta")
                         # The second turn resumed the vendor session: it holds alpha.
-                        assert "Alpha answer." in request_for(api, "beta")
+                        assert "Alpha answer." in conversation_for(api, "beta")
                         rows = (await client.history(topic.id)).rows
                         first_answer = rows[1].id
                         assert text_of(rows[1]) == "Alpha answer."
@@ -98,17 +70,17 @@ async def test_rewind_and_fork_with_claude_code(home: Path) -> None:
                     await client.shutdown()
 
     # After the rewind: a fresh session, fed what is left (alpha), never the rewound beta.
-    gamma = request_for(api, "gamma")
+    gamma = conversation_for(api, "gamma")
     assert "alpha" in gamma and "Alpha answer." in gamma
     assert "beta" not in gamma and "Beta answer." not in gamma
     # The fork: its own session, fed its copied history, nothing of the original after it.
-    delta = request_for(api, "delta")
+    delta = conversation_for(api, "delta")
     assert "Alpha answer." in delta
     assert "beta" not in delta and "gamma" not in delta
     # Both go on independently: each resumed session holds its own turns only.
-    epsilon = request_for(api, "epsilon")
+    epsilon = conversation_for(api, "epsilon")
     assert "Gamma answer." in epsilon and "delta" not in epsilon and "beta" not in epsilon
-    zeta = request_for(api, "zeta")
+    zeta = conversation_for(api, "zeta")
     assert "Delta answer." in zeta and "gamma" not in zeta and "epsilon" not in zeta
     assert original == [
         "alpha", "Alpha answer.", "gamma", "Gamma answer.", "epsilon", "Epsilon answer."

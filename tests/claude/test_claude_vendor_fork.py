@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -26,7 +25,8 @@ from hostd.shell.paths import Paths
 from hostd_claude_code.spec import SPEC
 from tests.claude.driver_peer import offline_env
 from tests.claude.test_claude_daemon import home, text_of, until_turn_ended
-from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text
+from tests.claude.word_turns import request_for, start_daemon, word_rules
+from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest
 
 __all__ = ["home"]  # the fixture
 
@@ -36,21 +36,7 @@ SUPPORT = probe()
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "kappa", "omega"]
 
 
-def says(word: str) -> Any:
-    def pred(req: RecordedRequest) -> bool:
-        last = (req.last_user_text or "").strip()
-        return not req.last_user_has_tool_result and last.endswith(word)
-
-    return pred
-
-
-RULES = [Rule(says(w), text(f"{w.capitalize()} answer."), times=None) for w in WORDS]
-
-
-def request_for(api: FakeAnthropicAPI, word: str) -> RecordedRequest:
-    reqs = [r for r in api.message_requests if says(word)(r)]
-    assert len(reqs) == 1, [r.last_user_text for r in api.message_requests]
-    return reqs[0]
+RULES = word_rules(WORDS)
 
 
 def assistant_texts(req: RecordedRequest) -> list[str]:
@@ -95,15 +81,7 @@ async def test_fork_and_rewind_use_the_clis_own_session_copy(home: Path) -> None
         env = offline_env(api.base_url)
         with trio.fail_after(180):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=DriverRegistry.from_specs(SPEC),
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env)
                 async with open_client(paths) as client:
                     # Own working dirs: the CLI's transcripts sit under different project
                     # folders, and each topic has its own config dir (its state dir).
