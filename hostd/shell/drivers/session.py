@@ -14,6 +14,8 @@ Rules this module guards:
 - Events are delivered as one batch (list) per pipe read, in order, through `events` or,
   once the owner set `take_batch`, to it synchronously; `events` always ends with the one
   `SessionEnded`. `Ready` and `Warmed` are consumed here (about the process, not the topic).
+  The reads of a driver streaming flat out are paced, so a batch holds what the driver
+  wrote in about `read_pace` whatever the scheduling (`pipe_reader`).
 - A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
   stderr tail. A schema error (unknown event from a newer driver) skips that one event.
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
@@ -30,7 +32,6 @@ The end of a session (settle, reap, the error it ends with, `SessionEnded`) is
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from hostd.core.payload_bounds import bound_driver_events
 from hostd.core.redaction import Redactor
 from hostd.shell import trace
 from hostd.shell.drivers.environment import MINIMAL_ENV, driver_env
+from hostd.shell.drivers.pipe_reader import READ_PACE, PipeReader
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.session_end import (
     EXIT_AFTER_EOF,
@@ -121,6 +123,7 @@ class DriverSession(SessionEnd):
         event_buffer: int = 1024,
         redact: Iterable[str] = (),
         reaper: GroupReaper | None = None,
+        read_pace: float = READ_PACE,
     ) -> None:
         self.driver = driver
         self.topic_id = topic_id
@@ -149,6 +152,8 @@ class DriverSession(SessionEnd):
         #: trio.current_time() at spawn and at `Ready` (for statistics and benchmarks).
         self.spawned_at = 0.0
         self.ready_at = 0.0
+        #: Minimum spacing of stdout reads while the driver streams flat out (`pipe_reader`).
+        self.read_pace = read_pace
 
         self._argv = list(argv)
         self._init = init
@@ -454,33 +459,16 @@ class DriverSession(SessionEnd):
         pending: list[DriverEvent | InvalidMessage] = list(self._early)
         self._early = []
         assert isinstance(proc.stdout, trio.lowlevel.FdStream)  # POSIX pipes
-        fd = proc.stdout.fileno()
-        waited = True
+        # Not `receive_some`: its leading checkpoint would cost every read that waited one
+        # more scheduler pass (at 100 streaming topics, a turn of hundreds of tasks); and the
+        # reads of a driver streaming flat out are paced so their size does not depend on
+        # timing (see `pipe_reader`).
+        pipe = PipeReader(proc.stdout.fileno(), size=READ_SIZE, pace=self.read_pace)
         while True:
             if pending:
                 await self._dispatch(pending)
                 pending = []
-            # The pipe read without `receive_some`'s leading checkpoint: a read that had to
-            # wait was woken by the loop already, so yielding again would only cost this
-            # event one more scheduler pass (at 100 streaming topics each pass is one more
-            # turn of hundreds of tasks). A read that did not wait yields once, so a driver
-            # that writes faster than we read cannot hold the loop.
-            try:
-                data = os.read(fd, READ_SIZE)
-            except BlockingIOError:
-                try:
-                    await trio.lowlevel.wait_readable(fd)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-                else:
-                    waited = True
-                    continue
-            except OSError:  # EBADF: closed under us; EIO and the like: the pipe is gone
-                data = b""
-            else:
-                if not waited:
-                    await trio.lowlevel.checkpoint()
-                waited = False
+            data = await pipe.receive()
             if not data:
                 self._stdout_eof.set()
                 try:
