@@ -11,19 +11,22 @@ Rules this module guards:
   closed run puts a *new* list in its place. So a snapshot is O(1) (the lists and their
   lengths) and stays exactly what it was while the row goes on growing: the store gets one
   per streamed chunk, keeps the newest per row, and builds it once per flush.
+- Because of the rule above, a later snapshot of the same builder *extends* an earlier one:
+  `RowSnapshot.delta_since` gives the chunks that turn the earlier content into the later one
+  in O(new content), which is what the store appends at a flush instead of the whole row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import msgspec
 
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import Chunk, TextDelta, ThinkingDelta
 
-__all__ = ["LiveRow", "PartsBuilder", "RowSnapshot"]
+__all__ = ["LiveRow", "PartsBuilder", "RowDelta", "RowSnapshot"]
 
 _TextChunk: TypeAlias = TextDelta | ThinkingDelta
 
@@ -164,3 +167,64 @@ class RowSnapshot(msgspec.Struct, frozen=True):
         if self.kind is not None:
             parts.append(self.kind(text="".join(self.run[: self.n_run])))
         return msgspec.structs.replace(self.base, parts=parts)
+
+    def run_chars(self) -> int:
+        """Characters in the open text run of this snapshot (O(chunks in the run))."""
+        return sum(map(len, self.run[: self.n_run])) if self.kind is not None else 0
+
+    def delta_since(self, prev: RowSnapshot, prev_run_chars: int) -> RowDelta | None:
+        """The chunks that turn `prev`'s content into this snapshot's, in O(new content), or
+        None when this snapshot does not extend `prev` (another builder: the parts were
+        replaced, or `prev` is not older). `prev_run_chars` is `prev.run_chars()`, carried by
+        the caller so it is not recounted.
+
+        `PartsBuilder(prev_parts + chunks).build()` equals this snapshot's parts: the chunks are
+        the rest of `prev`'s open run (merged into it by the builder), then the closed parts
+        that came after, then this snapshot's open run.
+        """
+        if self.done is not prev.done or self.n_done < prev.n_done:
+            return None
+        chunks: list[Chunk] = []
+        n0 = prev.n_done
+        if self.n_done == n0:
+            if prev.kind is not None:
+                if self.kind is not prev.kind:
+                    return None  # a run is only ever left by closing it (n_done grows)
+                if self.run is prev.run:
+                    if self.n_run < prev.n_run:
+                        return None
+                    rest = "".join(self.run[prev.n_run : self.n_run])
+                else:
+                    # The builder joined its run (`build`): the new list starts with the old
+                    # text; only the characters after what `prev` held are new.
+                    head = self.run[0] if self.n_run else ""
+                    if len(head) < prev_run_chars:
+                        return None
+                    rest = head[prev_run_chars:] + "".join(self.run[1 : self.n_run])
+                if rest:
+                    chunks.append(self.kind(text=rest))
+                return RowDelta(chunks, prev_run_chars + len(rest))
+        else:
+            if prev.kind is not None:
+                # `prev`'s open run was closed: it is the first new closed part.
+                closed = self.done[n0]
+                if not isinstance(closed, prev.kind) or len(closed.text) < prev_run_chars:
+                    return None
+                if len(closed.text) > prev_run_chars:
+                    chunks.append(prev.kind(text=closed.text[prev_run_chars:]))
+                n0 += 1
+            chunks.extend(self.done[n0 : self.n_done])
+        run_chars = 0
+        if self.kind is not None:
+            text = "".join(self.run[: self.n_run])
+            chunks.append(self.kind(text=text))
+            run_chars = len(text)
+        return RowDelta(chunks, run_chars)
+
+
+class RowDelta(NamedTuple):
+    """What `RowSnapshot.delta_since` returns: the chunks to append, and the characters of
+    the newer snapshot's open run (the next call's `prev_run_chars`)."""
+
+    chunks: list[Chunk]
+    run_chars: int

@@ -31,7 +31,6 @@ from hostd.shell.store.ops import (
     Op,
     PutApproval,
     PutResumeToken,
-    PutRow,
     PutSchedule,
     PutSeq,
     PutSteps,
@@ -43,6 +42,7 @@ from hostd.shell.store.ops import (
     TopicRecord,
     TurnRecord,
 )
+from hostd.shell.store.row_content import Cursor, compact_all, merge_pieces, plan_rows
 from hostd.shell.store.rows import (
     ROW_COLUMNS,
     ROW_PLACEHOLDERS,
@@ -52,7 +52,6 @@ from hostd.shell.store.rows import (
     dict_decoder,
     json_encoder,
     row_from,
-    row_values,
     schedule_from,
     schedule_values,
     topic_from,
@@ -93,6 +92,8 @@ class Store:
         #: Which file we opened (device, inode): a deleted or replaced file is noticed at the
         #: next write instead of writing on into an unlinked inode (`check_file`).
         self._identity = _file_identity(self.path)
+        #: What this connection committed of each streaming row (`row_content`): the writer's.
+        self._cursors: dict[str, Cursor] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -144,7 +145,7 @@ class Store:
             "ORDER BY position, created_at",
             (topic_id,),
         )
-        return [row_from(v) for v in cur]
+        return merge_pieces(self._db, [row_from(v) for v in cur])
 
     def load_approvals(self, topic_id: str, *, open_only: bool = True) -> list[ApprovalInfo]:
         sql = (
@@ -194,8 +195,10 @@ class Store:
         to its reply exactly (`payload_bounds.fit_rows`).
         """
         bound = before_position if before_position is not None else 2**62
+        # The last column: the size of the row's streamed pieces (`row_content`).
         cur = self._db.execute(
-            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND position < ? "
+            f"SELECT {ROW_COLUMNS}, (SELECT total(length(chunks)) FROM row_parts "
+            "WHERE row_id = rows.id) FROM rows WHERE topic_id = ? AND position < ? "
             "AND superseded <= ? ORDER BY position DESC LIMIT ?",
             (topic_id, bound, int(include_superseded), limit + 1),
         )
@@ -206,10 +209,10 @@ class Store:
             if len(rows) >= limit or (rows and size >= max_bytes):
                 has_more = True
                 break
-            size += sum(len(v) for v in values if isinstance(v, str | bytes))
-            rows.append(row_from(values))
+            size += int(values[-1]) + sum(len(v) for v in values if isinstance(v, str | bytes))
+            rows.append(row_from(values[:-1]))
         rows.reverse()
-        return rows, has_more
+        return merge_pieces(self._db, rows), has_more
 
     def load_schedules(self) -> list[ScheduleInfo]:
         cur = self._db.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY created_at, id")
@@ -220,7 +223,12 @@ class Store:
             f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND id = ?", (topic_id, row_id)
         )
         for values in cur:
-            return row_from(values)
+            return merge_pieces(self._db, [row_from(values)])[0]
+        return None
+
+    def _load_row_by_id(self, row_id: str) -> MessageRow | None:
+        for values in self._db.execute(f"SELECT {ROW_COLUMNS} FROM rows WHERE id = ?", (row_id,)):
+            return merge_pieces(self._db, [row_from(values)])[0]
         return None
 
     def load_usage(self) -> list[tuple[str, str, Usage]]:
@@ -263,6 +271,8 @@ class Store:
                 (RESTART_REASON, at),
             )
             turns = db.changes()
+            # Streamed pieces of rows the killed daemon never wrote whole: fold them in.
+            compact_all(db, self._load_row_by_id)
         report = ReconcileReport(rows_failed, approvals, turns)
         if rows_failed or approvals or turns:
             log.warning(
@@ -286,13 +296,15 @@ class Store:
                 details={"path": str(self.path)},
             ) from DatabaseFileLost(str(self.path))
 
-    def apply(self, ops: Sequence[Op]) -> None:
-        """Write one batch in one transaction. Raises `StoreError`, having written nothing."""
+    def apply(self, ops: Sequence[Op]) -> int:
+        """Write one batch in one transaction; returns the bytes of row content it encoded.
+        Raises `StoreError`, having written nothing."""
         self.check_file()
         groups: dict[type, list[Any]] = {}
         for op in ops:
             groups.setdefault(type(op), []).append(op)
         db = self._db
+        rows = plan_rows(ops, self._cursors)
         try:
             with db:
                 # Order by dependency: parents first, deletions last (foreign keys are checked
@@ -328,20 +340,9 @@ class Store:
                         "UPDATE topics SET last_seq = max(last_seq, ?) WHERE id = ?",
                         [(op.seq, op.topic_id) for op in ss],
                     )
-                if rs := groups.get(PutRow):
-                    db.executemany(
-                        f"INSERT INTO rows ({ROW_COLUMNS}) VALUES "
-                        f"({ROW_PLACEHOLDERS}) ON CONFLICT(id) DO UPDATE SET "
-                        "role = excluded.role, status = excluded.status, "
-                        "position = excluded.position, turn_id = excluded.turn_id, "
-                        "parts = excluded.parts, error = excluded.error, "
-                        "error_code = excluded.error_code, anchor = excluded.anchor, "
-                        "empty = excluded.empty, updated_at = excluded.updated_at, "
-                        "meta = excluded.meta, superseded = excluded.superseded, "
-                        "lane = excluded.lane, alternative = excluded.alternative, "
-                        "target = excluded.target, usage = excluded.usage",
-                        [row_values(op.row) for op in rs],
-                    )
+                # Rows: whole (a `PutRow`, a row's first or replaced content) or a piece of
+                # what was streamed since the last commit (`row_content`).
+                rows.execute(db, ROW_COLUMNS, ROW_PLACEHOLDERS)
                 if aps := groups.get(PutApproval):
                     db.executemany(
                         "INSERT INTO approvals (id, topic_id, turn_id, tool, input, description, "
@@ -436,6 +437,8 @@ class Store:
                     )
         except apsw.Error as exc:
             raise StoreError(f"database write failed: {type(exc).__name__}: {exc}") from exc
+        rows.commit(self._cursors)
+        return rows.content_bytes
 
 
 class AsyncStore:

@@ -185,4 +185,14 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     ALTER TABLE rows ADD COLUMN target TEXT;
     ALTER TABLE rows ADD COLUMN usage TEXT;
     """,
+    # 8: streamed text is appended as pieces (JSON lists of chunks) after the row's whole
+    # parts, so a flush writes what is new, not the whole answer again (`row_content`).
+    """
+    CREATE TABLE row_parts (
+        id INTEGER PRIMARY KEY,
+        row_id TEXT NOT NULL REFERENCES rows(id) ON DELETE CASCADE,
+        chunks TEXT NOT NULL
+    );
+    CREATE INDEX row_parts_by_row ON row_parts(row_id, id);
+    """,
 )

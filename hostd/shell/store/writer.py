@@ -65,12 +65,8 @@ class StoreWriterStatistics:
     ops_written: int
     failed_batches: int
     last_batch_seconds: float
-
-
-def _materialize(op: Op) -> Op:
-    if isinstance(op, TouchRow):
-        return PutRow(op.row.freeze())
-    return op
+    #: Bytes of row content the last batch encoded (whole rows and streamed pieces).
+    last_batch_bytes: int = 0
 
 
 _APPLY_ORDER: tuple[type, ...] = (
@@ -122,6 +118,7 @@ class StoreWriter:
         self._batches = 0
         self._ops_written = 0
         self._last_batch_seconds = 0.0
+        self._last_batch_bytes = 0
         #: trio time of the oldest op waiting (inf: none), where the flush interval starts.
         self._first_put_at = math.inf
         self.on_health: Callable[[StoreError | None], None] | None = None
@@ -174,6 +171,7 @@ class StoreWriter:
             ops_written=self._ops_written,
             failed_batches=len(self._failures),
             last_batch_seconds=self._last_batch_seconds,
+            last_batch_bytes=self._last_batch_bytes,
         )
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -195,7 +193,9 @@ class StoreWriter:
             await self._write_batch()
 
     async def _write_batch(self) -> None:
-        batch = [_materialize(op) for op in self._pending.values()]
+        # Touched rows go as they are: the worker thread appends what they streamed since the
+        # last commit (`row_content`), so nothing of a row's size is done on the event loop.
+        batch = list(self._pending.values())
         first, last = self._committed_gen + 1, self._queued_gen
         self._pending = {}
         self._first_put_at = math.inf
@@ -208,7 +208,9 @@ class StoreWriter:
             try:
                 # Not abandoned on cancel: a batch that started is always finished, so a
                 # shutdown never leaves half a transaction behind.
-                await trio.to_thread.run_sync(self._store.apply, batch, limiter=self._limiter)
+                self._last_batch_bytes = await trio.to_thread.run_sync(
+                    self._store.apply, batch, limiter=self._limiter
+                )
                 if trace.ENABLED:
                     trace.commit(trace_start)
             except StoreError as exc:

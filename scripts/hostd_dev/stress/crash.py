@@ -79,6 +79,8 @@ class CrashReport:
     rows_reconciled: int = 0
     queued_at_kill: int = 0
     partial_rows_checked: int = 0
+    #: Rows found at a kill with streamed pieces not yet folded into their whole parts.
+    rows_with_pieces: int = 0
     rows_with_lost_text: int = 0
     max_lost_chars: int = 0
     #: The largest (kill time - arrival of the first lost chunk), seconds.
@@ -96,7 +98,8 @@ class CrashReport:
             f"{self.seconds:.1f}s): {self.sends_acked}/{self.sends_attempted} sends acked "
             f"{dict(sorted(self.acked_by_disposition.items()))}, {self.stops} stops, "
             f"{self.approvals_answered} approvals answered, {self.chunks_seen} chunks seen, "
-            f"{self.rows_reconciled} pending rows reconciled, {self.queued_at_kill} queued "
+            f"{self.rows_reconciled} pending rows reconciled ({self.rows_with_pieces} with "
+            f"streamed pieces), {self.queued_at_kill} queued "
             f"rows across kills, {self.rows_with_lost_text}/{self.partial_rows_checked} rows "
             f"lost text (max {self.max_lost_chars} chars, max window "
             f"{self.max_loss_window * 1000:.0f} ms), {self.orphan_drivers_left} orphan drivers, "
@@ -508,6 +511,7 @@ def _check_after_kill(
     rows = read_rows(daemon.paths.db_path)
     _check_acked(state, rows, report, when)
     by_id = {r.id: r for trows in rows.values() for r in trows}
+    report.rows_with_pieces += sum(1 for r in by_id.values() if r.pieces)
     bound = flush_interval + FLUSH_SLACK
     for topic in state:
         for row_id, seen in topic.seen.items():

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from hostd_protocol.common import Chunk, TextDelta
+from hostd_protocol.common import Chunk, TextDelta, ThinkingDelta
 
 __all__ = ["StoredRow", "db_bytes_contain", "integrity_check", "read_rows", "row_text"]
 
@@ -33,6 +33,8 @@ class StoredRow:
     parts: list[Chunk]
     error: str
     error_code: str
+    #: Streamed pieces stored after the row's whole parts (schema 8), merged into `parts`.
+    pieces: int = 0
 
     @property
     def text(self) -> str:
@@ -60,21 +62,44 @@ def integrity_check(path: Path) -> str:
 
 
 def read_rows(path: Path, *, readonly: bool = False) -> dict[str, list[StoredRow]]:
-    """Every row, by topic, ordered by position."""
+    """Every row, by topic, ordered by position; streamed pieces merged into its parts."""
     db = _connect(path, readonly)
     try:
+        pieces: dict[str, list[str]] = {}
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'row_parts'").fetchone():
+            for rid, chunks in db.execute("SELECT row_id, chunks FROM row_parts ORDER BY id"):
+                pieces.setdefault(rid, []).append(chunks)
         out: dict[str, list[StoredRow]] = {}
         cur = db.execute(
             "SELECT id, topic_id, role, status, position, turn_id, parts, error, error_code "
             "FROM rows ORDER BY topic_id, position, created_at"
         )
         for rid, tid, role, status, pos, turn, parts, err, code in cur:
+            decoded = (_old_parts if isinstance(parts, bytes) else _parts).decode(parts)
+            mine = pieces.get(rid, [])
+            for text in mine:
+                decoded = _merged(decoded, _parts.decode(text))
             out.setdefault(tid, []).append(
-                StoredRow(rid, tid, role, status, pos, turn, (_old_parts if isinstance(parts, bytes) else _parts).decode(parts), err, code)
+                StoredRow(rid, tid, role, status, pos, turn, decoded, err, code, len(mine))
             )
         return out
     finally:
         db.close()
+
+
+def _merged(parts: list[Any], more: list[Any]) -> list[Any]:
+    """`parts` then `more`, a text (or thinking) part extending one of its kind right before
+    it, as hostd's rows grow (written here again: the checks do not trust hostd's code)."""
+    out = list(parts)
+    for chunk in more:
+        if isinstance(chunk, TextDelta | ThinkingDelta):
+            if not chunk.text:
+                continue
+            if out and type(out[-1]) is type(chunk):
+                out[-1] = type(chunk)(text=out[-1].text + chunk.text)
+                continue
+        out.append(chunk)
+    return out
 
 
 def db_bytes_contain(path: Path, needle: bytes) -> list[str]:
