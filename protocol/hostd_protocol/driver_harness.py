@@ -3,7 +3,9 @@
 A driver subclasses `DriverBase` and calls `run_driver(MyDriver())` from its `__main__`. The
 harness owns everything else:
 
-- the frame loop (stdin commands in, stdout events out, one writer that batches frames);
+- the frame loop (stdin commands in; stdout events out through `driver_output.FrameOutput`:
+  in emit order, everything emitted in one scheduler pass in one write, backpressure when
+  the host reads slowly);
 - the handshake (`Init` -> `Ready` or `DriverFatal`);
 - one turn at a time, each ending with exactly one `TurnEnd` whatever the driver code does
   (returns, raises, is interrupted);
@@ -55,6 +57,7 @@ from hostd_protocol.driver_messages import (
     TurnEnd,
     Warmed,
 )
+from hostd_protocol.driver_output import FrameOutput
 from hostd_protocol.errors import (
     DriverError,
     DriverTurnError,
@@ -65,11 +68,6 @@ from hostd_protocol.errors import (
     VersionMismatch,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, MessageReader
-
-#: Events buffered between the driver code and the stdout writer. When the host reads slowly
-#: the driver's `emit` waits: backpressure instead of unbounded memory.
-EMIT_BUFFER = 1024
-
 
 #: Raise from `DriverBase.run_turn` to end the turn as `error` with this message.
 TurnFailed = DriverTurnError
@@ -218,11 +216,13 @@ class DriverBase:
 
 
 class _Harness:
-    def __init__(self, driver: DriverBase, max_frame_size: int) -> None:
+    def __init__(
+        self, driver: DriverBase, stdout: trio.abc.SendStream, max_frame_size: int
+    ) -> None:
+        # Built inside the trio run (`serve_driver`), which `FrameOutput` hooks into.
         self.driver = driver
         self.in_codec: Codec[HostCommand] = Codec(HostCommand, "msgpack", max_frame_size)
-        self.out_codec: Codec[DriverEvent] = Codec(DriverEvent, "msgpack", max_frame_size)
-        self._send_events, self._recv_events = trio.open_memory_channel[DriverEvent](EMIT_BUFFER)
+        self.output = FrameOutput(stdout, Codec(DriverEvent, "msgpack", max_frame_size))
         self.capabilities = Capabilities()
         self.turn: TurnContext | None = None
         self.turn_done = trio.Event()
@@ -230,42 +230,27 @@ class _Harness:
         self.exit_code = 0
 
     async def emit(self, event: DriverEvent) -> None:
-        await self._send_events.send(event)
+        """Queue `event` for the host (see `FrameOutput.send`: returns at once unless the
+        host is behind; raises `FrameTooLarge` for an event over the frame limit)."""
+        await self.output.send(event)
 
-    async def writer(self, out: trio.abc.SendStream) -> None:
-        """The one task that writes stdout: batches every queued event into one write."""
-        async with self._recv_events:
-            async for event in self._recv_events:
-                batch = [self.out_codec.encode_frame(event)]
-                while True:
-                    try:
-                        batch.append(
-                            self.out_codec.encode_frame(self._recv_events.receive_nowait())
-                        )
-                    except trio.WouldBlock:
-                        break
+    async def run(self, stdin: trio.abc.ReceiveStream) -> int:
+        output = self.output
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(output.serve)
                 try:
-                    await out.send_all(b"".join(batch))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    # The host is gone; the reader sees EOF and ends the process. Keep
-                    # draining meanwhile: an emit into a closed channel would fail the turn
-                    # and its final TurnEnd, and the exit would wait for that turn.
-                    async for _ in self._recv_events:
-                        pass
-                    return
-
-    async def run(self, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> int:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.writer, stdout)
-            try:
-                await self.read_loop(stdin, nursery)
-            finally:
-                with trio.CancelScope(shield=True):
-                    with trio.move_on_after(5):
-                        await self.driver.close()
-                    with trio.move_on_after(5):
-                        await self.turn_done.wait()
-                    await self._send_events.aclose()
+                    await self.read_loop(stdin, nursery)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        with trio.move_on_after(5):
+                            await self.driver.close()
+                        with trio.move_on_after(5):
+                            await self.turn_done.wait()
+                        # What is still queued goes out (a host that is gone discards it).
+                        await output.aclose()
+        finally:
+            output.detach()
         return self.exit_code
 
     async def read_loop(self, stdin: trio.abc.ReceiveStream, nursery: trio.Nursery) -> None:
@@ -432,7 +417,7 @@ async def serve_driver(
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
 ) -> int:
     """Run the frame loop on the given streams until `Close` or EOF; return the exit code."""
-    return await _Harness(driver, max_frame_size).run(stdin, stdout)
+    return await _Harness(driver, stdout, max_frame_size).run(stdin)
 
 
 def run_driver(driver: DriverBase, argv: Sequence[str] | None = None) -> None:

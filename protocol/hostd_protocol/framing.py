@@ -170,6 +170,27 @@ class Codec(Generic[T]):
         HEADER.pack_into(buf, 0, size)
         return bytes(buf)
 
+    def encode_frame_into(self, msg: Any, buf: bytearray) -> int:
+        """Append one whole frame to `buf` (encoded in place: no intermediate bytes object);
+        return its size. Raises `FrameTooLarge` with `buf` left as it was."""
+        start = len(buf)
+        body_start = start + HEADER_SIZE
+        try:
+            self._encoder.encode_into(msg, buf, body_start)
+        except BaseException:
+            del buf[start:]
+            raise
+        size = len(buf) - body_start
+        if size > self.max_frame_size:
+            del buf[start:]
+            raise FrameTooLarge(
+                f"message of {size} bytes exceeds the maximum frame size of "
+                f"{self.max_frame_size} bytes",
+                details={"size": size, "max": self.max_frame_size},
+            )
+        HEADER.pack_into(buf, start, size)
+        return HEADER_SIZE + size
+
     def encode_frames(self, msgs: Iterable[Any]) -> bytes:
         """Several messages as consecutive frames in one buffer (one write for all)."""
         return b"".join(self.encode_frame(m) for m in msgs)

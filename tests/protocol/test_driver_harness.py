@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -292,3 +293,58 @@ async def test_eof_from_host_ends_the_driver() -> None:
         await peer.recv()
     assert codes == [0]
     assert driver.closed
+
+
+class FloodDriver(DriverBase):
+    """Emits `n` chunks as fast as the harness takes them (never yields by itself)."""
+
+    name = "flood"
+    version = "1"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.emitted = 0
+
+    async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
+        for i in range(self.n):
+            await turn.chunk(TextDelta(text=f"{i}:" + "w" * 500))
+            self.emitted += 1
+        return None
+
+
+async def test_a_host_that_stops_reading_makes_the_driver_wait_and_loses_nothing() -> None:
+    """Over a real pipe (the driver's stdout as `run_driver` has it)."""
+    to_driver, driver_stdin = trio.testing.memory_stream_one_way_pair()
+    rfd, wfd = os.pipe()
+    os.set_blocking(rfd, False)
+    driver = FloodDriver(2000)  # about 1 MB of frames: far more than the pipe holds
+    reader: MessageReader[DriverEvent] = MessageReader(Codec(DriverEvent))
+    got: list[Any] = []
+
+    async def read_until(kind: type[Any]) -> None:
+        while not (got and isinstance(got[-1], kind)):
+            await trio.lowlevel.wait_readable(rfd)
+            while True:
+                try:
+                    data = os.read(rfd, 65536)
+                except BlockingIOError:
+                    break
+                got.extend(reader.feed(data))
+
+    peer = Peer(to_driver, trio.testing.memory_stream_one_way_pair()[1])
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(serve_driver, driver, driver_stdin, trio.lowlevel.FdStream(wfd))
+                await peer.send(INIT)
+                await read_until(Ready)
+                await peer.send(Send(turn_id="t1", text="go"))
+                await trio.testing.wait_all_tasks_blocked()
+                assert 0 < driver.emitted < driver.n  # waiting for the host to read
+                await read_until(TurnEnd)
+                await peer.send(Close())
+    finally:
+        os.close(rfd)
+    chunks = [ev.chunk.text for ev in got[1:-1]]
+    assert chunks == [f"{i}:" + "w" * 500 for i in range(driver.n)]
+    assert got[-1] == TurnEnd(turn_id="t1", status="success")

@@ -59,6 +59,29 @@ def test_encoder_refuses_oversized() -> None:
         codec.encode_frame(RenameTopic(id=1, topic_id="t", title="x" * 100))
 
 
+@pytest.mark.parametrize("encoding", ["msgpack", "json"])
+def test_encode_frame_into_appends_the_same_frame(encoding: str) -> None:
+    codec: Codec[object] = Codec(ClientMessage, encoding, max_frame_size=200)  # type: ignore[arg-type]
+    msgs = [ListTopics(id=1), RenameTopic(id=2, topic_id="t", title="é" * 10), Ping(id=3)]
+    buf = bytearray(b"already here")
+    sizes = [codec.encode_frame_into(m, buf) for m in msgs]
+    expected = b"".join(codec.encode_frame(m) for m in msgs)
+    assert bytes(buf) == b"already here" + expected
+    assert sizes == [len(codec.encode_frame(m)) for m in msgs]
+
+
+def test_encode_frame_into_leaves_the_buffer_as_it_was_on_error() -> None:
+    codec: Codec[object] = Codec(ClientMessage, "msgpack", max_frame_size=32)
+    buf = bytearray(codec.encode_frame(ListTopics(id=1)))
+    before = bytes(buf)
+    with pytest.raises(FrameTooLarge, match=r"^message of \d+ bytes exceeds the maximum"):
+        codec.encode_frame_into(RenameTopic(id=1, topic_id="t", title="x" * 100), buf)
+    assert bytes(buf) == before
+    with pytest.raises(TypeError):
+        codec.encode_frame_into(object(), buf)
+    assert bytes(buf) == before
+
+
 def test_truncated_stream() -> None:
     dec = FrameDecoder()
     dec.feed(encode_frame(b"abcdef")[:-2])
@@ -117,7 +140,6 @@ def test_detect_encoding() -> None:
 @pytest.mark.parametrize("id_first", [True, False])
 def test_too_deep_to_decode_is_an_invalid_message_naming_its_id(id_first: bool) -> None:
     """Nesting beyond the decoder's stack is one refused message (with its id), not a crash."""
-
 
     deep = b"\x81\xa1a" * 5000 + b"\x80"
     fields = [b"\xa4type\xaccreate-topic", b"\xa2id\xcd\x01\x00", b"\xa7options" + deep]
