@@ -143,12 +143,13 @@ class LiveRow:
         return self.parts.snapshot(self.base)
 
 
-class RowSnapshot(msgspec.Struct, frozen=True):
+class RowSnapshot(msgspec.Struct, frozen=True, gc=False):
     """A `LiveRow` as it was when `LiveRow.snapshot()` was called: its fields (`base`, an
     immutable `MessageRow` without parts) and the first `n_done` / `n_run` items of its
     builder's append-only lists. It shares those lists with the live row, never changes them,
     and holds no reference to the row or its runtime. (A Struct, not a dataclass: one is made
-    per streamed chunk, and a Struct is made several times faster.)"""
+    per streamed chunk, and a Struct is made several times faster; untracked by the cyclic GC,
+    `gc=False`: it refers to lists that never refer back to it, so it is never in a cycle.)"""
 
     base: MessageRow
     done: list[Chunk]

@@ -170,36 +170,43 @@ def _write_bytes(pid: int) -> int:
 
 
 def run(ctx: Context) -> Result:
-    n_topics, duration = (3, 0.5) if ctx.quick else (FULL_TOPICS, 5.0)
+    """`--scales 50x1,100x1,...`: other topic counts (the windows figure is ignored: one window
+    per topic); their rows are named by the count."""
+    duration = 0.5 if ctx.quick else 5.0
+    counts = [t for t, _ in ctx.scales] or [3 if ctx.quick else FULL_TOPICS]
     n_chunks = int(RATE * duration)
     res = Result("store", GOAL)
     res.notes.append(
-        f"{n_topics} topics (scaled down from 1,000: a scripted driver is a ~27 MiB process, "
-        f"1,000 of them do not fit this machine), {RATE:g} chunks/s each for {duration:g} s, "
-        f"1 window per topic; flush interval {FLUSH_INTERVAL * 1000:.0f} ms"
+        f"{'/'.join(map(str, counts))} topics (scaled down from 1,000: a scripted driver is a "
+        f"~27 MiB process, 1,000 of them do not fit this machine), {RATE:g} chunks/s each for "
+        f"{duration:g} s, 1 window per topic; flush interval {FLUSH_INTERVAL * 1000:.0f} ms"
     )
     problems: list[str] = []
-    if not ctx.trace:
-        _rounds(ctx, res, problems, n_topics, n_chunks)
-    else:
+    for n_topics in counts:
+        label = f"{n_topics} topics: " if ctx.scales else ""
+        if not ctx.trace:
+            _rounds(ctx, res, problems, n_topics, n_chunks, label)
+            continue
         # `--trace`: the daemon records its store commits (start, end): the batch times.
         with tempfile.TemporaryDirectory(prefix="hostd-trace-") as tmp:
             daemon_file = Path(tmp) / "daemon.jsonl"
             os.environ["HOSTD_TRACE"] = str(daemon_file)
             try:
-                _rounds(ctx, res, problems, n_topics, n_chunks)
+                _rounds(ctx, res, problems, n_topics, n_chunks, label)
             finally:
                 del os.environ["HOSTD_TRACE"]
             commit_ms = analyse(daemon_file, Path(tmp) / "none.jsonl").commit_ms
-            res.add("store batch (commit) time p50", "ms", percentile(commit_ms, 50))
-            res.add("store batch (commit) time p99", "ms", percentile(commit_ms, 99))
-            res.add("store batch (commit) time max", "ms", max(commit_ms, default=float("nan")))
+            res.add(f"{label}store batch (commit) time p50", "ms", percentile(commit_ms, 50))
+            res.add(f"{label}store batch (commit) time p99", "ms", percentile(commit_ms, 99))
+            res.add(
+                f"{label}store batch (commit) time max", "ms", max(commit_ms, default=float("nan"))
+            )
     res.check("every chunk reached every window", not problems, "; ".join(problems[:3]))
     return res
 
 
 def _rounds(
-    ctx: Context, res: Result, problems: list[str], n_topics: int, n_chunks: int
+    ctx: Context, res: Result, problems: list[str], n_topics: int, n_chunks: int, label: str
 ) -> None:
     with DaemonProc(flush_interval=FLUSH_INTERVAL) as daemon:
         topics = create_topics(daemon, n_topics)
@@ -222,17 +229,17 @@ def _rounds(
             span = (commits[-1] - commits[0]) / 1e9 if len(commits) > 1 else 0.0
             flush_ms = FLUSH_INTERVAL * 1000
             lag_max = max(s.lags_ms, default=float("nan"))
-            res.add("persistence lag p99", "ms", percentile(s.lags_ms, 99))
-            res.add("persistence lag max", "ms", lag_max)
-            res.add("max lag / flush interval", "x", lag_max / flush_ms, goal=("<=", 1.0))
-            res.add("max lag - flush interval", "ms", lag_max - flush_ms, goal=("<=", 10.0))
-            res.add("commits per second", "/s", (len(commits) - 1) / span if span else 0.0)
-            res.add("disk bytes written per commit", "KB", written / max(1, len(commits)) / 1e3)
+            res.add(f"{label}persistence lag p99", "ms", percentile(s.lags_ms, 99))
+            res.add(f"{label}persistence lag max", "ms", lag_max)
+            res.add(f"{label}max lag / flush interval", "x", lag_max / flush_ms, goal=("<=", 1.0))
+            res.add(f"{label}max lag - flush interval", "ms", lag_max - flush_ms, goal=("<=", 10.0))
+            res.add(f"{label}commits per second", "/s", (len(commits) - 1) / span if span else 0.0)
+            res.add(f"{label}disk bytes written per commit", "KB", written / max(1, len(commits)) / 1e3)
             lat = report["latency_us"]
-            res.add("stream: emit -> window p50", "ms", lat["p50"] / 1000)
-            res.add("stream: emit -> window p99", "ms", lat["p99"] / 1000)
+            res.add(f"{label}stream: emit -> window p50", "ms", lat["p50"] / 1000)
+            res.add(f"{label}stream: emit -> window p99", "ms", lat["p99"] / 1000)
             add_cpu(res, report)
-            res.add("daemon run-queue wait (share of round)", "", round(report["runqueue"]["daemon"], 2))
+            res.add(f"{label}daemon run-queue wait (share of round)", "", round(report["runqueue"]["daemon"], 2))
             expected = n_topics * n_chunks
             if lat["n"] != expected:
                 problems.append(f"round {k + 1}: {lat['n']} of {expected} chunks measured")
@@ -242,7 +249,7 @@ def _rounds(
                     f"resyncs, {report['errors']}"
                 )
             ctx.log(
-                f"  round {k + 1}: lag max {lag_max:.0f} ms over {len(s.lags_ms)} samples, "
+                f"  {label}round {k + 1}: lag max {lag_max:.0f} ms over {len(s.lags_ms)} samples, "
                 f"{len(commits)} commits, {written / 1e6:.1f} MB written"
             )
 
