@@ -1,12 +1,21 @@
 """Benchmark: the ACP driver (real claude-agent-acp) beside the Claude Code driver, on the same
-fake Messages API: time to first text chunk cold / warm / in-session, and RSS.
+fake Messages API: time to first text chunk cold / prewarmed / in-session, and RSS.
 
 - cold: the clock starts before the driver process is spawned (Python start, driver import,
   agent / CLI spawn and initialise, session, request);
-- warm: a driver that answered `Prewarm` (what the warm pool does): only the request;
-- in-session: the second turn of the warm driver;
-- RSS: the driver process and, separately, everything under it (agent, Claude CLI), after
-  the in-session turn.
+- warm: a driver that answered `Prewarm` (what the warm pool does), the first prompt sent at
+  once; `warm, idle`: the same after the driver sat idle for `IDLE_S` (a user who opened a
+  topic and is typing: the CLI's own start-up work is over by then);
+- in-session turn 2 / 3: the next prompts of the warm driver, each with its stage split: the
+  prompt written -> the model request at the fake API (adapter + CLI), and that request ->
+  the first chunk back at the host (CLI + adapter on the way back);
+- RSS: the driver process and, separately, everything under it, after the in-session turns.
+
+Drivers: `acp` (claude-agent-acp with the Claude Code CLI its own npm SDK bundles),
+`claude-code` (hostd's driver, the CLI bundled in the claude-agent-sdk wheel) and
+`acp/same-cli` (claude-agent-acp started with `CLAUDE_CODE_EXECUTABLE` = the wheel's CLI and
+hostd's quiet-mode environment, in-session only): the two adapters differ in the CLI version
+they bundle, and the same-CLI row says which part of a difference is the adapter.
 
     .venv/bin/python -m tests.acp.bench [--runs N] [--json]
 
@@ -17,11 +26,14 @@ fake Messages API: time to first text chunk cold / warm / in-session, and RSS.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import importlib.util
 import json
+import os
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,34 +46,65 @@ from tests.claude.driver_peer import DriverProcess, Peer, offline_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, text, user_says
 
 PROMPT = "bench hello"
-DRIVERS = {"acp": "hostd_acp", "claude-code": "hostd_claude_code"}
+#: Bench name -> driver module.
+DRIVERS = {"acp": "hostd_acp", "claude-code": "hostd_claude_code", "acp/same-cli": "hostd_acp"}
+#: Drivers measured cold and prewarmed (the same-CLI peer only in session).
+FULL = ("acp", "claude-code")
+#: Seconds a prewarmed driver sits idle before the `warm, idle` first prompt.
+IDLE_S = 1.0
+#: Hostd's quiet-mode switches for the CLI (`hostd_claude_code.config.QUIET_ENV`), given to
+#: the same-CLI peer too so that only the adapter differs.
+QUIET = (
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+    "DISABLE_AUTOUPDATER=1",
+    "DISABLE_TELEMETRY=1",
+    "DISABLE_ERROR_REPORTING=1",
+    "DISABLE_BUG_COMMAND=1",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY=1",
+)
+SAMPLES = (
+    "cold",
+    "warm",
+    "warm_idle",
+    "turn2",
+    "turn3",
+    "turn2_to_api",
+    "turn3_to_api",
+    "turn2_from_api",
+    "turn3_from_api",
+    "prewarm",
+    "driver_rss",
+    "tree_rss",
+)
 
 
 @dataclass
 class DriverBench:
-    """Medians over the runs (seconds, MiB) for one driver; samples kept for spread."""
+    """Per-run samples (seconds, MiB) of one driver, by name (see `SAMPLES`)."""
 
     driver: str
-    cold: list[float] = field(default_factory=list)
-    warm: list[float] = field(default_factory=list)
-    in_session: list[float] = field(default_factory=list)
-    prewarm: list[float] = field(default_factory=list)
-    driver_rss: list[float] = field(default_factory=list)
-    tree_rss: list[float] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in SAMPLES})
 
     def medians(self) -> dict[str, float]:
-        return {
-            k: statistics.median(v) for k, v in asdict(self).items() if isinstance(v, list) and v
-        }
+        return {k: statistics.median(v) for k, v in self.samples.items() if v}
 
     def summary(self) -> str:
         m = self.medians()
-        return (
-            f"{self.driver}: first chunk cold {m['cold'] * 1000:.0f} ms, warm "
-            f"{m['warm'] * 1000:.0f} ms, in-session {m['in_session'] * 1000:.0f} ms "
-            f"(prewarm {m['prewarm'] * 1000:.0f} ms); RSS driver {m['driver_rss']:.0f} MiB "
-            f"+ children {m['tree_rss']:.0f} MiB"
+        ms = {k: v * 1000 for k, v in m.items() if not k.endswith("rss")}
+        parts = []
+        if "cold" in ms:
+            parts.append(f"cold {ms['cold']:.0f} ms")
+        if "warm" in ms:
+            idle = ms["warm_idle"]
+            parts.append(f"warm {ms['warm']:.0f} ms (after {IDLE_S:g} s idle {idle:.0f})")
+        parts.append(
+            f"in-session turn 2 {ms['turn2']:.1f} ms (to the API {ms['turn2_to_api']:.1f}), "
+            f"turn 3 {ms['turn3']:.1f} ms (to the API {ms['turn3_to_api']:.1f})"
         )
+        rss = ""
+        if "driver_rss" in m:
+            rss = f"; RSS driver {m['driver_rss']:.0f} MiB + children {m['tree_rss']:.0f} MiB"
+        return f"{self.driver}: first chunk " + ", ".join(parts) + rss
 
 
 def _rss_mib(pid: int) -> float:
@@ -89,9 +132,24 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def bundled_cli() -> Path | None:
+    """The Claude Code CLI inside the claude-agent-sdk wheel (without importing the SDK)."""
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    if spec is None or spec.origin is None:
+        return None
+    cli = Path(spec.origin).parent / "_bundled" / "claude"
+    return cli if cli.exists() else None
+
+
 def _setup(driver: str, home: Path, base_url: str) -> tuple[dict[str, str], dict[str, Any]]:
-    if driver == "acp":
-        write_agents_file(home, {"claude": (str(CLAUDE_AGENT_ACP), [])})
+    if driver.startswith("acp"):
+        command: tuple[str, list[str]] = (str(CLAUDE_AGENT_ACP), [])
+        cli = bundled_cli()
+        if driver == "acp/same-cli" and cli is not None:
+            # claude-agent-acp reads CLAUDE_CODE_EXECUTABLE; the agents file passes only the
+            # variables it names, so the agent is started through env(1).
+            command = ("/usr/bin/env", [f"CLAUDE_CODE_EXECUTABLE={cli}", *QUIET, command[0]])
+        write_agents_file(home, {"claude": command})
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         env = base_env(
             home,
@@ -105,64 +163,123 @@ def _setup(driver: str, home: Path, base_url: str) -> tuple[dict[str, str], dict
     return offline_env(base_url), {}
 
 
-async def _first_chunk(peer: Peer, turn_id: str, t0: float | None = None) -> float:
-    t0 = time.perf_counter() if t0 is None else t0
+async def _first_chunk(
+    peer: Peer, api: FakeAnthropicAPI, turn_id: str, t0: float | None = None
+) -> tuple[float, float, float]:
+    """Send PROMPT; (seconds to the first chunk, to the model request at the fake API, from
+    that request to the first chunk). Clocks: `time.monotonic`, as the fake's stamps."""
+    before = len(api.message_requests)
+    t0 = time.monotonic() if t0 is None else t0
     await peer.send(Send(turn_id=turn_id, text=PROMPT))
     first = 0.0
     while True:
         event = await peer.recv()
         if not first and isinstance(event, ChunkEvent):
-            first = time.perf_counter() - t0
+            first = time.monotonic()
         if isinstance(event, TurnEnd) and event.turn_id == turn_id:
             assert event.status == "success", (event, peer.proc.stderr_text()[-2000:])
-            return first
+            break
+    # The turn's model request (the CLI may also send tool-less side requests, e.g. titles).
+    asked = [r.received_at for r in api.message_requests[before:] if r.has_tools]
+    at_api = asked[0] if asked else first
+    return first - t0, at_api - t0, first - at_api
 
 
-async def _one_run(driver: str, base_url: str, root: Path, out: DriverBench) -> None:
-    home = root / f"{driver}-{len(out.cold)}"
-    env, options = _setup(driver, home, base_url)
+async def _prewarmed(peer: Peer, init: Init) -> float:
+    await peer.handshake(init)
+    t1 = time.monotonic()
+    await peer.send(Prewarm())
+    while not isinstance(await peer.recv(), Warmed):
+        pass
+    return time.monotonic() - t1
+
+
+async def _one_run(driver: str, api: FakeAnthropicAPI, root: Path, out: DriverBench) -> None:
+    home = root / f"{driver.replace('/', '-')}-{len(out.samples['turn2'])}"
+    env, options = _setup(driver, home, api.base_url)
     module = DRIVERS[driver]
+    s = out.samples
 
     def init(name: str) -> Init:
         return Init(
             protocol_version=PROTOCOL_VERSION, working_dir=str(home / name), options=options
         )
 
-    t0 = time.perf_counter()
-    cold = DriverProcess(env, module=module)
-    try:
-        async with cold.attach() as peer:
-            await peer.handshake(init("cold"))
-            out.cold.append(await _first_chunk(peer, "c", t0))
-    finally:
-        cold.close()
-        cold.cleanup()
+    if driver in FULL:
+        t0 = time.monotonic()
+        cold = DriverProcess(env, module=module)
+        try:
+            async with cold.attach() as peer:
+                await peer.handshake(init("cold"))
+                s["cold"].append((await _first_chunk(peer, api, "c", t0))[0])
+        finally:
+            cold.close()
+            cold.cleanup()
+        idle = DriverProcess(env, module=module)
+        try:
+            async with idle.attach() as peer:
+                await _prewarmed(peer, init("idle"))
+                await trio.sleep(IDLE_S)  # the scenario: a user who is still typing
+                s["warm_idle"].append((await _first_chunk(peer, api, "i1"))[0])
+        finally:
+            idle.close()
+            idle.cleanup()
     warm = DriverProcess(env, module=module)
     try:
         async with warm.attach() as peer:
-            await peer.handshake(init("warm"))
-            t1 = time.perf_counter()
-            await peer.send(Prewarm())
-            while not isinstance(await peer.recv(), Warmed):
-                pass
-            out.prewarm.append(time.perf_counter() - t1)
-            out.warm.append(await _first_chunk(peer, "w1"))
-            out.in_session.append(await _first_chunk(peer, "w2"))
-            out.driver_rss.append(_rss_mib(warm.pid))
-            out.tree_rss.append(sum(_rss_mib(p) for p in _descendants(warm.pid)))
+            s["prewarm"].append(await _prewarmed(peer, init("warm")))
+            first = await _first_chunk(peer, api, "w1")
+            if driver in FULL:
+                s["warm"].append(first[0])
+            for k in (2, 3):
+                total, to_api, from_api = await _first_chunk(peer, api, f"w{k}")
+                s[f"turn{k}"].append(total)
+                s[f"turn{k}_to_api"].append(to_api)
+                s[f"turn{k}_from_api"].append(from_api)
+            s["driver_rss"].append(_rss_mib(warm.pid))
+            s["tree_rss"].append(sum(_rss_mib(p) for p in _descendants(warm.pid)))
     finally:
         warm.close()
         warm.cleanup()
 
 
+def _adopt_orphans() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`):
+    an agent's CLI outlives its killed agent, and its CPU time should count as the bench's
+    own (`os.times().children_*`), not as "other processes"."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+async def _reap_orphans(grace: float = 2.0) -> None:
+    """Reap adopted orphans once every driver of a run is closed (none of ours is alive)."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG never blocks)
+        except ChildProcessError:
+            return  # no children left
+        if pid == 0:
+            if time.monotonic() > deadline:
+                return
+            await trio.sleep(0.01)  # an orphan still dying: poll, bounded
+
+
 async def measure_async(runs: int = 3) -> dict[str, DriverBench]:
-    """Both drivers, runs interleaved, against one fake API."""
-    results = {name: DriverBench(name) for name in DRIVERS}
+    """The drivers, runs interleaved, against one fake API."""
+    names = [d for d in DRIVERS if d != "acp/same-cli" or bundled_cli() is not None]
+    results = {name: DriverBench(name) for name in names}
+    adopted = _adopt_orphans()
     with FakeAnthropicAPI([Rule(user_says(PROMPT), text("Hello from the fake."))]) as api:
         with tempfile.TemporaryDirectory(prefix="hab", dir="/tmp") as d:
             for _ in range(runs):
                 for name, bench in results.items():
-                    await _one_run(name, api.base_url, Path(d), bench)
+                    await _one_run(name, api, Path(d), bench)
+                if adopted:
+                    await _reap_orphans()
     return results
 
 
@@ -178,7 +295,11 @@ def main() -> None:
     args = parser.parse_args()
     results = measure(args.runs)
     if args.json:
-        print(json.dumps({k: asdict(v) | {"medians": v.medians()} for k, v in results.items()}))
+        print(
+            json.dumps(
+                {k: {"samples": v.samples, "medians": v.medians()} for k, v in results.items()}
+            )
+        )
     else:
         for bench in results.values():
             print(bench.summary())

@@ -51,6 +51,10 @@ def _chunk_text(s: str, n: int) -> list[str]:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropicAPI  # set on the subclass
     protocol_version = "HTTP/1.1"
+    # Every SSE event is its own write: with Nagle on, an event waits for the ACK of the
+    # previous one, which the client delays up to 40 ms, so first-chunk times measured on
+    # this fake would carry a 0-40 ms artefact no real API has (TCP_NODELAY on the socket).
+    disable_nagle_algorithm = True
     server_version = "FakeAnthropic/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:  # silence

@@ -162,6 +162,8 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
 
     async def prewarm(self) -> None:
         await self._ensure_client()
+        # What the first turn would import: a prewarmed send pays only for the turn.
+        import hostd_claude_code.translate  # noqa: F401
 
     async def close(self) -> None:
         with trio.CancelScope(shield=True):
@@ -279,13 +281,11 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
         extra_args: dict[str, str | None] = {}
         if opts.debug:
             extra_args["debug-to-stderr"] = None
-        system_prompt: Any = None
+        # Always Claude Code's own system prompt (tools, environment, conventions): the SDK
+        # turns `None` into `--system-prompt ""`, a bare agent that is not Claude Code.
+        system_prompt: dict[str, str] = {"type": "preset", "preset": "claude_code"}
         if init.system_prompt:
-            system_prompt = {
-                "type": "preset",
-                "preset": "claude_code",
-                "append": init.system_prompt,
-            }
+            system_prompt["append"] = init.system_prompt
         kwargs: dict[str, Any] = {"resume": resume, "session_id": session_id, **(fork or {})}
         if opts.cli_path:
             kwargs["cli_path"] = opts.cli_path

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import time
 from typing import Any
 
+from hostd_dev.bench.procs import busy_cpu_seconds
 from hostd_dev.bench.report import Context, Result, first_missing
 
-GOAL = "ACP driver beside Claude Code on the fake API: first chunk and RSS (optional)"
+GOAL = (
+    "Claude Code driver beside claude-agent-acp on the fake API: in-session first chunk <= the "
+    "peer + 2 ms (item 3), prewarmed first turn <= in-session + 10 ms (item 4) (optional)"
+)
 
 
 def _missing() -> str:
@@ -29,6 +35,23 @@ def _missing() -> str:
     return ""
 
 
+#: (sample name, row label, unit scale) of every driver's rows, in table order.
+ROWS = (
+    ("cold", "cold: spawn -> first chunk", 1000),
+    ("warm", "warm (prewarmed, sent at once): send -> first chunk", 1000),
+    ("warm_idle", "warm (prewarmed, 1 s idle): send -> first chunk", 1000),
+    ("turn2", "in-session turn 2: send -> first chunk", 1000),
+    ("turn2_to_api", "in-session turn 2: send -> model request at the API", 1000),
+    ("turn2_from_api", "in-session turn 2: model request -> first chunk", 1000),
+    ("turn3", "in-session turn 3: send -> first chunk", 1000),
+    ("turn3_to_api", "in-session turn 3: send -> model request at the API", 1000),
+    ("turn3_from_api", "in-session turn 3: model request -> first chunk", 1000),
+    ("prewarm", "prewarm", 1000),
+    ("driver_rss", "driver RSS", 1),
+    ("tree_rss", "agent/CLI RSS", 1),
+)
+
+
 def run(ctx: Context) -> Result:
     res = Result("acp-ttft", GOAL)
     why = _missing()
@@ -36,50 +59,64 @@ def run(ctx: Context) -> Result:
         res.skipped = why
         return res
     bench: Any = importlib.import_module("tests.acp.bench")
+    busy0, own0, t0 = busy_cpu_seconds(), _own_cpu(), time.monotonic()
     try:
         out = bench.measure(1 if ctx.quick else ctx.runs)
     except Exception as exc:  # an agent that refuses to start on this machine
         res.skipped = f"the ACP helper failed: {type(exc).__name__}: {exc}"
         return res
+    wall = time.monotonic() - t0
+    other = (busy_cpu_seconds() - busy0) - (_own_cpu() - own0)
     for name, driver in out.items():
-        for label, samples in (
-            ("cold: spawn -> first chunk", driver.cold),
-            ("warm (prewarmed): send -> first chunk", driver.warm),
-            ("in-session turn 2: send -> first chunk", driver.in_session),
-            ("prewarm", driver.prewarm),
-        ):
-            for value in samples:
-                res.add(f"{name} {label}", "ms", value * 1000)
-        for value in driver.driver_rss:
-            res.add(f"{name} driver RSS", "MiB", value)
-        for value in driver.tree_rss:
-            res.add(f"{name} agent/CLI RSS", "MiB", value)
+        for key, label, scale in ROWS:
+            unit = "MiB" if scale == 1 else "ms"
+            for value in driver.samples[key]:
+                res.add(f"{name} {label}", unit, value * scale)
         res.notes.append(driver.summary())
     _ratios(res, out)
+    # The bench's own process and every driver / agent / CLI it waited for count as "own";
+    # the rest of the machine's CPU over the scenario is noise (goal: < 0.1 core).
+    res.add("CPU used by other processes (cores, noise)", "", round(max(0.0, other) / wall, 2))
     return res
 
 
-def _ratios(res: Result, out: dict[str, Any]) -> None:
-    """Issue 22 items 3 and 4 as ratios, paired per run (the runs are interleaved, so the
-    two drivers of one run saw the same machine load; ratios survive a noisy machine better
-    than absolute figures).
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
-    - item 3: Claude Code in-session first chunk / the peer's (claude-agent-acp) in-session.
-    - item 4: Claude Code prewarmed first turn / its own in-session turn.
-    Both are also given as differences in ms (the goals are "peer + 2 ms" and "within 10 ms").
+
+def _ratios(res: Result, out: dict[str, Any]) -> None:
+    """Issue 22 items 3 and 4, paired per run (the runs are interleaved, so the drivers of
+    one run saw the same machine load).
+
+    - item 3: Claude Code in-session first chunk (turns 2 and 3) - the peer's
+      (claude-agent-acp with its own CLI), goal <= +2 ms; and the same against the peer
+      running hostd's CLI (`acp/same-cli`): the adapters alone.
+    - item 4: Claude Code prewarmed first turn - its own in-session turn 2, goal <= 10 ms
+      (sent at once after `Warmed`, and after 1 s idle).
     """
-    claude, acp = out.get("claude-code"), out.get("acp")
+    claude = out.get("claude-code")
     if claude is None:
         return
-    if acp is not None:
-        for mine, peer in zip(claude.in_session, acp.in_session, strict=False):
-            if peer > 0:
-                res.add("item 3: in-session first chunk, claude-code / claude-agent-acp",
-                        "x", mine / peer)
-            res.add("item 3: in-session first chunk, claude-code - claude-agent-acp",
-                    "ms", (mine - peer) * 1000)
-    for warm, hot in zip(claude.warm, claude.in_session, strict=False):
-        if hot > 0:
-            res.add("item 4: claude-code prewarmed first turn / in-session turn", "x", warm / hot)
-        res.add("item 4: claude-code prewarmed first turn - in-session turn", "ms",
-                (warm - hot) * 1000)
+    mine = claude.samples
+    for peer_name, label in (("acp", "claude-agent-acp"), ("acp/same-cli", "same CLI")):
+        peer = out.get(peer_name)
+        if peer is None:
+            continue
+        for k in (2, 3):
+            goal = ("<=", 2.0) if peer_name == "acp" else None
+            for a, b in zip(mine[f"turn{k}"], peer.samples[f"turn{k}"], strict=False):
+                res.add(
+                    f"item 3: turn {k} first chunk, claude-code - {label}",
+                    "ms",
+                    (a - b) * 1000,
+                    goal=goal,
+                )
+    for key, label in (("warm", "sent at once"), ("warm_idle", "after 1 s idle")):
+        for warm, hot in zip(mine[key], mine["turn2"], strict=False):
+            res.add(
+                f"item 4: claude-code prewarmed first turn ({label}) - in-session turn",
+                "ms",
+                (warm - hot) * 1000,
+                goal=("<=", 10.0),
+            )
