@@ -11,23 +11,24 @@ process reports on stdout, one JSON line per line:
   resyncs, and latency percentiles when the chunks carry driver timestamps);
 - then it exits after `rounds` rounds.
 
-Decoding is deliberately lean (a partial struct that ignores what a window need not read), so
-the windows cost as little CPU as a real UI's socket reader would, and hosting 32 or 400 of
-them in one process does not make the client the bottleneck it measures.
+Decoding is deliberately lean (a partial struct that ignores what a window need not read) and
+every socket is read by one `selectors` loop (one `recv` and the decode per read, no task
+switch), so the windows cost as little CPU as a real UI's socket reader would, and hosting 32
+or 400 of them in one process does not make the client the bottleneck it measures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import selectors
+import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import trio
 
 from hostd_dev.bench.stats import percentile
 from hostd_protocol.client_messages import Attach, Hello
@@ -150,71 +151,50 @@ class Window:
         self.latencies_us = []
 
 
-async def _run_window(
-    win: Window,
-    conf: WindowConfig,
-    attached: trio.Semaphore,
-    connecting: trio.Semaphore,
-    notify: Callable[[], None],
-) -> None:
-    hello = _client_codec.encode_frame(
-        Hello(protocol_version=PROTOCOL_VERSION, client="bench")
-    ) + _client_codec.encode_frame(Attach(id=1, topic_id=win.topic_id, max_rows=1))
-    # A few connections at a time, each held until the daemon has answered its attach:
-    # a non-blocking AF_UNIX connect into a full listen backlog (128) fails with EAGAIN,
-    # which trio takes for "in progress", leaving a socket that was never connected.
-    await connecting.acquire()
-    try:
-        stream = await trio.open_unix_socket(conf.socket)
-        await stream.send_all(hello)
-    except (OSError, trio.BrokenResourceError) as exc:
-        win.errors.append(f"connection closed: {exc}")
-        notify()
-        attached.release()
-        connecting.release()
-        return
-    async with stream:
-        frames = FrameDecoder()
-        while len(win.done) < conf.rounds:
-            data = await stream.receive_some(RECEIVE_SIZE)
-            if not data:
-                win.errors.append("the daemon closed the connection")
-                break
-            now = time.monotonic_ns()
-            for body in frames.feed(data):
-                msg = _decode(body)
-                kind = msg.type
-                if kind == "row-appended":
-                    if msg.seq != win.seq + 1:
-                        win.gaps += 1
-                    win.seq = msg.seq
-                    chunk = msg.chunk
-                    if chunk is not None and chunk.type == "text":
-                        win.on_text(chunk.text, now, msg.seq)
-                elif kind == "reply":
-                    if msg.result is not None and msg.result.snapshot is not None:
-                        win.seq = msg.result.snapshot.seq
-                        attached.release()
-                        connecting.release()
-                elif kind == "turn-ended":
-                    if msg.seq != win.seq + 1:
-                        win.gaps += 1
-                    win.seq = msg.seq
-                    win.end_round()
-                    notify()
-                elif kind == "resync":
-                    win.resyncs += 1
-                    win.errors.append("resync: the window fell behind")
-                elif kind == "error":
-                    win.errors.append(f"connection closed: error {msg.message}")
-                    if win.seq < 0:
-                        attached.release()  # the attach failed: report it, do not hang
-                        connecting.release()
-                elif msg.seq:
-                    if msg.seq != win.seq + 1:
-                        win.gaps += 1
-                    win.seq = msg.seq
-    notify()
+class _Conn:
+    """One window's socket: the frames it has read so far and what they mean."""
+
+    def __init__(self, win: Window, sock: socket.socket) -> None:
+        self.win = win
+        self.sock = sock
+        self.frames = FrameDecoder()
+        self.attached = False
+
+    def on_data(self, data: bytes, now: int) -> bool:
+        """Decode every whole frame in `data`; True when this read answered the attach."""
+        win = self.win
+        answered = False
+        for body in self.frames.feed(data):
+            msg = _decode(body)
+            kind = msg.type
+            if kind == "row-appended":
+                if msg.seq != win.seq + 1:
+                    win.gaps += 1
+                win.seq = msg.seq
+                chunk = msg.chunk
+                if chunk is not None and chunk.type == "text":
+                    win.on_text(chunk.text, now, msg.seq)
+            elif kind == "reply":
+                if msg.result is not None and msg.result.snapshot is not None:
+                    win.seq = msg.result.snapshot.seq
+                    answered = True
+            elif kind == "turn-ended":
+                if msg.seq != win.seq + 1:
+                    win.gaps += 1
+                win.seq = msg.seq
+                win.end_round()
+            elif kind == "resync":
+                win.resyncs += 1
+                win.errors.append("resync: the window fell behind")
+            elif kind == "error":
+                win.errors.append(f"connection closed: error {msg.message}")
+                if win.seq < 0:
+                    answered = True  # the attach failed: report it, do not hang
+            elif msg.seq:
+                if msg.seq != win.seq + 1:
+                    win.gaps += 1
+                win.seq = msg.seq
+        return answered
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -253,7 +233,14 @@ def _flush_trace(path: str, wins: list[Window]) -> None:
             win.traced.clear()
 
 
-async def run(conf: WindowConfig) -> None:
+def run(conf: WindowConfig) -> None:
+    """Attach every window, then read until each has seen `conf.rounds` turn ends.
+
+    One `selectors` loop over every socket (level-triggered epoll, each socket registered
+    once): a frame costs one `recv` and its decode, no task switch. This process is the
+    measuring instrument, so it should take as little of the machine as it can (the bare
+    baseline reads the drivers the same way).
+    """
     wins = [
         Window(tid, i, conf.mode, conf.stamp_size)
         for tid in conf.topics
@@ -262,23 +249,73 @@ async def run(conf: WindowConfig) -> None:
     if conf.trace_path:
         for win in wins:
             win.traced = []
-    attached = trio.Semaphore(0, max_value=len(wins))
-    connecting = trio.Semaphore(CONNECT_AT_ONCE)
-    progress = trio.Event()
+    hello = _client_codec.encode_frame(Hello(protocol_version=PROTOCOL_VERSION, client="bench"))
+    sel = selectors.DefaultSelector()
+    waiting = list(reversed(wins))  # not connected yet, next one last
+    connecting = 0  # connected, attach not answered yet
+    attached = 0
 
-    def notify() -> None:
-        progress.set()
+    def connect_next() -> None:
+        nonlocal connecting, attached
+        win = waiting.pop()
+        attach = _client_codec.encode_frame(Attach(id=1, topic_id=win.topic_id, max_rows=1))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(conf.socket)
+            sock.sendall(hello + attach)
+        except OSError as exc:
+            sock.close()
+            win.errors.append(f"connection closed: {exc}")
+            attached += 1  # counted, so the report says why instead of hanging
+            return
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, _Conn(win, sock))
+        connecting += 1
 
-    async with trio.open_nursery() as nursery:
-        for win in wins:
-            nursery.start_soon(_run_window, win, conf, attached, connecting, notify)
-        for _ in wins:
-            await attached.acquire()
-        _emit({"ready": True})
-        reported = 0
+    def drop(conn: _Conn) -> None:
+        sel.unregister(conn.sock)
+        conn.sock.close()
+
+    # A few connections at a time, each held until the daemon has answered its attach:
+    # a connect into a full listen backlog (128) would fail.
+    while waiting and connecting < CONNECT_AT_ONCE:
+        connect_next()
+    ready = False
+    reported = 0
+    try:
         while reported < conf.rounds:
-            await progress.wait()
-            progress = trio.Event()
+            if not ready and attached == len(wins):
+                _emit({"ready": True})
+                ready = True
+            if not sel.get_map():
+                _emit({"fatal": ["no window is connected"]})
+                return
+            for key, _ in sel.select():
+                conn: _Conn = key.data
+                try:
+                    data = conn.sock.recv(RECEIVE_SIZE)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    conn.win.errors.append(f"connection closed: {exc}")
+                    data = b""
+                if not data:
+                    if not conn.win.errors:
+                        conn.win.errors.append("the daemon closed the connection")
+                    if not conn.attached:
+                        conn.attached = True
+                        connecting -= 1
+                        attached += 1
+                    drop(conn)
+                    continue
+                if conn.on_data(data, time.monotonic_ns()) and not conn.attached:
+                    conn.attached = True
+                    connecting -= 1
+                    attached += 1
+                    while waiting and connecting < CONNECT_AT_ONCE:
+                        connect_next()
+                if len(conn.win.done) >= conf.rounds:
+                    drop(conn)
             complete = min(len(w.done) for w in wins)
             while reported < complete:
                 reported += 1
@@ -287,13 +324,15 @@ async def run(conf: WindowConfig) -> None:
                 _emit(_round_report(reported, wins))
             if any(w.errors and "closed" in w.errors[-1] for w in wins):
                 _emit({"fatal": sorted({e for w in wins for e in w.errors})[:5]})
-                nursery.cancel_scope.cancel()
                 return
+    finally:
+        for key in list(sel.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        sel.close()
 
 
 def main() -> None:
-    conf = WindowConfig(**json.loads(sys.argv[1]))
-    trio.run(run, conf)
+    run(WindowConfig(**json.loads(sys.argv[1])))
 
 
 if __name__ == "__main__":
