@@ -3,7 +3,8 @@
 
 Its parts: `database` (the file: open, migrate, read, write one batch, reconcile; the only
 run-time apsw importer), `migrations` (the schema), `writer` (the trio writer task), `ops`
-(the operations queued to it), `rows` (row codecs).
+(the operations queued to it), `rows` (row codecs), `row_content` (a row's stored content:
+whole parts plus the pieces streamed since).
 
 Rules the store guards (each part says which are its own):
 
@@ -12,7 +13,9 @@ Rules the store guards (each part says which are its own):
 - One writer: every write goes through `StoreWriter`, a trio task that batches operations and
   commits each batch in one transaction (`executemany` per kind) on a worker thread, so the
   event stream never waits for the disk. Repeated saves of one row between flushes are
-  coalesced: the row objects are immutable, the newest wins.
+  coalesced: the row objects are immutable, the newest wins. A streamed row's flush appends
+  what it streamed since the last commit (schema 8, `row_content`), so a flush costs the new
+  text, not the answer so far; readers see the whole row.
 - Streamed content is committed at most `flush_interval` (default 100 ms) after it was
   produced: that is the bound on what `kill -9` can lose. A durable operation (a user message,
   a status change) is flushed at once, and whoever needs it on disk awaits `wait_committed`.

@@ -11,8 +11,7 @@ of the oldest chunk that commit persisted (the chunk after the newest one stored
 long that chunk was only in memory. Exact, also when a late driver bunches its chunks (the
 first sighting of a row has no "before": the sampler starts after the turns were sent).
 Commits per second count `data_version` changes (a lower bound if two commits fall in one
-millisecond); bytes written per commit are the daemon's `write_bytes` (/proc/<pid>/io: WAL
-frames and checkpoints). One window per topic measures delivery latency meanwhile: if the
+millisecond). One window per topic measures delivery latency meanwhile: if the
 stream waited for the store it would show there. Works on both store layouts (whole rows
 only, before schema 8; whole parts + `row_parts` pieces after), so a before tree run through
 `HOSTD_BENCH_DAEMON` is measured the same way.
@@ -158,17 +157,6 @@ def _stamp(tail: str | None) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _write_bytes(pid: int) -> int:
-    """Bytes the process caused to be written to storage (/proc/<pid>/io), 0 if unknown."""
-    try:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            if line.startswith("write_bytes:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def run(ctx: Context) -> Result:
     """`--scales 50x1,100x1,...`: other topic counts (the windows figure is ignored: one window
     per topic); their rows are named by the count."""
@@ -211,18 +199,15 @@ def _rounds(
     with DaemonProc(flush_interval=FLUSH_INTERVAL) as daemon:
         topics = create_topics(daemon, n_topics)
         sampler: Sampler | None = None
-        written0 = 0
 
         def during() -> None:
-            nonlocal sampler, written0
-            written0 = _write_bytes(daemon.pid)
+            nonlocal sampler
             sampler = Sampler(daemon.paths.db_path)
             sampler.start()
 
         def on_round(k: int, report: dict[str, Any]) -> None:
             nonlocal sampler
             assert sampler is not None
-            written = _write_bytes(daemon.pid) - written0
             sampler.stop()
             s, sampler = sampler, None
             commits = s.commits
@@ -234,7 +219,6 @@ def _rounds(
             res.add(f"{label}max lag / flush interval", "x", lag_max / flush_ms, goal=("<=", 1.0))
             res.add(f"{label}max lag - flush interval", "ms", lag_max - flush_ms, goal=("<=", 10.0))
             res.add(f"{label}commits per second", "/s", (len(commits) - 1) / span if span else 0.0)
-            res.add(f"{label}disk bytes written per commit", "KB", written / max(1, len(commits)) / 1e3)
             lat = report["latency_us"]
             res.add(f"{label}stream: emit -> window p50", "ms", lat["p50"] / 1000)
             res.add(f"{label}stream: emit -> window p99", "ms", lat["p99"] / 1000)
@@ -250,7 +234,7 @@ def _rounds(
                 )
             ctx.log(
                 f"  {label}round {k + 1}: lag max {lag_max:.0f} ms over {len(s.lags_ms)} samples, "
-                f"{len(commits)} commits, {written / 1e6:.1f} MB written"
+                f"{len(commits)} commits"
             )
 
         stream_rounds(
