@@ -20,27 +20,33 @@ PACE = 0.001
 # --- the pacer (sans-IO) --------------------------------------------------------------------
 
 
+BIG = 100
+
+
 def test_a_read_that_waited_after_a_quiet_spell_is_not_paced() -> None:
-    pacer = ReadPacer(PACE)
-    assert pacer.read(10.0, waited=True) == 10.0  # the first read
-    assert pacer.read(10.5, waited=True) == 10.5  # the next write came long after
+    pacer = ReadPacer(PACE, BIG)
+    assert pacer.read(10.0, 1, waited=True) == 10.0  # the first read
+    assert pacer.read(10.5, 1, waited=True) == 10.5  # the next write came long after
 
 
 def test_a_read_that_found_data_waiting_is_paced() -> None:
-    pacer = ReadPacer(PACE)
-    assert pacer.read(10.0, waited=False) == 10.0 + PACE
+    pacer = ReadPacer(PACE, BIG)
+    assert pacer.read(10.0, 1, waited=False) == 10.0 + PACE
 
 
 def test_a_read_soon_after_the_previous_is_paced_even_when_it_waited() -> None:
-    pacer = ReadPacer(PACE)
-    pacer.read(10.0, waited=True)
-    assert pacer.read(10.0 + PACE / 4, waited=True) == 10.0 + PACE / 4 + PACE
+    pacer = ReadPacer(PACE, BIG)
+    pacer.read(10.0, 1, waited=True)
+    assert pacer.read(10.0 + PACE / 4, 1, waited=True) == 10.0 + PACE / 4 + PACE
 
 
-def test_a_read_that_filled_the_buffer_is_not_paced() -> None:
-    pacer = ReadPacer(PACE)
-    assert pacer.read(10.0, waited=False, full=True) == 10.0
-    assert pacer.read(10.0, waited=True, full=True) == 10.0
+def test_a_big_read_is_not_paced() -> None:
+    """A driver that writes many frames per write already gives big batches; pausing it
+    would only stall it on a full pipe."""
+    pacer = ReadPacer(PACE, BIG)
+    assert pacer.read(10.0, BIG, waited=False) == 10.0
+    assert pacer.read(10.0, BIG * 5, waited=True) == 10.0
+    assert pacer.read(10.0, BIG - 1, waited=False) == 10.0 + PACE
 
 
 # --- the reader, on a real pipe -------------------------------------------------------------
@@ -123,7 +129,7 @@ async def test_a_write_at_a_slower_pace_is_read_at_once(
                 mock_clock.jump(2 * PACE)  # the next write comes later than the pace
 
 
-async def test_a_full_read_is_not_paced_and_the_end_reads_empty(
+async def test_a_read_that_fills_the_buffer_is_not_paced_and_the_end_reads_empty(
     autojump_clock: trio.testing.MockClock, pipe: tuple[int, int]
 ) -> None:
     r, w = pipe
@@ -134,7 +140,8 @@ async def test_a_full_read_is_not_paced_and_the_end_reads_empty(
     with trio.fail_after(5):
         while data := await reader.receive():
             got.append(data)
-    # The buffer-filling reads went on without the clock moving; the last (short) one found
+    # The buffer-filling reads (big: the pacer's threshold is at most the buffer) went on
+    # without the clock moving; the last (short) one found
     # its data waiting, so the end-of-file read came one pace later.
     assert got == [b"0123", b"4567", b"89"]
     assert trio.current_time() == pytest.approx(PACE)

@@ -13,8 +13,9 @@ Rules this module guards:
   previous read that returned data. After a hot read the next read is made no earlier than
   `pace` after it (`ReadPacer`), so while a driver streams faster than one write per `pace`
   the daemon reads its pipe at most once per `pace` and each read carries everything written
-  meanwhile. A read that filled the whole buffer is not paced (more is waiting: pausing would
-  only stall the driver on a full pipe).
+  meanwhile. A read of `big` bytes or more is not paced: its batch is already large (a driver
+  that writes many frames per write, like the harness's `FrameOutput`), and pausing would only
+  stall a fast driver on a full pipe.
 
 Why: a pipe read is one batch, and one batch becomes one merged text event for the runtime,
 the store and every window (`coalesce_deltas`, `TopicStream.held`). Without pacing the batch
@@ -33,29 +34,33 @@ import os
 
 import trio
 
-__all__ = ["READ_PACE", "PipeReader", "ReadPacer"]
+__all__ = ["BIG_READ", "READ_PACE", "PipeReader", "ReadPacer"]
 
 #: Minimum spacing of reads while a driver streams flat out (seconds). 1 ms: a window gets
 #: at most ~1,000 events a second from one streaming topic (far above what a screen shows),
 #: and an event written right after a hot read waits at most this long.
 READ_PACE = 0.001
+#: A read this big is a batch large enough on its own (~200 small chunks' frames): never paced.
+#: Below the 64 KiB a pipe holds, so a driver writing faster than 16 KiB per pace cannot
+#: be held up by a pause.
+BIG_READ = 16 * 1024
 
 
 class ReadPacer:
     """When the next read of a pipe may be made (sans-IO: time comes in as an argument)."""
 
-    def __init__(self, pace: float = READ_PACE) -> None:
+    def __init__(self, pace: float = READ_PACE, big: int = BIG_READ) -> None:
         self.pace = pace
+        self.big = big
         #: When the last read that returned data was made (-inf: none yet).
         self._last = -math.inf
 
-    def read(self, now: float, *, waited: bool, full: bool = False) -> float:
-        """Record a read that returned data at `now`; return the earliest time of the next
-        read. `waited`: the read had to wait for the pipe to become readable; `full`: it
-        filled the whole read buffer (more is waiting)."""
+    def read(self, now: float, size: int, *, waited: bool) -> float:
+        """Record a read of `size` bytes (> 0) at `now`; return the earliest time of the next
+        read. `waited`: the read had to wait for the pipe to become readable."""
         hot = not waited or now - self._last < self.pace
         self._last = now
-        if hot and not full:
+        if hot and size < self.big:
             return now + self.pace
         return now
 
@@ -63,10 +68,10 @@ class ReadPacer:
 class PipeReader:
     """Reads a non-blocking pipe `fd` (which it does not own) through trio's loop."""
 
-    def __init__(self, fd: int, *, size: int, pace: float = READ_PACE) -> None:
+    def __init__(self, fd: int, *, size: int, pace: float = READ_PACE, big: int = BIG_READ) -> None:
         self._fd = fd
         self._size = size
-        self._pacer = ReadPacer(pace)
+        self._pacer = ReadPacer(pace, min(big, size))
         self._next_read_at = -math.inf
 
     async def receive(self) -> bytes:
@@ -94,7 +99,7 @@ class PipeReader:
             break
         if data:
             now = trio.current_time()
-            at = self._pacer.read(now, waited=waited, full=len(data) >= self._size)
-            # A read that did not wait yields once even when it is not paced (`full`).
+            at = self._pacer.read(now, len(data), waited=waited)
+            # A read that did not wait yields once even when it is not paced (`big`).
             self._next_read_at = at if at > now or not waited else -math.inf
         return data
