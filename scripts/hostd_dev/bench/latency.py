@@ -181,6 +181,13 @@ def _one_scale(
             "us",
             report["cpu_cores"]["daemon"] * wall / chunks * 1e6,
         )
+        # The load generator's own price: 100 Python driver processes at 50 Hz are most
+        # of what a 2-core machine has (docs/benchmarks.md, finding 1).
+        res.add(
+            f"{scale} drivers CPU per chunk",
+            "us",
+            report["cpu_cores"]["drivers"] * wall / chunks * 1e6,
+        )
         res.add(
             f"{scale} windows CPU per frame",
             "us",
