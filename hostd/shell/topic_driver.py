@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
+from hostd.core.delta_merge import coalesce_deltas
 from hostd.core.effects import Effect, ResetSession
 from hostd.core.vendor_session import feeds_history
 from hostd.shell import trace
 from hostd.shell.turns import TurnRunner, turn_failure
-from hostd_protocol.common import SessionSource, TextDelta, ThinkingDelta
+from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_messages import (
     ChunkEvent,
     DriverEvent,
@@ -41,7 +42,6 @@ from hostd_protocol.driver_messages import (
     TurnEnd,
 )
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError
-from hostd_protocol.limits import MAX_CHUNK_CHARS
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -82,56 +82,6 @@ def route_events(
         if ours and isinstance(event, ChunkEvent):
             assert machine is not None
             turns.feed(machine, partial(machine.chunk, event.chunk))
-
-
-def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
-    """Consecutive text (or thinking) deltas of one turn merged into one chunk.
-
-    The text is exactly the concatenation, so a row reads the same; what changes is that
-    the runtime, the encoder, every window's queue and the store see one event per pipe read
-    instead of one per chunk (the lever that keeps the daemon off the critical path). A merged
-    delta stays within `MAX_CHUNK_CHARS` (the limit `payload_bounds` split the driver's at).
-    """
-    if len(events) < 2:
-        return events
-    out: list[DriverEvent] = []
-    head: ChunkEvent | None = None
-    texts: list[str] = []
-    size = 0
-
-    def close() -> None:
-        if head is None:
-            return
-        if len(texts) == 1:
-            out.append(head)
-        else:
-            joined = "".join(texts)
-            merged = (
-                TextDelta(text=joined)
-                if isinstance(head.chunk, TextDelta)
-                else ThinkingDelta(text=joined)
-            )
-            out.append(ChunkEvent(turn_id=head.turn_id, chunk=merged))
-
-    for ev in events:
-        if isinstance(ev, ChunkEvent) and isinstance(ev.chunk, TextDelta | ThinkingDelta):
-            if (
-                head is not None
-                and ev.turn_id == head.turn_id
-                and type(ev.chunk) is type(head.chunk)
-                and size + len(ev.chunk.text) <= MAX_CHUNK_CHARS
-            ):
-                texts.append(ev.chunk.text)
-                size += len(ev.chunk.text)
-                continue
-            close()
-            head, texts, size = ev, [ev.chunk.text], len(ev.chunk.text)
-            continue
-        close()
-        head = None
-        out.append(ev)
-    close()
-    return out
 
 
 class DriverLink:
