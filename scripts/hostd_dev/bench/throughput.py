@@ -38,7 +38,7 @@ def expected_sha(n: int, size: int) -> str:
 
 
 def run(ctx: Context) -> Result:
-    n = 1_000 if ctx.quick else 30_000
+    n = 1_000 if ctx.quick else 300_000
     window_counts = (1, 8) if ctx.quick else (1, 8, 32)
     script = f"/chunks n={n} size={CHUNK_SIZE} rate=0"
     want = expected_sha(n, CHUNK_SIZE)
