@@ -28,10 +28,15 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
     """
     if len(events) < 2:
         return events
+    # The loop runs once per chunk a driver sent (hundreds per pipe read): exact-type checks
+    # and locals instead of isinstance with a union and attribute lookups.
     out: list[DriverEvent] = []
     head: ChunkEvent | None = None
+    head_turn = ""
+    head_kind: type | None = None
     texts: list[str] = []
     size = 0
+    limit = MAX_CHUNK_CHARS
 
     def close() -> None:
         if head is None:
@@ -40,29 +45,25 @@ def coalesce_deltas(events: list[DriverEvent]) -> list[DriverEvent]:
             out.append(head)
         else:
             joined = "".join(texts)
-            merged = (
-                TextDelta(text=joined)
-                if isinstance(head.chunk, TextDelta)
-                else ThinkingDelta(text=joined)
-            )
-            out.append(ChunkEvent(turn_id=head.turn_id, chunk=merged))
+            merged = TextDelta(text=joined) if head_kind is TextDelta else ThinkingDelta(text=joined)
+            out.append(ChunkEvent(turn_id=head_turn, chunk=merged))
 
     for ev in events:
-        if isinstance(ev, ChunkEvent) and isinstance(ev.chunk, TextDelta | ThinkingDelta):
-            if (
-                head is not None
-                and ev.turn_id == head.turn_id
-                and type(ev.chunk) is type(head.chunk)
-                and size + len(ev.chunk.text) <= MAX_CHUNK_CHARS
-            ):
-                texts.append(ev.chunk.text)
-                size += len(ev.chunk.text)
+        if type(ev) is ChunkEvent:
+            chunk = ev.chunk
+            kind = type(chunk)
+            if kind is TextDelta or kind is ThinkingDelta:
+                text: str = chunk.text  # type: ignore[union-attr]
+                n = len(text)
+                if kind is head_kind and ev.turn_id == head_turn and size + n <= limit:
+                    texts.append(text)
+                    size += n
+                    continue
+                close()
+                head, head_turn, head_kind, texts, size = ev, ev.turn_id, kind, [text], n
                 continue
-            close()
-            head, texts, size = ev, [ev.chunk.text], len(ev.chunk.text)
-            continue
         close()
-        head = None
+        head, head_turn, head_kind = None, "", None
         out.append(ev)
     close()
     return out
