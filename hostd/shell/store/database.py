@@ -219,15 +219,14 @@ class Store:
         return [schedule_from(v) for v in cur]
 
     def load_row(self, topic_id: str, row_id: str) -> MessageRow | None:
-        cur = self._db.execute(
-            f"SELECT {ROW_COLUMNS} FROM rows WHERE topic_id = ? AND id = ?", (topic_id, row_id)
-        )
-        for values in cur:
-            return merge_pieces(self._db, [row_from(values)])[0]
-        return None
+        return self._load_one("topic_id = ? AND id = ?", (topic_id, row_id))
 
     def _load_row_by_id(self, row_id: str) -> MessageRow | None:
-        for values in self._db.execute(f"SELECT {ROW_COLUMNS} FROM rows WHERE id = ?", (row_id,)):
+        return self._load_one("id = ?", (row_id,))
+
+    def _load_one(self, where: str, args: tuple[str, ...]) -> MessageRow | None:
+        """The one row `where` selects, its streamed pieces merged (`row_content`)."""
+        for values in self._db.execute(f"SELECT {ROW_COLUMNS} FROM rows WHERE {where}", args):
             return merge_pieces(self._db, [row_from(values)])[0]
         return None
 
