@@ -50,6 +50,11 @@ _CREDENTIAL_NAME = re.compile(
 T = TypeVar("T")
 
 
+def is_credential_name(name: str) -> bool:
+    """Whether variable `name` holds a credential by its name (API keys, tokens, ...)."""
+    return bool(_CREDENTIAL_NAME.search(name))
+
+
 def credential_values(names: Iterable[str], env: Mapping[str, str]) -> list[str]:
     """Values of the credential-like variables among `names` (plus proxy URLs with a
     password in them), as found in `env`."""
@@ -58,7 +63,7 @@ def credential_values(names: Iterable[str], env: Mapping[str, str]) -> list[str]
         value = env.get(name, "")
         if not value:
             continue
-        if _CREDENTIAL_NAME.search(name) or (name.upper().endswith("_PROXY") and "@" in value):
+        if is_credential_name(name) or (name.upper().endswith("_PROXY") and "@" in value):
             values.append(value)
     return values
 

@@ -181,6 +181,9 @@ class Daemon(RequestHandlers):
         self.turns = TurnServices(
             paths.config_dir, paths.data_dir / "workspaces", supervisor, writer
         )
+        # A variable an option names (`api_key_env`) must be one the user's assistant files
+        # name: the supervisor asks the config cache (hostd/shell/drivers/environment.py).
+        supervisor.configured_vars = self.turns.config.configured_vars
         # Scheduled prompts (hostd/shell/schedule_service.py); due times before now were missed.
         self.scheduler = Scheduler(
             ScheduleBook(schedules or [], booted_at=time.time()),

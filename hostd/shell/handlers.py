@@ -36,6 +36,7 @@ from hostd.core.workspaces import workspace_of
 from hostd.shell.connection import (
     Connection,
 )
+from hostd.shell.drivers.environment import check_env_options
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import encoded_size
 from hostd.shell.paths import Paths
@@ -246,19 +247,24 @@ class RequestHandlers:
         policy_of(msg.options)
         workspace_of(msg.options)
         options = driver_options(msg.options)
+        stored = driver
         if driver:
-            self.registry.require_ready(driver, environ_of).check_options(options)
-            return driver
-        try:
-            resolved = await self.turns.resolve_driver(msg.assistant, msg.model)
-        except UnresolvedRole:
-            if msg.assistant:
-                raise
-            chosen = self.registry.pick_default(environ_of)
-            self.registry.get(chosen).check_options(options)
-            return chosen
-        self.registry.require_ready(resolved, environ_of).check_options(options)
-        return ""
+            spec = self.registry.require_ready(driver, environ_of)
+        else:
+            try:
+                resolved = await self.turns.resolve_driver(msg.assistant, msg.model)
+            except UnresolvedRole:
+                if msg.assistant:
+                    raise
+                stored = self.registry.pick_default(environ_of)
+                spec = self.registry.get(stored)
+            else:
+                spec = self.registry.require_ready(resolved, environ_of)
+        spec.check_options(options)
+        # A window may not pick which of the daemon's variables is sent as a key.
+        await self.turns.config.current()  # the assistant files as they are now
+        check_env_options(spec, options, self.turns.config.configured_vars)
+        return stored
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:
         ids = list(self._records)

@@ -138,6 +138,18 @@ class ConfigCache:
     def assistant_sync(self, assistant: str) -> AssistantConfig:
         return _pick(self.load_sync(), assistant)[0]
 
+    def configured_vars(self, option: str) -> frozenset[str]:
+        """The values driver option `option` has in the assistant files (the variables the
+        local user allows an `api_key_env`-like option to name; see
+        `hostd.shell.drivers.environment`). The files as last parsed: a turn or a topic's
+        creation loads them first."""
+        loaded = self._loaded if self._loaded is not None else self.load_sync()
+        return frozenset(
+            value
+            for config in loaded.catalog.assistants.values()
+            if isinstance(value := config.options.get(option), str) and value
+        )
+
 
 def _pick(loaded: _Loaded, assistant: str) -> tuple[AssistantConfig, RolesConfig]:
     if isinstance(loaded.roles, ConfigError):

@@ -53,7 +53,9 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     args: tuple[str, ...] = ()
     #: Driver options whose value *names* one more variable to pass on (e.g. `api_key_env`:
     #: an assistant says which variable holds its key). Only that variable, only to this
-    #: driver; a value that is not a plain variable name is ignored.
+    #: driver; a value that is not a plain variable name is ignored. The daemon honours a
+    #: name only when the local user allowed it: a credential variable of `env`, or a value
+    #: the option has in one of the user's assistant files (else `PermissionDenied`).
     env_options: tuple[str, ...] = ()
     #: (option, one-line help) pairs for `Init.options`, shown by `hostd drivers NAME`.
     options_help: tuple[tuple[str, str], ...] = ()

@@ -202,7 +202,9 @@ class NothingToStop(TopicError):
 
 
 class PermissionDenied(TopicError):
-    """The request's identity (local uid, profile) may not use this topic. Nothing was stored."""
+    """The request's identity (local uid, profile) may not use this topic, or its options name
+    a variable of the daemon's environment the local user did not allow (`api_key_env`, see
+    `DriverSpec.env_options`). Nothing was stored."""
 
     code = "permission_denied"
 

@@ -68,7 +68,11 @@ async def test_the_key_variable_named_by_the_assistant_reaches_this_driver_only(
             init_options={"base_url": api.base_url, "api_key_env": "MY_LOCAL_LLM_KEY"},
         )
         with trio.fail_after(30):
-            async with serving(profile, tmp_path) as sup:
+            # The daemon allows it because an assistant file names it (the config cache).
+            allowed = {"api_key_env": {"MY_LOCAL_LLM_KEY"}}
+            async with serving(
+                profile, tmp_path, configured_vars=lambda option: allowed.get(option, ())
+            ) as sup:
                 session = await sup.open("key", profile.options())
                 await session.send(Send(turn_id="t1", text="hi"))
                 result = await collect_turn(session, "t1")

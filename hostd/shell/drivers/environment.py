@@ -1,13 +1,32 @@
 """What a driver process's environment holds: the few variables every driver gets from the
 daemon's (`MINIMAL_ENV`), the ones its spec names, and its secrets. Nothing else reaches it.
+
+An option that *names* a variable (`DriverSpec.env_options`, e.g. the OpenAI driver's
+`api_key_env`) is a way for whoever sets options to pick one variable of the daemon's
+environment and have it sent to a server they also pick (`base_url`). Topic options come from
+windows, i.e. any client of the socket, so such a name is honoured only when the local user
+allowed it (`check_env_options`): one of the credential variables the spec itself declares
+(`env`, e.g. `OPENAI_API_KEY`; not `HTTPS_PROXY`, which may carry a proxy password), or a value that option has in one of the user's assistant files
+(`<config>/assistants/*.toml`, files only the user can write). Anything else is refused with
+`PermissionDenied` when the topic is created, and again when a process would start (a topic
+stored before the rule, a fork, an assistant file removed since).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
-__all__ = ["MINIMAL_ENV", "driver_env"]
+from hostd.core.redaction import is_credential_name
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import PermissionDenied
+
+__all__ = ["MINIMAL_ENV", "ConfiguredVars", "check_env_options", "driver_env"]
+
+#: The variables the local user's configuration names for a driver option (option name ->
+#: the values that option has in the assistant files).
+ConfiguredVars = Callable[[str], Collection[str]]
 
 
 #: Variables a driver gets from the daemon's environment without asking: enough to run a
@@ -48,3 +67,26 @@ def driver_env(
             env[name] = base_env[name]
     env.update(secrets)
     return env
+
+
+def check_env_options(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredVars
+) -> None:
+    """Raise `PermissionDenied` when an option of `spec.env_options` in `options` names a
+    variable the local user did not allow (see the module docstring); "" (no variable) and an
+    absent option are always fine."""
+    own = [name for name in spec.env if is_credential_name(name)]
+    for option in spec.env_options:
+        value = options.get(option)
+        if value is None or value == "" or value in own:
+            continue
+        if isinstance(value, str) and value in configured(option):
+            continue
+        declared = " or ".join([*own, '""'])
+        raise PermissionDenied(
+            f"{option} = {value!r} is not allowed for driver {spec.name!r}: options from a "
+            f"window may name {declared}, or a variable an assistant file names (add "
+            f"`{option} = {value!r}` to the [options] of an assistant in the config dir's "
+            "assistants/; `hostd paths` shows where)",
+            details={"driver": spec.name, "option": option, "variable": str(value)},
+        )

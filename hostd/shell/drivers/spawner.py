@@ -16,6 +16,7 @@ import trio
 from hostd.core.options import SessionOptions
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import driver_options, policy_of
+from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
@@ -42,6 +43,7 @@ class SessionSpawner:
     _python: str | None
     _reaper: GroupReaper
     _spawned: int
+    configured_vars: ConfiguredVars
 
     if TYPE_CHECKING:  # provided by Supervisor
 
@@ -62,6 +64,9 @@ class SessionSpawner:
         fork_from: SessionSource | None = None,
     ) -> DriverSession:
         nursery = self._require_serving()
+        # Checked at creation too; again here for what creation did not see (a topic stored
+        # before the rule, a fork, an assistant file removed since).
+        check_env_options(spec, opts.options, self.configured_vars)
         init = Init(
             protocol_version=PROTOCOL_VERSION,
             model=opts.model,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 import trio
 
 from hostd.core.options import SessionOptions
+from hostd.shell.drivers.environment import ConfiguredVars
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
@@ -143,8 +144,13 @@ class Supervisor(WarmSpares):
         event_buffer: int = 1024,
         python: str | None = None,
         sandbox: Sandbox | None = None,
+        configured_vars: ConfiguredVars | None = None,
     ) -> None:
         self._registry = registry
+        #: The variables the local user's assistant files name for an option that names a
+        #: variable (`api_key_env`); a process whose options name another is not started
+        #: (`environment.check_env_options`). The daemon wires its config cache in.
+        self.configured_vars: ConfiguredVars = configured_vars or (lambda option: ())
         self._sandbox = sandbox or Sandbox()
         #: Loopback bridges of live sessions (by `id(session)`), cancelled when they end.
         self._bridges: dict[int, trio.CancelScope] = {}
