@@ -112,9 +112,16 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
                    help="show each row's id (for rewind, fork, resend)")
     handlers["history"] = _lazy("topic_cmds", "cmd_history")
 
-    p = sub.add_parser("attach", parents=[_common()], help="print a topic's live stream until the turn ends (Ctrl-C)")
+    p = sub.add_parser(
+        "attach", parents=[_common()],
+        help="show a topic's state and recent messages, then its live stream until the turn "
+        "ends (an idle topic: the next turn; Ctrl-C detaches)")
     p.add_argument("topic", help="topic id")
-    handlers["attach"] = _lazy("topic_cmds", "cmd_attach")
+    p.add_argument("--last", type=int, default=10, metavar="N",
+                   help="recent messages shown first (default: 10; older: hostd history)")
+    p.add_argument("--keep", action="store_true",
+                   help="stay attached after the turn ends, following every turn (until Ctrl-C)")
+    handlers["attach"] = _lazy("attach_cmd", "cmd_attach")
 
     add_manage_parsers(sub, handlers)
 

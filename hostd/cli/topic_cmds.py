@@ -1,4 +1,5 @@
-"""`hostd topics | new | send | history | attach`: topics from the command line."""
+"""`hostd topics | new | send | history`: topics from the command line (and the stream
+printer `hostd attach`, in `attach_cmd`, uses)."""
 
 from __future__ import annotations
 
@@ -198,22 +199,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     for row in rows:
         print_row(row, o, ids=show_all or getattr(args, "ids", False))
     return 0
-
-
-def cmd_attach(args: argparse.Namespace) -> int:
-    async def go(c: Any) -> Any:
-        async with c.attach(args.topic) as sub:
-            printer = StreamPrinter()
-            async for item in sub:
-                printer.show(item)
-                if isinstance(item, TurnEnded | TopicDeleted):
-                    break
-                if isinstance(item, Snapshot) and item is not sub.first and not item.active_turn_id:
-                    break
-        return 0
-
-    result = run_client(args, go)
-    return result if isinstance(result, int) else 0
 
 
 def row_text(row: MessageRow) -> str:
