@@ -129,6 +129,49 @@ async def test_a_write_at_a_slower_pace_is_read_at_once(
                 mock_clock.jump(2 * PACE)  # the next write comes later than the pace
 
 
+async def test_after_a_read_that_waited_data_already_there_is_read_without_delay(
+    mock_clock: trio.testing.MockClock, pipe: tuple[int, int]
+) -> None:
+    """The next receive after a quiet read waits for the pipe first; bytes written before
+    it was called are seen by the loop at once, exact, and a closed descriptor ends it."""
+    r, w = pipe
+    reader = PipeReader(r, size=1 << 16, pace=PACE)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            rx = Receiver(reader)
+            nursery.start_soon(rx.run)
+            await trio.testing.wait_all_tasks_blocked()
+            os.write(w, b"first")
+            await trio.testing.wait_all_tasks_blocked()
+            assert rx.got == b"first"
+            mock_clock.jump(2 * PACE)  # quiet: the next receive waits for the pipe first
+            os.write(w, b"second")
+            os.write(w, b"third")
+            t = trio.current_time()
+            assert await reader.receive() == b"secondthird" and trio.current_time() == t
+            mock_clock.jump(2 * PACE)
+            os.close(w)
+            assert await reader.receive() == b""
+
+
+async def test_a_descriptor_closed_after_a_quiet_read_reads_as_the_end(
+    mock_clock: trio.testing.MockClock, pipe: tuple[int, int]
+) -> None:
+    r, w = pipe
+    reader = PipeReader(r, size=16, pace=PACE)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            rx = Receiver(reader)
+            nursery.start_soon(rx.run)
+            await trio.testing.wait_all_tasks_blocked()
+            os.write(w, b"x")
+            await trio.testing.wait_all_tasks_blocked()
+            assert rx.got == b"x"
+        mock_clock.jump(2 * PACE)
+        os.close(r)
+        assert await reader.receive() == b""
+
+
 async def test_a_read_that_fills_the_buffer_is_not_paced_and_the_end_reads_empty(
     autojump_clock: trio.testing.MockClock, pipe: tuple[int, int]
 ) -> None:
