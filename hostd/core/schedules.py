@@ -61,6 +61,7 @@ from hostd.core.schedule_times import (
     zone,
 )
 from hostd_protocol.client_messages import (
+    RowAppended,
     RowOpened,
     RowRemoved,
     RowUpdated,
@@ -341,6 +342,8 @@ class ScheduleBook:
 
     def observe(self, topic_id: str, event: TopicEvent) -> list[ScheduleEffect]:
         """Follow a topic's events to learn how a run ended (called for every event)."""
+        if type(event) is RowAppended:
+            return []  # the bulk of a stream (one per chunk read): says nothing about runs
         if isinstance(event, RowOpened):
             key = event.row.meta.get("client_msg_id")
             run = self._runs.by_key.get(key) if isinstance(key, str) else None

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -300,9 +301,10 @@ class Connection:
 
     def _enqueue(self, frame: bytes, *, is_event: bool, wake: bool = True) -> None:
         self._queue.append((frame, is_event))
-        self._queued_bytes += len(frame)
+        size = len(frame)
+        self._queued_bytes += size
         if is_event:
-            self._event_bytes += len(frame)
+            self._event_bytes += size
         if wake:
             self._ready.set()
 
@@ -329,14 +331,19 @@ class Connection:
         if self._queue:
             self._ready.set()
 
-    def _take(self) -> tuple[bytes, list[tuple[str, int]]]:
+    def _take(self) -> tuple[bytes, Sequence[tuple[str, int]]]:
+        # Runs once per window per pipe read of a streaming topic, usually for one frame:
+        # no join, no new queue, no new trace list when there is nothing to trace.
         items = self._queue
-        self._queue = deque()
-        traced, self._trace_keys = self._trace_keys, []
+        count = len(items)
+        data = items[0][0] if count == 1 else b"".join([f for f, _ in items])
+        items.clear()
+        traced: Sequence[tuple[str, int]] = ()
+        if self._trace_keys:
+            traced, self._trace_keys = self._trace_keys, []
         self._queued_bytes = 0
         self._event_bytes = 0
-        data = b"".join(f for f, _ in items)
-        self._frames_sent += len(items)
+        self._frames_sent += count
         self._bytes_sent += len(data)
         self._writes += 1
         return data, traced

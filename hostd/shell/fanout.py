@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from time import monotonic_ns
 from typing import Any, Protocol
 
@@ -111,6 +110,31 @@ class ReplayBuffer:
         return out
 
 
+class _Held:
+    """`TopicStream.held()`'s context: counts nesting, flushes when the outermost exits."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: TopicStream) -> None:
+        self._stream = stream
+
+    def __enter__(self) -> None:
+        stream = self._stream
+        stream._hold_depth += 1
+        if stream._hold_depth == 1:
+            stream._held = {}
+
+    def __exit__(self, *exc: object) -> None:
+        stream = self._stream
+        stream._hold_depth -= 1
+        if stream._hold_depth:
+            return
+        held, stream._held = stream._held, None
+        if held:
+            for sub in held:
+                sub.flush()
+
+
 class TopicStream:
     """The live side of one topic: replay buffer plus subscribers."""
 
@@ -122,6 +146,8 @@ class TopicStream:
         self.events_published = 0
         #: Inside `held()`: the subscribers that got a frame and are owed a `flush`.
         self._held: dict[Subscriber, None] | None = None
+        self._hold = _Held(self)
+        self._hold_depth = 0
 
     @property
     def last_seq(self) -> int:
@@ -139,22 +165,14 @@ class TopicStream:
     def unsubscribe(self, sub: Subscriber) -> None:
         self._subscribers.pop(sub, None)
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> _Held:
         """Publish a batch: inside, frames are queued without waking any window's writer;
         at the end each window that got frames writes them all at once (`flush`), in the
         same step. Used for one pipe read of driver events (`TopicHost`): one write per
-        window per batch, and no task switch between the driver's pipe and the sockets."""
-        if self._held is not None:  # nested: the outer batch flushes
-            yield
-            return
-        held = self._held = {}
-        try:
-            yield
-        finally:
-            self._held = None
-            for sub in held:
-                sub.flush()
+        window per batch, and no task switch between the driver's pipe and the sockets.
+        Nested, the outer batch flushes. (One reusable context object per stream, not a
+        generator-based one: this runs once per pipe read of every streaming topic.)"""
+        return self._hold
 
     def publish(self, event: TopicEvent) -> None:
         """Record and deliver one event. Encodes it at most once per encoding."""

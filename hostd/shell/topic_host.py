@@ -227,18 +227,17 @@ class TopicHost(DriverLink):
                 if self._observe is not None:
                     self._observe(tid, event)
                 writer.put(st.PutSeq(tid, event.seq))
-                machine = self.turns.machine
-                if (
-                    isinstance(event, TurnEnded)
-                    and machine is not None
-                    and machine.turn_id == event.turn_id
-                ):
-                    self.turns.feed(
-                        machine,
-                        partial(machine.turn_ended, event.status, event.error, event.error_code),
-                    )
-                if isinstance(event, TurnEnded) and self.lanes.by_lane:
-                    self.lanes.end_all(event.status, event.error, event.error_code)
+                if isinstance(event, TurnEnded):
+                    machine = self.turns.machine
+                    if machine is not None and machine.turn_id == event.turn_id:
+                        self.turns.feed(
+                            machine,
+                            partial(
+                                machine.turn_ended, event.status, event.error, event.error_code
+                            ),
+                        )
+                    if self.lanes.by_lane:
+                        self.lanes.end_all(event.status, event.error, event.error_code)
             elif isinstance(eff, TouchRow):
                 writer.put(eff)  # a store op as it is (`store.ops`)
             elif isinstance(eff, SaveRow):

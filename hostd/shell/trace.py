@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from collections.abc import Iterable
 from time import monotonic_ns
 
 #: The file the trace goes to at exit, or "" (tracing off).
@@ -79,7 +80,7 @@ def published(topic_id: str, seq: int, runtime_ns: int) -> None:
         events.append((topic_id, seq, _current[0], _current[1], runtime_ns, monotonic_ns()))
 
 
-def written(keys: list[tuple[str, int]], conn_id: int) -> None:
+def written(keys: Iterable[tuple[str, int]], conn_id: int) -> None:
     """A connection wrote the frames of these (topic, seq) events to its socket."""
     now = monotonic_ns()
     writes.extend((topic, seq, conn_id, now) for topic, seq in keys)

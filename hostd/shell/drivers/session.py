@@ -58,6 +58,7 @@ from hostd.shell.drivers.session_end import (
 from hostd.shell.drivers.stderr_tail import StderrTail
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
+    ChunkEvent,
     Close,
     DriverEvent,
     DriverFatal,
@@ -513,6 +514,9 @@ class DriverSession(SessionEnd):
     async def _dispatch(self, items: list[DriverEvent | InvalidMessage]) -> None:
         batch: EventBatch = []
         for item in items:
+            if type(item) is ChunkEvent:  # the stream's bulk: none of the checks below
+                batch.append(item)
+                continue
             if isinstance(item, InvalidMessage):
                 self._log.warning("driver %s: skipped event: %s", self.driver, item)
                 continue

@@ -122,6 +122,12 @@ Op = (
 
 def op_key(op: Op) -> tuple[str, str]:
     """Ops with the same key coalesce: the newest replaces the older one in a batch."""
+    # The two ops every streamed chunk queues come first, by exact type (they are final).
+    kind = type(op)
+    if kind is PutSeq:
+        return ("seq", op.topic_id)  # type: ignore[union-attr]
+    if kind is TouchRow:
+        return ("row", op.row_id)  # type: ignore[union-attr]
     if isinstance(op, PutTopic):
         return ("topic", op.topic.id)
     if isinstance(op, DeleteTopic):
