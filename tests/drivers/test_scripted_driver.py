@@ -103,7 +103,9 @@ async def test_default_scenario_shape(tmp_path: Path) -> None:
 
 async def test_chunk_sizes_and_thinking(tmp_path: Path) -> None:
     async with scripted(tmp_path) as session:
-        result = await run(session, "a", "/think pondering deeply\n/chunks 5 size=3")
+        # Paced (1 ms apart): each chunk leaves in a pass of its own, so the harness does not
+        # merge them (`driver_output`) and their sizes can be seen.
+        result = await run(session, "a", "/think pondering deeply\n/chunks 5 size=3 rate=1000")
         texts = [
             e.chunk.text
             for e in result.events

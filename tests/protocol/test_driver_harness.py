@@ -345,6 +345,8 @@ async def test_a_host_that_stops_reading_makes_the_driver_wait_and_loses_nothing
                 await peer.send(Close())
     finally:
         os.close(rfd)
+    # Deltas of one pass may arrive merged (`driver_output`): the text is what was emitted.
     chunks = [ev.chunk.text for ev in got[1:-1]]
-    assert chunks == [f"{i}:" + "w" * 500 for i in range(driver.n)]
+    assert 1 < len(chunks) <= driver.n
+    assert "".join(chunks) == "".join(f"{i}:" + "w" * 500 for i in range(driver.n))
     assert got[-1] == TurnEnd(turn_id="t1", status="success")
