@@ -22,6 +22,7 @@ from hostd_dev.bench.procs import (
     WindowsProc,
     busy_cpu_seconds,
     cpu_seconds,
+    runqueue_seconds,
 )
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import median
@@ -66,10 +67,12 @@ def run(ctx: Context) -> Result:
                     base = _bare_turn(res, bare, script, want)
                     pids = [daemon.pid, wp.proc.pid, *drivers[:1]]
                     cpu_before = [cpu_seconds(p) for p in pids]
+                    queued0 = [runqueue_seconds(p) for p in pids]
                     busy0, t0 = busy_cpu_seconds(), time.perf_counter()
                     send_all(daemon, [tid], script)
                     report = wp.read(timeout=300)
                     cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu_before, strict=True)]
+                    queued = [runqueue_seconds(p) - q for p, q in zip(pids, queued0, strict=True)]
                     other = busy_cpu_seconds() - busy0 - sum(cpu)
                     wall = time.perf_counter() - t0
                     _round(res, report, windows, base, want, bad)
@@ -78,6 +81,11 @@ def run(ctx: Context) -> Result:
                     res.add(f"{label} windows process CPU per turn", "s", cpu[1])
                     if drivers:
                         res.add(f"{label} driver CPU per turn", "s", cpu[2])
+                    # Runnable but waiting for a CPU (schedstat): who the 2 cores were short for.
+                    for who, wait in zip(
+                        ("daemon", "windows process", "driver"), queued, strict=False
+                    ):
+                        res.add(f"{label} {who} waiting for a CPU per turn", "s", wait)
                     res.add(f"{label} other processes (cores, noise)", "", round(other / wall, 2))
             finally:
                 wp.close()
@@ -94,7 +102,14 @@ def _bare_turn(res: Result, bare: BareDriver, script: str, want: str) -> float:
     """One turn of the bare pipe; its rows; returns its chars/s (0.0: the whole turn came in
     one read, so it has no rate; `--quick`'s 8 KB can)."""
     cpu0 = (time.process_time(), cpu_seconds(bare.proc.pid))
+    queued0 = runqueue_seconds(bare.proc.pid)
     t = bare.turn(script)
+    res.add(
+        "bare: driver waiting for a CPU per turn",
+        "s",
+        runqueue_seconds(bare.proc.pid) - queued0,
+        baseline=True,
+    )
     rate = t.chars / ((t.last_ns - t.first_ns) / 1e9) if t.last_ns > t.first_ns else 0.0
     if rate:
         res.add("bare pipe chars/s", "chars/s", rate, baseline=True)
