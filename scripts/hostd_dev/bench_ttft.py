@@ -199,8 +199,12 @@ async def measure_stream(
                     done = False
                     for event in item:
                         if isinstance(event, ChunkEvent) and isinstance(event.chunk, TextDelta):
-                            stamp = int(event.chunk.text.split(":", 1)[0])
-                            latencies.append((now_ns - stamp) / 1e9)
+                            # Deltas of one pass leave the harness merged: one stamp per
+                            # `chunk_size` characters.
+                            text = event.chunk.text
+                            for i in range(0, len(text), chunk_size):
+                                stamp = int(text[i : i + chunk_size].split(":", 1)[0])
+                                latencies.append((now_ns - stamp) / 1e9)
                             last = time.perf_counter()
                             first = first or last
                         elif isinstance(event, TurnEnd):
