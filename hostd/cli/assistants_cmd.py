@@ -38,8 +38,8 @@ def config_dir_of(args: argparse.Namespace) -> Path:
 
 
 def _bare_topic(roles: object, profile: str) -> tuple[str, str]:
-    """What a topic that names nothing runs on: the `default` role, else the built-in default
-    driver (checked with this shell's environment: the daemon uses its own)."""
+    """What the built-in `default` assistant (a topic that names nothing) runs on: the
+    `default` role, else the built-in default driver (checked with this shell's environment: the daemon uses its own)."""
     from rich.markup import escape
 
     from hostd.core.assistants import RolesConfig, default_assistant
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from hostd.core.connector import resolve_connector
+    from hostd.core.assistants import DEFAULT_ASSISTANT_NAME, DEFAULT_HISTORY_SIZE
+    from hostd.core.connector import has_file, resolve_connector
     from hostd.shell.config import load_assistants, load_roles
     from hostd_protocol.errors import ConfigError
 
@@ -111,10 +112,12 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             escape(cfg.description),
         )
     note = ""
-    if roles is not None:
+    if roles is not None and not has_file(catalog, DEFAULT_ASSISTANT_NAME):
+        # The built-in `default` (a file of that name replaces it): what a topic that names
+        # no assistant runs on, and what `--assistant default` means.
         cell, note = _bare_topic(roles, args.profile)
-        table.add_row("(none)", cell, "per-topic", "", "",
-                      "a topic created without --assistant/--driver")
+        table.add_row(f"{DEFAULT_ASSISTANT_NAME} [dim](built-in)[/dim]", cell, "per-topic",
+                      str(DEFAULT_HISTORY_SIZE), "", "topics without --assistant")
     console.print(table)
     if note:
         console.print(f"[red]no default:[/red] {escape(note)}")

@@ -19,15 +19,19 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Literal
 
+import msgspec
+
 from hostd.core.assistants import (
+    DEFAULT_ASSISTANT_NAME,
     ROLE_PREFIX,
     AssistantCatalog,
     AssistantConfig,
     RolesConfig,
     RoleTarget,
+    default_assistant,
 )
 from hostd_protocol.client_messages import AssistantInfo, DriverInfo
-from hostd_protocol.errors import ConfigError, UnresolvedRole
+from hostd_protocol.errors import ConfigError, HostdError, UnresolvedRole
 
 Tier = Literal["explicit", "profile", "system", "profile-default", "system-default"]
 
@@ -131,13 +135,25 @@ def describe_assistants(
     roles: RolesConfig | ConfigError,
     drivers: Mapping[str, DriverInfo],
     profile: str = "",
+    *,
+    fallback: str | HostdError | None = None,
+    fallback_first: bool = False,
 ) -> list[AssistantInfo]:
     """What `list-assistants` answers: every assistant file, sorted by name, with the driver
     and model `resolve_connector` gives it and whether that driver (from `drivers`, the
     registry's infos by name) can answer. A broken file, a role that does not resolve, a
     broken roles.toml or an unavailable driver is that assistant's one-line `error`; options,
-    prompt and hooks are left out (an option value could be a secret)."""
+    prompt and hooks are left out (an option value could be a secret).
+
+    Unless a file named `default` exists (or failed to load), the built-in `default` is
+    listed too (`builtin`): on the `default` role when roles.toml has one, else on
+    `fallback`, the driver the daemon picks for a topic that names nothing (or why it cannot
+    pick one; None: not known, the entry then says the role is missing). `fallback_first`:
+    the daemon has a default driver of its own, which beats the role (model: the driver's
+    default)."""
     infos: list[AssistantInfo] = []
+    if not has_file(catalog, DEFAULT_ASSISTANT_NAME):
+        infos.append(_builtin_default(roles, drivers, profile, fallback, fallback_first))
     for name, cfg in catalog.assistants.items():
         try:
             conn = resolve_connector(
@@ -170,3 +186,55 @@ def describe_assistants(
         name = str(err.details.get("assistant") or PurePath(str(err.details.get("file"))).stem)
         infos.append(AssistantInfo(name=name, error=err.message.splitlines()[0]))
     return sorted(infos, key=lambda info: info.name)
+
+
+def has_file(catalog: AssistantCatalog, name: str) -> bool:
+    """Whether assistant `name` comes from a file (loaded or broken), not built in."""
+    return name in catalog.assistants or any(
+        err.details.get("assistant") == name for err in catalog.errors
+    )
+
+
+def _builtin_default(
+    roles: RolesConfig | ConfigError,
+    drivers: Mapping[str, DriverInfo],
+    profile: str,
+    fallback: str | HostdError | None,
+    fallback_first: bool,
+) -> AssistantInfo:
+    """The built-in `default` as `describe_assistants` lists it."""
+    description = "built-in: the assistant of a topic that names none"
+    base = AssistantInfo(name=DEFAULT_ASSISTANT_NAME, description=description, builtin=True)
+    if fallback_first and isinstance(fallback, str) and fallback:
+        return _on_driver(base, drivers, fallback, "", "")
+    if isinstance(roles, ConfigError):
+        return msgspec.structs.replace(base, error=roles.message)
+    try:
+        conn = resolve_connector(default_assistant(), roles, profile=profile)
+    except UnresolvedRole as exc:
+        if isinstance(fallback, HostdError):
+            return msgspec.structs.replace(base, error=fallback.message)
+        if not fallback:
+            return msgspec.structs.replace(base, error=exc.message)
+        driver, model, role = fallback, "", ""
+    else:
+        driver, model, role = conn.driver, conn.model, conn.role
+    return _on_driver(base, drivers, driver, model, role)
+
+
+def _on_driver(
+    base: AssistantInfo, drivers: Mapping[str, DriverInfo], driver: str, model: str, role: str
+) -> AssistantInfo:
+    info = drivers.get(driver)
+    reason = "" if info is not None and info.available else (
+        f"driver {driver!r}: {info.reason}" if info is not None
+        else f"no driver named {driver!r} is installed"
+    )
+    return msgspec.structs.replace(
+        base,
+        driver=driver,
+        model=model,
+        role=role,
+        available=info is not None and info.available,
+        error=reason,
+    )

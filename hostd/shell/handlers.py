@@ -20,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
 import trio
 
 from hostd import __version__
-from hostd.core.connector import describe_assistants
+from hostd.core.assistants import DEFAULT_ASSISTANT_NAME
+from hostd.core.connector import describe_assistants, has_file
 from hostd.core.payload_bounds import (
     check_send,
     check_text,
@@ -208,9 +210,12 @@ class RequestHandlers:
         """Create and load a topic (a window's `create-topic`, or a schedule's run)."""
         if msg.assistant:
             await self.turns.config.load(msg.assistant)  # unknown or broken: ConfigError
+        # The built-in `default` is what a topic that names no assistant runs on: the same
+        # driver choice (`list-assistants` shows it).
+        bare = not msg.assistant or await self._builtin_default(msg.assistant)
         # A topic with an assistant gets its driver from it (or its role) unless it names one.
-        driver = msg.driver or ("" if msg.assistant else self.config.default_driver)
-        driver = await self._ready_driver(msg, driver)
+        driver = msg.driver or (self.config.default_driver if bare else "")
+        driver = await self._ready_driver(msg, driver, bare=bare)
         now = time.time()
         info = TopicInfo(
             id=new_id("tp"),
@@ -235,7 +240,27 @@ class RequestHandlers:
         self._topics_changed("created", info.id, host.topic_info())
         return host
 
-    async def _ready_driver(self, msg: CreateTopic, driver: str) -> str:
+    async def _builtin_default(self, assistant: str) -> bool:
+        """Whether `assistant` is the built-in `default` (no file of that name)."""
+        if assistant != DEFAULT_ASSISTANT_NAME:
+            return False
+        catalog, _ = await self.turns.config.current()
+        return not has_file(catalog, assistant)
+
+    async def bare_driver(self, model: str = "") -> str:
+        """The driver stored for a topic that names no assistant and no driver (and for the
+        built-in `default`): the daemon's default driver; "" when the `default` role decides;
+        else the first ready built-in driver (`DriverRegistry.pick_default`, which raises
+        saying why none is)."""
+        if self.config.default_driver:
+            return self.config.default_driver
+        try:
+            await self.turns.resolve_driver("", model)
+        except UnresolvedRole:
+            return self.registry.pick_default(self.supervisor.driver_environ)
+        return ""
+
+    async def _ready_driver(self, msg: CreateTopic, driver: str, *, bare: bool) -> str:
         """The driver to store for a new topic, refusing now (not at the first send) when the
         topic could not answer: unknown or unavailable driver, no credential, unresolvable
         role. A topic that names nothing gets the `default` role of roles.toml when there is
@@ -254,7 +279,7 @@ class RequestHandlers:
             try:
                 resolved = await self.turns.resolve_driver(msg.assistant, msg.model)
             except UnresolvedRole:
-                if msg.assistant:
+                if not bare:  # a named assistant's role must resolve
                     raise
                 stored = self.registry.pick_default(environ_of)
                 spec = self.registry.get(stored)
@@ -341,6 +366,13 @@ class RequestHandlers:
                 self.registry.require_ready(target.driver, self.supervisor.driver_environ)
             if target.assistant:
                 await self.turns.config.load(target.assistant)  # unknown or broken: ConfigError
+        # An extra answer by the built-in `default` runs where a bare topic would.
+        also = [
+            msgspec.structs.replace(t, driver=await self.bare_driver(t.model))
+            if not t.driver and await self._builtin_default(t.assistant)
+            else t
+            for t in msg.also
+        ]
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
         client_msg_id = msg.client_msg_id
@@ -355,7 +387,7 @@ class RequestHandlers:
                 msg.intent,
                 client_msg_id=client_msg_id,
                 options=msg.options or None,
-                also=msg.also,
+                also=also,
             )
         except BaseException:
             # Refused (busy, store error, ...): what it brought along is released now, not
@@ -497,8 +529,23 @@ class RequestHandlers:
     async def _list_assistants(self, conn: Connection, msg: ListAssistants) -> Result:
         catalog, roles = await self.turns.config.current()
         drivers = {d.name: d for d in self.registry.infos(self.supervisor.driver_environ)}
+        # The built-in `default` runs where a bare topic does.
+        fallback: str | HostdError
+        try:
+            fallback = self.config.default_driver or self.registry.pick_default(
+                self.supervisor.driver_environ
+            )
+        except HostdError as exc:
+            fallback = exc
         return AssistantListResult(
-            assistants=describe_assistants(catalog, roles, drivers, profile=msg.profile)
+            assistants=describe_assistants(
+                catalog,
+                roles,
+                drivers,
+                profile=msg.profile,
+                fallback=fallback,
+                fallback_first=bool(self.config.default_driver),
+            )
         )
 
     async def _ping(self, conn: Connection, msg: Ping) -> Result:

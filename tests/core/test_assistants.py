@@ -221,8 +221,14 @@ def test_cli_reports_bad_files_with_line_and_fails(tmp_path: Path) -> None:
 def test_cli_without_assistants(tmp_path: Path) -> None:
     code, out = cli(tmp_path)
     assert code == 0 and "no assistants yet" in out
-    # A topic that names nothing: what it would run on (or why nothing can).
-    assert "a topic created without --assistant/--driver" in out
+    # A topic that names nothing: the built-in `default`, what it would run on (or why
+    # nothing can).
+    assert "default (built-in)" in out
+    assert "topics without --assistant" in out
     (tmp_path / "roles.toml").write_text('[system]\ndefault = { driver = "scripted" }\n')
     code, out = cli(tmp_path)
     assert "scripted / (default) (default role)" in out
+    # A file named `default` replaces the built-in one: listed once, as the file says.
+    write(tmp_path / "assistants", "default.toml", 'driver = "scripted"\ndescription = "Mine"\n')
+    code, out = cli(tmp_path)
+    assert "(built-in)" not in out and "Mine" in out

@@ -141,17 +141,55 @@ def test_describe_assistants_resolves_each_and_lists_errors() -> None:
         "off": DriverInfo(name="off", available=False, reason="no credential"),
     }
     listed = describe_assistants(catalog, ROLES, drivers, profile="work")
-    assert [a.name for a in listed] == ["bad", "coder", "lost", "plain"]
+    assert [a.name for a in listed] == ["bad", "coder", "default", "lost", "plain"]
     assert listed[0] == AssistantInfo(name="bad", error="/cfg/a/bad.toml:3: x: unknown key")
     assert listed[1] == AssistantInfo(
         name="coder", driver="work-driver", model="work-coding-model", role="coding",
         available=True,
     )
+    # The built-in `default` (no file of that name): the `default` role of the profile.
+    assert listed[2] == AssistantInfo(
+        name="default", description=BUILTIN, driver="work-driver", model="work-default-model",
+        role="default", available=True, builtin=True,
+    )
     # `use::nowhere` falls to the profile's default role (tier 3): sys-driver is not installed.
-    assert listed[2].driver == "work-driver" and listed[2].available
-    assert listed[3] == AssistantInfo(
+    assert listed[3].driver == "work-driver" and listed[3].available
+    assert listed[4] == AssistantInfo(
         name="plain", driver="off", error="driver 'off': no credential"
     )
     broken_roles = ConfigError("/cfg/roles.toml:1: invalid TOML")
-    lost = describe_assistants(catalog, broken_roles, drivers)[2]
+    builtin, lost = describe_assistants(catalog, broken_roles, drivers)[2:4]
+    assert builtin == AssistantInfo(
+        name="default", description=BUILTIN, error="/cfg/roles.toml:1: invalid TOML",
+        builtin=True,
+    )
     assert lost == AssistantInfo(name="lost", error="/cfg/roles.toml:1: invalid TOML")
+
+
+BUILTIN = "built-in: the assistant of a topic that names none"
+
+
+def test_the_builtin_default_without_a_default_role_runs_on_the_fallback() -> None:
+    from hostd.core.assistants import AssistantCatalog
+    from hostd.core.connector import describe_assistants
+    from hostd_protocol.client_messages import AssistantInfo, DriverInfo
+    from hostd_protocol.errors import DriverUnavailable
+
+    none = AssistantCatalog(assistants={})
+    drivers = {"claude-code": DriverInfo(name="claude-code", available=True)}
+    assert describe_assistants(none, RolesConfig(), drivers, fallback="claude-code") == [
+        AssistantInfo(
+            name="default", description=BUILTIN, driver="claude-code", available=True,
+            builtin=True,
+        )
+    ]
+    cannot = DriverUnavailable("no driver is ready for a new topic: ...")
+    (listed,) = describe_assistants(none, RolesConfig(), drivers, fallback=cannot)
+    assert (listed.error, listed.available) == (cannot.message, False)
+    # A file named `default` (even a broken one) replaces the built-in entry.
+    broken = AssistantCatalog(
+        assistants={}, errors=[ConfigError("x", details={"assistant": "default"})]
+    )
+    assert describe_assistants(broken, RolesConfig(), drivers, fallback="claude-code") == [
+        AssistantInfo(name="default", error="x")
+    ]

@@ -155,3 +155,7 @@ class AssistantInfo(_Frozen, frozen=True):
     #: Why it cannot answer now, in one line: its file is broken, its role does not resolve
     #: (both "file:line: ..." when a file is at fault), or its driver is unavailable.
     error: str = ""
+    #: True for the built-in `default` (no file of that name): the assistant of a topic that
+    #: names none, on the `default` role or else the first ready built-in driver. A daemon
+    #: older than this field never lists it (its absence reads as False).
+    builtin: bool = False

@@ -733,6 +733,8 @@ export interface DriverListResult {
 export interface AssistantInfo {
   /** Default: `false` (omitted on the wire). */
   readonly available?: boolean;
+  /** Default: `false` (omitted on the wire). */
+  readonly builtin?: boolean;
   /** Default: `""` (omitted on the wire). */
   readonly description?: string;
   /** Default: `""` (omitted on the wire). */

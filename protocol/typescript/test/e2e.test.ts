@@ -192,7 +192,7 @@ async function exchange(bodies: object[]): Promise<Array<Record<string, unknown>
   return frames;
 }
 
-test("listAssistants: each assistant file with its resolved driver, a broken one with its error", async () => {
+test("listAssistants: each assistant file with its resolved driver, a broken one with its error, the built-in default", async () => {
   const folder = join(daemon.home, "config", "assistants");
   mkdirSync(folder, { recursive: true });
   writeFileSync(
@@ -204,13 +204,14 @@ test("listAssistants: each assistant file with its resolved driver, a broken one
   try {
     assert.equal(client.speaks(1, 3), true);
     const listed = await client.listAssistants();
+    // The built-in `default` is listed too, marked built-in (the files' entries are not).
     assert.deepEqual(
-      listed.map((a) => a.name),
-      ["helper", "zbroken"],
+      listed.map((a) => [a.name, a.builtin ?? false]),
+      [["default", true], ["helper", false], ["zbroken", false]],
     );
-    assert.deepEqual(listed[0], { name: "helper", description: "Helps", driver: "scripted", available: true });
-    assert.match(listed[1]?.error ?? "", /zbroken\.toml:2: modle: unknown key/);
-    assert.equal(listed[1]?.available, undefined);
+    assert.deepEqual(listed[1], { name: "helper", description: "Helps", driver: "scripted", available: true });
+    assert.match(listed[2]?.error ?? "", /zbroken\.toml:2: modle: unknown key/);
+    assert.equal(listed[2]?.available, undefined);
     assert.ok(!JSON.stringify(listed).includes("SECRET"));
   } finally {
     client.close();
