@@ -52,6 +52,9 @@ def setup_logging(paths: Paths, level: str, *, to_stderr: bool = True) -> loggin
 
 def cmd_serve(args: argparse.Namespace) -> int:
     paths = paths_from(args)
+    nice = _driver_nice(args)
+    if isinstance(nice, str):
+        return fail(nice)
     if args.detach:
         return _detach(paths, args)
     import trio
@@ -78,6 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config_kw: dict[str, object] = {"default_driver": args.default_driver}
     if args.flush_interval is not None:
         config_kw["flush_interval"] = args.flush_interval
+    if nice is not None:
+        config_kw["driver_nice"] = nice
     config = DaemonConfig(**config_kw)  # type: ignore[arg-type]
 
     def tell(msg: str) -> None:
@@ -157,6 +162,8 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
         argv += ["--default-driver", args.default_driver]
     if args.flush_interval is not None:
         argv += ["--flush-interval", str(args.flush_interval)]
+    if args.driver_nice is not None:
+        argv += ["--driver-nice", str(args.driver_nice)]
     from hostd.shell.paths import open_private_file
 
     # The daemon's stdout/stderr go to its log file too, so a start that fails before its
@@ -284,3 +291,20 @@ def _lock_held(paths: Paths) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _driver_nice(args: argparse.Namespace) -> int | str | None:
+    """`--driver-nice`, else `$HOSTD_DRIVER_NICE`, else None (the default); a message when
+    the value is not a nice value a process may lower itself to."""
+    raw: object = args.driver_nice
+    if raw is None:
+        raw = os.environ.get("HOSTD_DRIVER_NICE") or None
+        if raw is None:
+            return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 19:
+        return f"--driver-nice (or HOSTD_DRIVER_NICE) must be 0 (off) to 19, not {raw!r}"
+    return value

@@ -41,6 +41,10 @@ def add_daemon_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None:
                    help="driver for topics created without one")
     p.add_argument("--flush-interval", type=float, default=None,
                    help="store flush interval in seconds (bound on what kill -9 loses)")
+    p.add_argument("--driver-nice", type=int, default=None,
+                   help="CPU nice value (0-19) of driver processes and their session groups, "
+                   "so the daemon and the desktop win under load (default: 10, or "
+                   "$HOSTD_DRIVER_NICE; 0 turns it off)")
     p.add_argument("--log-level", default=os.environ.get("HOSTD_LOG_LEVEL", "INFO").upper(),
                    type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                    help="how much the daemon logs (default: INFO, or $HOSTD_LOG_LEVEL)")

@@ -42,6 +42,7 @@ from hostd.shell.connection import (
     HELLO_TIMEOUT,
     Connection,
 )
+from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
 from hostd.shell.handlers import RequestHandlers
@@ -109,12 +110,15 @@ def default_supervisor_factory(
     workdir_root: str | None = None,
     sandbox_hidden: tuple[str, ...] = (),
     bridge_parent: str | None = None,
+    driver_nice: int = DEFAULT_DRIVER_NICE,
 ) -> Supervisor:
     from hostd.shell.drivers.sandbox import Sandbox
     from hostd.shell.drivers.supervisor import Supervisor
 
     sandbox = Sandbox(sandbox_hidden, bridge_parent=bridge_parent)
-    return Supervisor(registry, workdir_root=workdir_root, sandbox=sandbox)
+    return Supervisor(
+        registry, workdir_root=workdir_root, sandbox=sandbox, driver_nice=driver_nice
+    )
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,9 @@ class DaemonConfig:
     frame_timeout: float = FRAME_TIMEOUT
     #: Bytes of incomplete frames all connections together may hold.
     max_partial_bytes: int = DEFAULT_MAX_PARTIAL_BYTES
+    #: Nice value of driver processes and their session groups, so the daemon's fan-out
+    #: and the desktop win under contention (`hostd.shell.drivers.priority`; 0: off).
+    driver_nice: int = DEFAULT_DRIVER_NICE
 
 
 
@@ -439,6 +446,7 @@ async def serve_daemon(
                         # A confined driver sees neither the store nor the socket.
                         sandbox_hidden=(str(paths.data_dir), str(paths.runtime_dir)),
                         bridge_parent=str(paths.runtime_dir),
+                        driver_nice=config.driver_nice,
                     )
                 else:
                     supervisor = supervisor_factory(registry)

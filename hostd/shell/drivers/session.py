@@ -46,6 +46,7 @@ from hostd.core.redaction import Redactor
 from hostd.shell import trace
 from hostd.shell.drivers.environment import MINIMAL_ENV, driver_env
 from hostd.shell.drivers.pipe_reader import READ_PACE, PipeReader
+from hostd.shell.drivers.priority import lower_priority
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.session_end import (
     EXIT_AFTER_EOF,
@@ -126,6 +127,7 @@ class DriverSession(SessionEnd):
         redact: Iterable[str] = (),
         reaper: GroupReaper | None = None,
         read_pace: float = READ_PACE,
+        nice: int = 0,
     ) -> None:
         self.driver = driver
         self.topic_id = topic_id
@@ -156,6 +158,8 @@ class DriverSession(SessionEnd):
         self.ready_at = 0.0
         #: Minimum spacing of stdout reads while the driver streams flat out (`pipe_reader`).
         self.read_pace = read_pace
+        #: CPU priority of the process and its session's group (`priority`; 0: the daemon's).
+        self.nice = nice
 
         self._argv = list(argv)
         self._init = init
@@ -331,6 +335,8 @@ class DriverSession(SessionEnd):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read_stderr)
+                if self.nice:
+                    nursery.start_soon(lower_priority, self.pid, self.nice)
                 failure = await self._handshake()
                 if failure is None:
                     started = True

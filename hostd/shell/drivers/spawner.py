@@ -41,6 +41,7 @@ class SessionSpawner:
     _max_frame_size: int
     _event_buffer: int
     _python: str | None
+    _driver_nice: int
     _reaper: GroupReaper
     _spawned: int
     configured_vars: ConfiguredVars
@@ -116,6 +117,7 @@ class SessionSpawner:
             # the session's secrets, the credential-like variables its spec names, and the
             # variable an option names (`env_options`: an API key by construction).
             reaper=self._reaper,
+            nice=self._driver_nice,
             redact=[
                 *opts.secrets.values(),
                 *credential_values(spec.env, self._base_env),

@@ -37,6 +37,7 @@ import trio
 
 from hostd.core.options import SessionOptions
 from hostd.shell.drivers.environment import ConfiguredVars
+from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
@@ -145,8 +146,11 @@ class Supervisor(WarmSpares):
         python: str | None = None,
         sandbox: Sandbox | None = None,
         configured_vars: ConfiguredVars | None = None,
+        driver_nice: int = DEFAULT_DRIVER_NICE,
     ) -> None:
         self._registry = registry
+        #: The nice value drivers run at (`hostd.shell.drivers.priority`; 0: off).
+        self._driver_nice = check_nice(driver_nice)
         #: The variables the local user's assistant files name for an option that names a
         #: variable (`api_key_env`); a process whose options name another is not started
         #: (`environment.check_env_options`). The daemon wires its config cache in.
