@@ -189,10 +189,12 @@ async def test_answer_rows_keep_lane_alternative_target_and_usage(tmp_path: Path
     with st.Store(path):
         pass
     db = apsw.Connection(str(path))
+    for column in ("options", "option_id", "lane"):  # schema 9
+        db.execute(f"ALTER TABLE approvals DROP COLUMN {column}")
     db.execute("DROP TABLE row_parts")  # schema 8
     for column in ("lane", "alternative", "target", "usage"):
         db.execute(f"ALTER TABLE rows DROP COLUMN {column}")
     db.pragma("user_version", 6)
     db.close()
     with st.Store(path) as s:
-        assert s.schema_version == len(st.MIGRATIONS) == 8
+        assert s.schema_version == len(st.MIGRATIONS) == 9

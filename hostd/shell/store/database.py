@@ -44,11 +44,13 @@ from hostd.shell.store.ops import (
 )
 from hostd.shell.store.row_content import Cursor, compact_all, merge_pieces, plan_rows
 from hostd.shell.store.rows import (
+    APPROVAL_COLUMNS,
     ROW_COLUMNS,
     ROW_PLACEHOLDERS,
     SCHEDULE_COLUMNS,
     TOPIC_COLUMNS,
     approval_from,
+    approval_values,
     dict_decoder,
     json_encoder,
     row_from,
@@ -148,10 +150,7 @@ class Store:
         return merge_pieces(self._db, [row_from(v) for v in cur])
 
     def load_approvals(self, topic_id: str, *, open_only: bool = True) -> list[ApprovalInfo]:
-        sql = (
-            "SELECT id, topic_id, turn_id, tool, input, description, status, answered_by, "
-            "reason, created_at FROM approvals WHERE topic_id = ?"
-        )
+        sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE topic_id = ?"
         if open_only:
             sql += " AND status = 'open'"
         return [
@@ -344,26 +343,11 @@ class Store:
                 rows.execute(db, ROW_COLUMNS, ROW_PLACEHOLDERS)
                 if aps := groups.get(PutApproval):
                     db.executemany(
-                        "INSERT INTO approvals (id, topic_id, turn_id, tool, input, description, "
-                        "status, answered_by, reason, created_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                        "status = excluded.status, answered_by = excluded.answered_by, "
-                        "reason = excluded.reason",
-                        [
-                            (
-                                a.id,
-                                a.topic_id,
-                                a.turn_id,
-                                a.tool,
-                                json_encoder.encode(a.input).decode(),
-                                a.description,
-                                a.status,
-                                a.answered_by,
-                                a.reason,
-                                a.created_at,
-                            )
-                            for a in (op.approval for op in aps)
-                        ],
+                        f"INSERT INTO approvals ({APPROVAL_COLUMNS}) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
+                        "SET status = excluded.status, answered_by = excluded.answered_by, "
+                        "reason = excluded.reason, option_id = excluded.option_id",
+                        [approval_values(op.approval) for op in aps],
                     )
                 if tus := groups.get(PutTurn):
                     db.executemany(

@@ -195,4 +195,11 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     );
     CREATE INDEX row_parts_by_row ON row_parts(row_id, id);
     """,
+    # 9: an approval keeps what its driver offered beyond allow / deny (JSON list of
+    # `ApprovalOption`), the option chosen, and the answer (lane) of a multi-answer turn.
+    """
+    ALTER TABLE approvals ADD COLUMN options TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE approvals ADD COLUMN option_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE approvals ADD COLUMN lane INTEGER NOT NULL DEFAULT 0;
+    """,
 )

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, ScheduleInfo, TopicInfo
-from hostd_protocol.common import AnswerTarget, Chunk, CompactionAnchor, Usage
+from hostd_protocol.common import AnswerTarget, ApprovalOption, Chunk, CompactionAnchor, Usage
 
 # Parts and anchors are JSON text (readable with sqlite3 / json_extract); databases from
 # before schema 4 held msgpack blobs, which migration 4 rewrites (bytes are still read).
@@ -126,9 +126,40 @@ TOPIC_COLUMNS = (
 )
 
 
+#: The approvals columns `approval_from` reads, in its order.
+APPROVAL_COLUMNS = (
+    "id, topic_id, turn_id, tool, input, description, status, answered_by, reason, "
+    "created_at, options, option_id, lane"
+)
+approval_options_decoder = msgspec.json.Decoder(list[ApprovalOption])
+
+
+def approval_values(a: ApprovalInfo) -> tuple[Any, ...]:
+    """An approval as the values of `APPROVAL_COLUMNS`."""
+    return (
+        a.id,
+        a.topic_id,
+        a.turn_id,
+        a.tool,
+        json_encoder.encode(a.input).decode(),
+        a.description,
+        a.status,
+        a.answered_by,
+        a.reason,
+        a.created_at,
+        json_encoder.encode(a.options).decode(),
+        a.option_id,
+        a.lane,
+    )
+
+
 def approval_from(values: Sequence[Any]) -> ApprovalInfo:
-    aid, topic_id, turn_id, tool, inp, desc, status, by, reason, created_at = values
+    aid, topic_id, turn_id, tool, inp, desc, status, by, reason, created_at = values[:10]
+    options, option_id, lane = values[10:]
     return ApprovalInfo(
+        options=approval_options_decoder.decode(options),
+        option_id=option_id,
+        lane=lane,
         id=aid,
         topic_id=topic_id,
         turn_id=turn_id,
