@@ -27,7 +27,7 @@ from hostd_dev.bench.procs import (
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import median
 
-GOAL = "per-window chars/s >= 0.7 x bare pipe with 8 windows"
+GOAL = "per-window chars/s >= 0.9 x bare pipe in every run, with 1, 8 and 32 windows"
 
 CHUNK_SIZE = 8
 
@@ -94,7 +94,15 @@ def run(ctx: Context) -> Result:
                 not bad,
                 "; ".join(bad[:3]) if bad else f"{windows}/{windows} windows, {ctx.runs} turns",
             )
-            ctx.log(f"  {windows} windows: {res.row(f'{windows} windows: ratio', 'x').values}")
+            ratios = res.row(f"{windows} windows: ratio", "x").values
+            ctx.log(f"  {windows} windows: {ratios}")
+            if ratios:  # issue 22's goal is on every run, not on the median
+                res.add(
+                    f"{windows} windows: lowest ratio of the runs",
+                    "x",
+                    min(ratios),
+                    goal=(">=", 0.9),
+                )
     return res
 
 
@@ -127,11 +135,10 @@ def _round(
     wins = report["windows"]
     rates = [w["chars"] / max(1e-9, (w["last_ns"] - w["first_ns"]) / 1e9) for w in wins]
     med = median(rates)
-    goal = (">=", 0.7) if windows == 8 else None
     res.add(f"{windows} windows: chars/s per window", "chars/s", med)
     # Against the bare turn just before this one (same machine, same moment).
     if base:
-        res.add(f"{windows} windows: ratio", "x", med / base, goal=goal)
+        res.add(f"{windows} windows: ratio", "x", med / base)
         res.add(f"{windows} windows: slowest window ratio", "x", min(rates) / base)
     res.add(
         f"{windows} windows: events per window per turn", "", median([w["frames"] for w in wins])
