@@ -1,6 +1,12 @@
 """Drivers that die or misbehave: each is a clear, bounded failure of its own topic only
 (DESIGN.md invariants 9 and 11). Real driver processes (the scripted driver's failure modes)
 under an in-process daemon with a 2 s handshake timeout and the default 3 s interrupt grace.
+
+Only a driver that never answers the handshake meets the 2 s timer (it always does: it
+hangs). Drivers that must complete or break their handshake by themselves run under a
+daemon whose handshake timeout only limits a hang (`HANG_LIMIT`): on a loaded 2-core box a
+Python driver can take more than 2 s to start, which once turned a crash or a good topic
+into a `driver_timeout` (CLOSING3, "Noticed and left alone").
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ pytestmark = pytest.mark.e2e
 #: A failing driver must end its turn within this (the 2 s handshake timeout, the 3 s
 #: interrupt grace, plus process start-up on a busy 2-core box).
 FAIL_BOUND = 6.0
+#: The handshake timeout of a daemon whose drivers must handshake (or fail) by themselves:
+#: long enough to never fire under load, short enough to end a hang.
+HANG_LIMIT = 60.0
 
 
 def _answer(outcome: TurnOutcome) -> str:
@@ -79,22 +88,24 @@ async def test_misbehaving_drivers_fail_their_topic_only(
     bad = {
         "garbage": ("/text before\n/garbage\nq", {}),
         "oversized": ("/text before\n/oversized\nq", {}),
-        "no-handshake": ("q", {"hang_at_handshake": True}),
         "crash-at-handshake": ("q", {"crash_at_handshake": True}),
         "garbage-at-handshake": ("q", {"garbage_at_handshake": True}),
     }
+    # What a loaded machine does to a good driver: it starts late (2.5 s here, past the
+    # 2 s timer). Slow is not broken: it must answer.
+    late = ("/text late but fine\nq", {"start_delay": 2.5})
     expect = {
         "garbage": ("driver_protocol_error", "wrote a bad frame"),
         "oversized": ("driver_protocol_error", "wrote a bad frame"),
-        "no-handshake": ("driver_timeout", "did not complete the handshake within 2s"),
         "crash-at-handshake": ("driver_crashed", "exited during the handshake"),
         "garbage-at-handshake": ("driver_protocol_error", "bad frame during the handshake"),
     }
-    with trio.fail_after(40):
-        d = await start_in_process(nursery, paths)
+    with trio.fail_after(HANG_LIMIT + 40):
+        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
         outcomes: dict[str, TurnOutcome] = {}
         async with open_client(paths) as c:
             good = await c.create_topic(driver="scripted", title="good")
+            slow = await c.create_topic(driver="scripted", title="late", options=late[1])
             topics = {
                 name: await c.create_topic(driver="scripted", title=name, options=opts)
                 for name, (_, opts) in bad.items()
@@ -106,9 +117,12 @@ async def test_misbehaving_drivers_fail_their_topic_only(
             async with trio.open_nursery() as n:
                 # 4 s of steady streaming while the others fail.
                 n.start_soon(one, "good", good.id, "/chunks 400 size=8 rate=100\ngood")
+                n.start_soon(one, "late", slow.id, late[0])
                 for name, (text, _) in bad.items():
                     n.start_soon(one, name, topics[name].id, text)
 
+            assert outcomes["late"].end.status == "success", outcomes["late"].end
+            assert _answer(outcomes["late"]) == "late but fine"
             ok = outcomes["good"]
             assert ok.end.status == "success"
             assert len(_answer(ok)) == 400 * 8
@@ -125,6 +139,25 @@ async def test_misbehaving_drivers_fail_their_topic_only(
             again = await run_turn(c, topics["garbage"].id, "/text fine now\nq")
             assert again.end.status == "success"
             assert (await c.status()).pid == os.getpid()
+        await d.stop()
+
+
+async def test_a_driver_that_never_handshakes_times_out_alone(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    """The 2 s handshake timer: a driver that never answers fails its topic with
+    `driver_timeout`, the daemon and its other topics untouched."""
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths)
+        async with open_client(paths) as c:
+            hung = await c.create_topic(driver="scripted", options={"hang_at_handshake": True})
+            other = await c.create_topic(driver="scripted")
+            outcome = await run_turn(c, hung.id, "q")
+            assert (outcome.end.status, outcome.end.error_code) == ("error", "driver_timeout")
+            assert "did not complete the handshake within 2s" in outcome.end.error
+            assert outcome.seconds < FAIL_BOUND, outcome.seconds
+            assert (await c.status()).pid == os.getpid()
+            assert {t.id for t in await c.list_topics()} == {hung.id, other.id}
         await d.stop()
 
 

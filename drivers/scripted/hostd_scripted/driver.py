@@ -109,6 +109,13 @@ class ScriptedDriver(DriverBase):
             warm=_opt_bool(opts, "warm", True),
         )
 
+    async def close(self) -> None:
+        # `close_delay`: a driver slow to release its session (as any driver is on a loaded
+        # machine), so tests can tell a slow clean close from a hung one.
+        delay = _opt_float(self.init_options, "close_delay", 0.0)
+        if delay > 0:
+            await trio.sleep(delay)
+
     async def prewarm(self) -> None:
         await self._connect()
 
