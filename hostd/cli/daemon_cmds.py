@@ -78,7 +78,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hostd: {exc.message}", file=sys.stderr)
         return 1
     ready_fd: int | None = args.ready_fd
-    config_kw: dict[str, object] = {"default_driver": args.default_driver}
+    # This process is the daemon: its start-up heap can leave the cyclic GC (hostd.shell.heap).
+    config_kw: dict[str, object] = {
+        "default_driver": args.default_driver,
+        "freeze_startup_heap": True,
+    }
     if args.flush_interval is not None:
         config_kw["flush_interval"] = args.flush_interval
     if nice is not None:

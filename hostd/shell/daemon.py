@@ -46,6 +46,7 @@ from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
 from hostd.shell.handlers import RequestHandlers
+from hostd.shell.heap import freeze_startup_heap
 from hostd.shell.partial_frames import DEFAULT_MAX_PARTIAL_BYTES, PartialFrames
 from hostd.shell.paths import Paths, check_database_files
 from hostd.shell.schedule_service import (
@@ -144,7 +145,10 @@ class DaemonConfig:
     #: Nice value of driver processes and their session groups, so the daemon's fan-out
     #: and the desktop win under contention (`hostd.shell.drivers.priority`; 0: off).
     driver_nice: int = DEFAULT_DRIVER_NICE
-
+    #: Freeze the start-up heap out of the cyclic GC once serving starts
+    #: (`hostd.shell.heap`). `hostd serve` owns its interpreter and sets it; a process that
+    #: embeds the daemon (the tests) keeps its own collector untouched.
+    freeze_startup_heap: bool = False
 
 
 class Daemon(RequestHandlers):
@@ -472,6 +476,9 @@ async def serve_daemon(
                     # Runs start only now: every queue a previous daemon left is running again.
                     schedule_scope = trio.CancelScope()
                     await nursery.start(_serve_scheduled, daemon.scheduler, schedule_scope)
+                    if config.freeze_startup_heap:
+                        # Start-up is done: what lives now lives as long as the daemon.
+                        freeze_startup_heap()
                     listener = await bind_unix_listener(paths.socket_path)
                     socket_bound = True
                     async with trio.open_nursery() as conn_nursery:
