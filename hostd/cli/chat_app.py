@@ -69,7 +69,7 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import AnswerTarget, Usage
-from hostd_protocol.errors import AlreadyAnswered, HostdError
+from hostd_protocol.errors import AlreadyAnswered, HostdError, ProtocolError
 
 if TYPE_CHECKING:
     from prompt_toolkit.history import History
@@ -286,11 +286,14 @@ class ChatApp:
     # --- topic events ---------------------------------------------------------------------
 
     async def _events(self) -> None:
-        async for item in self.sub:
-            self._on_event(item)
-            self.redraw()
-            self._event_seen.set()
-            self._event_seen = trio.Event()
+        try:
+            async for item in self.sub:
+                self._on_event(item)
+                self.redraw()
+                self._event_seen.set()
+                self._event_seen = trio.Event()
+        except ProtocolError:
+            pass  # the connection's end: said below, as the chat's last line
         raise Quit(1, "lost the connection to hostd (was the daemon stopped?)")
 
     def _on_event(self, item: Any) -> None:

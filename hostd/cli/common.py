@@ -20,6 +20,8 @@ from hostd.shell.paths import Paths
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hostd_protocol.errors import HostdError
+
 _console: Console | None = None
 
 
@@ -138,7 +140,7 @@ def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) ->
     except DaemonNotRunning as exc:
         return fail(exc.message)
     except HostdError as exc:
-        return fail(f"{exc.message} [{exc.code}]")
+        return fail(one_line(exc))
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
@@ -168,8 +170,22 @@ def exit_for(exc: BaseException, *, on_interrupt: str = "") -> int | None:
             return fail(e.message)
     for e in found:
         if isinstance(e, HostdError):
-            return fail(f"{e.message} [{e.code}]")
+            return fail(one_line(e))
     return None
+
+
+def one_line(e: HostdError) -> str:
+    """The line a command prints for a hostd error. A connection that ended under a command
+    (the daemon stopped or crashed) says so, and where to look: its own message alone
+    ("hostd closed the connection") reads like a refusal."""
+    from hostd.client.sync_wire import DaemonNotRunning
+    from hostd_protocol.errors import ConnectionBroken, ConnectionClosed
+
+    line = f"{e.message} [{e.code}]"
+    if isinstance(e, ConnectionBroken | ConnectionClosed) and not isinstance(e, DaemonNotRunning):
+        return (f"lost the connection to hostd: {line}; `hostd status` says whether the daemon "
+                "still runs, `hostd logs` why it stopped")
+    return line
 
 
 def run_client(

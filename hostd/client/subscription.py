@@ -6,6 +6,10 @@ current before each item is yielded; when the host sends `Resync`, or a seq gap 
 re-attaches with `since=<last seq>`, and if the host cannot replay that far it takes a fresh
 snapshot, which it yields (a `Snapshot` item) so the caller redraws. A row a snapshot
 delivered cut is made whole first (`hostd.client.whole_rows`) unless `whole_rows=False`.
+When the connection ends while the subscription's block is still open (the daemon stopped
+or crashed, the client was closed), the iteration raises the connection's error
+(`ConnectionBroken`, `ConnectionClosed`, ...), never a quiet end; it ends quietly only
+after the block.
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ class Subscription:
             try:
                 event = await self._recv.receive()
             except trio.EndOfChannel:
+                # The connection ended under us (the block did not end): say why, typed, so
+                # a lost daemon never reads like a topic that simply went quiet.
+                error = self._client._closed
+                if error is not None and not self.closed:
+                    raise error from None
                 raise StopAsyncIteration from None
             if isinstance(event, ReplayEnd):
                 self._replaying = False

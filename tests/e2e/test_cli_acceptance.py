@@ -1,0 +1,121 @@
+"""Outside-in acceptance: what a user relies on from the `hostd` command and the Python
+client when things go wrong (a daemon that dies mid-answer, closed pipes, bad bytes, bad
+paths), run as a user runs it: the real daemon subprocess, the real command, real pipes.
+Each test here failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd_protocol.errors import ConnectionBroken
+from tests.e2e.test_cli_everyday import Hostd, one_line_error
+
+pytestmark = pytest.mark.e2e
+
+#: Only limits a hang: every wait below is for something the command prints or does.
+TIMEOUT = 60
+#: A turn that streams long enough to be cut in the middle (~15 s: a few words per chunk at
+#: the scripted driver's 40 chunks/s); "streaming" shows up first.
+LONG_TURN = "/text streaming " + "word " * 2000
+
+
+@pytest.fixture
+def hostd() -> Iterator[Hostd]:
+    root = Path(tempfile.mkdtemp(prefix="hqa", dir="/tmp"))  # short: AF_UNIX path limit
+    h = Hostd(root)
+    try:
+        h.ok("serve", "--detach")
+        yield h
+    finally:
+        h("stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class Running:
+    """A running `hostd ...` command, its stdout read as it comes (we wait for output)."""
+
+    def __init__(self, hostd: Hostd, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            hostd.argv(*args),
+            env={**hostd.env, "COLUMNS": "200"},
+            cwd=hostd.project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.out = ""
+
+    def until(self, text: str) -> str:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + TIMEOUT
+        while text not in self.out:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            assert ready, f"no {text!r} within {TIMEOUT} s; printed so far:\n{self.out}"
+            data = os.read(fd, 65536)
+            assert data, f"the command exited before printing {text!r}:\n{self.out}"
+            self.out += data.decode()
+        return self.out
+
+    def finish(self) -> subprocess.CompletedProcess[str]:
+        out, err = self.proc.communicate(timeout=TIMEOUT)
+        self.out += out.decode()
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.out, err.decode())
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def daemon_pid(hostd: Hostd) -> int:
+    pid: int = json.loads(hostd.ok("status", "--json"))["pid"]
+    return pid
+
+
+def test_a_daemon_that_dies_mid_answer_is_an_error_not_a_finished_turn(hostd: Hostd) -> None:
+    """`send --follow` and `attach` used to exit 0, silently, when the daemon died under them
+    (the subscription just ended), so a script took a lost answer for a finished one."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    follow = Running(hostd, "send", tid, LONG_TURN, "--follow")
+    attached = Running(hostd, "attach", tid)
+    try:
+        follow.until("assistant:\nstreaming")  # the answer streams
+        attached.until("assistant:\nstreaming")
+        os.kill(daemon_pid(hostd), signal.SIGKILL)
+        for proc in (follow.finish(), attached.finish()):
+            line = one_line_error(proc)
+            assert line.startswith("hostd: lost the connection to hostd: "), line
+            assert "hostd status" in line
+    finally:
+        follow.kill()
+        attached.kill()
+
+
+async def test_a_subscription_raises_when_the_daemon_dies(hostd: Hostd) -> None:
+    """The Python client: iterating an attached topic raises a typed error when the daemon
+    dies, instead of ending as if nothing more was to come."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    pid = daemon_pid(hostd)
+    seen = 0
+    with trio.fail_after(TIMEOUT):
+        async with open_client(home=hostd.home) as client, client.attach(tid) as sub:
+            await client.send(tid, LONG_TURN)
+            with pytest.raises(ConnectionBroken):
+                async for _ in sub:
+                    seen += 1
+                    if seen == 3:
+                        os.kill(pid, signal.SIGKILL)
+    assert seen >= 3
