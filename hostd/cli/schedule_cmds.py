@@ -31,7 +31,10 @@ def parse_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"invalid interval {text!r}: use a number with an optional unit s, m, h or d (5m)"
         )
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: it must be longer than 0 s")
+    return seconds
 
 
 def local_zone() -> str:
@@ -183,7 +186,12 @@ def due_text(t: float | None, tz: str, now: float) -> str:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
         zone = ZoneInfo("UTC")
-    stamp = datetime.fromtimestamp(t, zone).isoformat(timespec="seconds")
+    try:
+        stamp = datetime.fromtimestamp(t, zone).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        # Past what a date holds (a schedule stored before intervals were bounded): the
+        # listing still shows every other schedule.
+        return f"at {t:.0f} (epoch s, beyond year 9999)"
     delta = t - now
     rel = f"in {_seconds(delta)}" if delta >= 0 else f"{_seconds(-delta)} ago"
     return f"{stamp} ({rel})"

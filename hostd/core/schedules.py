@@ -76,6 +76,9 @@ from hostd_protocol.errors import InvalidArgument, NotFound, TopicBusy
 
 #: The shortest interval a schedule may have (a guard against a typo like `--every 0.001`).
 MIN_INTERVAL_S = 1.0
+#: The longest: ten years. Longer is a typo too (`--every 99999999999d`), and its due times
+#: would lie past what a date can hold (year 9999), so no window could show them.
+MAX_INTERVAL_S = 3650 * 86400.0
 #: How late a due time may be handled and still count as on time rather than missed.
 DEFAULT_GRACE_S = 60.0
 #: Longest message text a schedule stores (the same order as a pasted prompt).
@@ -181,12 +184,13 @@ class ScheduleBook:
             raise InvalidArgument("the schedule's message is empty; give the text to send")
         if len(info.text) > MAX_TEXT_CHARS:
             raise InvalidArgument(f"the schedule's message is longer than {MAX_TEXT_CHARS} characters")
-        if bool(info.cron.strip()) == (info.every_s > 0):
+        if info.every_s and not (MIN_INTERVAL_S <= info.every_s <= MAX_INTERVAL_S):  # NaN too
+            raise InvalidArgument(
+                f"the interval must be between {MIN_INTERVAL_S:g} s and "
+                f"{MAX_INTERVAL_S / 86400:g} days, not {info.every_s:g} s"
+            )
+        if bool(info.cron.strip()) == bool(info.every_s):
             raise InvalidArgument("give exactly one of a cron expression or an interval (every_s)")
-        if info.every_s and not (MIN_INTERVAL_S <= info.every_s < math.inf):
-            raise InvalidArgument(f"the interval must be at least {MIN_INTERVAL_S:g} s")
-        if info.every_s < 0:
-            raise InvalidArgument("the interval must be positive")
         if info.cron:
             check_cron(info.cron.strip())
         zone(info.tz)
@@ -507,6 +511,7 @@ def _count_outcome(info: ScheduleInfo, status: str) -> ScheduleInfo:
 __all__ = [
     "DEFAULT_GRACE_S",
     "KEY_PREFIX",
+    "MAX_INTERVAL_S",
     "MIN_INTERVAL_S",
     "MISSED_SCAN_CAP",
     "DropSchedule",

@@ -73,3 +73,13 @@ def test_render_one_and_list(capture: Console) -> None:
 def test_due_text_in_the_past_and_an_unknown_zone() -> None:
     assert due_text(NOW - 90, "Nowhere/Land", NOW) == "2027-01-15T07:58:30+00:00 (90s ago)"
     assert due_text(None, "UTC", NOW) == "-"
+
+
+def test_parse_duration_refuses_zero() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^invalid interval '0s': it must be longer than 0 s$"):
+        parse_duration("0s")
+
+
+def test_a_due_time_past_year_9999_is_shown_not_raised() -> None:
+    # A schedule stored before intervals were bounded made every `hostd schedule list` fail.
+    assert due_text(8.64e15, "UTC", NOW) == "at 8640000000000000 (epoch s, beyond year 9999)"

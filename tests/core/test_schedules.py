@@ -6,6 +6,7 @@ Time is an argument everywhere, so "the clock" here is a plain float the tests m
 from __future__ import annotations
 
 import itertools
+import math
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -171,7 +172,11 @@ def test_interval_window_agrees_with_stepping(start: float, step: float, a: floa
     [
         (cron("61 * * * *"), r"^invalid cron expression '61 \* \* \* \*': Bad minute; use 5 fields"),
         (cron("* * * * *", "Mars/Olympus"), r"^unknown time zone 'Mars/Olympus'; use an IANA name"),
-        (every(0.5), r"^the interval must be at least 1 s$"),
+        (every(0.5), r"^the interval must be between 1 s and 3650 days, not 0.5 s$"),
+        (every(-60), r"^the interval must be between 1 s and 3650 days, not -60 s$"),
+        (every(math.nan), r"^the interval must be between 1 s and 3650 days, not nan s$"),
+        # Due times past year 9999 broke every listing of schedules (`hostd schedule list`).
+        (every(99999999999 * 86400.0), r"^the interval must be between 1 s and 3650 days"),
         (cron("0 0 30 2 *"), r"^invalid cron expression '0 0 30 2 \*': Bad day-of-month"),
         (ScheduleInfo(id="sc1", topic_id="t", text="x"), r"^give exactly one of a cron"),
         (ScheduleInfo(id="sc1", topic_id="t", text="x", cron="* * * * *", every_s=5), r"^give exactly one"),

@@ -119,3 +119,17 @@ async def test_a_subscription_raises_when_the_daemon_dies(hostd: Hostd) -> None:
                     if seen == 3:
                         os.kill(pid, signal.SIGKILL)
     assert seen >= 3
+
+
+def test_an_absurd_schedule_interval_is_refused_and_the_listing_keeps_working(hostd: Hostd) -> None:
+    """`--every 99999999999d` used to be stored; from then on every `hostd schedule list`
+    ended in a traceback (a due time past year 9999)."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    line = one_line_error(hostd("schedule", "add", tid, "x", "--every", "99999999999d"))
+    assert line.startswith("hostd: the interval must be between 1 s and 3650 days"), line
+    zero = hostd("schedule", "add", tid, "x", "--every", "0s")
+    assert zero.returncode == 2 and "it must be longer than 0 s" in zero.stderr, zero.stderr
+    hostd.ok("schedule", "add", tid, "x", "--every", "3650d")
+    listed = hostd.ok("schedule", "list")
+    assert "every 3650d" in listed, listed
+    assert json.loads(hostd.ok("schedule", "list", "--json"))[0]["every_s"] == 3650 * 86400
