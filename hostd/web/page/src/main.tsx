@@ -24,9 +24,42 @@ function topicFromHash(): string {
   return m ? m[1]! : "";
 }
 
+/**
+ * The session's state, redrawn at most once per animation frame. A streaming answer changes
+ * the state on every event (hundreds per second), and each redraw re-renders the transcript,
+ * re-parses the streaming answer's Markdown and lays the page out again (the scroll to the
+ * end): one redraw per event froze the page for seconds on a 100k-character answer. A hidden
+ * page gets no frames, so it redraws on a timer instead (browsers slow those down to ~1/s).
+ */
 function useSession(): ViewState {
   const [state, setState] = useState(session.state);
-  useEffect(() => session.subscribe(() => setState(session.state)), []);
+  useEffect(() => {
+    let frame = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const flush = (): void => {
+      cancelAnimationFrame(frame);
+      clearTimeout(timer);
+      frame = 0;
+      timer = undefined;
+      setState(session.state);
+    };
+    const unsubscribe = session.subscribe(() => {
+      if (frame !== 0 || timer !== undefined) return;
+      if (document.visibilityState === "hidden") timer = setTimeout(flush, 100);
+      else frame = requestAnimationFrame(flush);
+    });
+    // A page shown again redraws at once (a timer may still be pending).
+    const onVisible = (): void => {
+      if (document.visibilityState === "visible" && timer !== undefined) flush();
+    };
+    document.addEventListener("visibilitychange", onVisible);
+    return () => {
+      unsubscribe();
+      document.removeEventListener("visibilitychange", onVisible);
+      cancelAnimationFrame(frame);
+      clearTimeout(timer);
+    };
+  }, []);
   return state;
 }
 
