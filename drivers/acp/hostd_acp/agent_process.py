@@ -11,7 +11,8 @@ Rules this module guards:
 - The agent's whole process group ends with it. Agents do not reliably exit when stdin
   closes (claude-agent-acp 0.23.1 keeps running, and so does its Claude CLI child), so
   `aclose()` closes stdin, then signals the group: SIGTERM, a grace, SIGKILL. On Linux the
-  agent also gets PDEATHSIG=SIGKILL, so a driver killed with SIGKILL takes the agent along.
+  agent also gets PDEATHSIG=SIGKILL, so a driver killed with SIGKILL takes the agent along
+  (`hostd_acp.child`: forked from the driver's own thread, never a worker thread).
 - A caller never waits forever on a dead agent: when stdout ends, every pending request
   fails with `AgentGone` carrying the exit code and the stderr tail.
 - Foreign exceptions are mapped here, once: OS/pipe errors become `AgentGone`; a JSON-RPC
@@ -24,12 +25,10 @@ Rules this module guards:
 from __future__ import annotations
 
 import collections
-import ctypes
 import itertools
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import msgspec
 import trio
 
+from hostd_acp.child import Child, spawn
 from hostd_acp.jsonrpc import (
     INTERNAL_ERROR,
     Dropped,
@@ -59,8 +59,6 @@ MAX_INFLIGHT_REQUESTS = 32
 TERM_GRACE = 1.0
 #: How long to wait for the exit code once stdout has ended.
 EXIT_WAIT = 2.0
-
-_PR_SET_PDEATHSIG = 1
 
 
 class AgentGone(Exception):
@@ -98,14 +96,6 @@ RequestHandler = Callable[[str, msgspec.Raw], Awaitable[Any]]
 DropHandler = Callable[[Dropped], Awaitable[None]]
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:
-        pass
-
-
 class AgentProcess:
     """A running ACP agent; create with `start`, end with `aclose`."""
 
@@ -131,7 +121,7 @@ class AgentProcess:
         self._on_drop = on_drop
         self._decoder = LineDecoder(max_line)
         self._stderr: collections.deque[str] = collections.deque(maxlen=max(1, stderr_lines))
-        self._proc: trio.Process | None = None
+        self._proc: Child | None = None
         self._ids = itertools.count(1)
         self._pending: dict[
             RequestId, tuple[Callable[[], None] | None, trio.Event, list[Response]]
@@ -158,19 +148,8 @@ class AgentProcess:
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Spawn the agent and its reader tasks (in `nursery`, under this object's scope)."""
-        options: dict[str, Any] = {"start_new_session": True}
-        if sys.platform.startswith("linux"):
-            options["preexec_fn"] = _set_pdeathsig
         try:
-            self._proc = await trio.lowlevel.open_process(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env,
-                cwd=self._cwd,
-                **options,
-            )
+            self._proc = await spawn(self.argv, env=self._env, cwd=self._cwd)
         except OSError as exc:
             raise AgentGone(
                 f"could not start the ACP agent {self.name!r} ({self.argv[0]}): "
