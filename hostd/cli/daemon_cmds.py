@@ -15,10 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hostd.cli.common import fail, out, paths_from, request, text_table
 from hostd.shell.paths import Paths
+
+if TYPE_CHECKING:
+    from hostd.shell.daemon import DaemonConfig
 
 log = logging.getLogger("hostd")
 
@@ -59,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _detach(paths, args)
     import trio
 
-    from hostd.shell.daemon import DaemonConfig, serve_daemon
+    from hostd.shell.daemon import serve_daemon
     from hostd.shell.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
 
@@ -78,16 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hostd: {exc.message}", file=sys.stderr)
         return 1
     ready_fd: int | None = args.ready_fd
-    # This process is the daemon: its start-up heap can leave the cyclic GC (hostd.shell.heap).
-    config_kw: dict[str, object] = {
-        "default_driver": args.default_driver,
-        "freeze_startup_heap": True,
-    }
-    if args.flush_interval is not None:
-        config_kw["flush_interval"] = args.flush_interval
-    if nice is not None:
-        config_kw["driver_nice"] = nice
-    config = DaemonConfig(**config_kw)  # type: ignore[arg-type]
+    config = serve_config(args, nice)
 
     def tell(msg: str) -> None:
         nonlocal ready_fd
@@ -134,6 +128,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logging.getLogger().removeHandler(file_handler)
         file_handler.close()
     return 0
+
+
+def serve_config(args: argparse.Namespace, nice: int | None) -> DaemonConfig:
+    """The daemon's configuration for `hostd serve` (`nice`: the checked `--driver-nice`)."""
+    from hostd.shell.daemon import DaemonConfig
+    from hostd.shell.interpreter import SERVE_SWITCH_INTERVAL
+
+    # This process is the daemon: it owns the interpreter's settings (hostd.shell.interpreter).
+    config_kw: dict[str, object] = {
+        "default_driver": args.default_driver,
+        "freeze_startup_heap": True,
+        "switch_interval": SERVE_SWITCH_INTERVAL,
+    }
+    if args.flush_interval is not None:
+        config_kw["flush_interval"] = args.flush_interval
+    if nice is not None:
+        config_kw["driver_nice"] = nice
+    return DaemonConfig(**config_kw)  # type: ignore[arg-type]
 
 
 def _first_hostd_error(exc: BaseException) -> Any:
