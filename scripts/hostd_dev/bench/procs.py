@@ -63,6 +63,83 @@ def runqueue_seconds(pid: int) -> float:
         return 0.0
 
 
+#: What `proc_counters` reads, with its unit (each a total since the process started).
+COUNTERS: dict[str, str] = {
+    "write calls": "",  # /proc/<pid>/io syscw: every write(2), a short or refused one too
+    "bytes written": "",  # /proc/<pid>/io wchar
+    "voluntary switches": "",  # /proc/<pid>/status: it blocked (a full pipe, poll...)
+    "involuntary switches": "",  # /proc/<pid>/status: preempted while runnable
+    "minor faults": "",  # /proc/<pid>/stat minflt
+    "migrations": "",  # /proc/<pid>/sched se.nr_migrations: moved to another CPU
+    "user CPU": "s",  # /proc/<pid>/stat utime (clock ticks)
+    "system CPU": "s",  # /proc/<pid>/stat stime: the kernel's share (faults, writes)
+    "CPU, exact": "s",  # /proc/<pid>/schedstat run time (ns), main thread
+}
+
+
+def proc_counters(pid: int) -> dict[str, float]:
+    """The kernel's counters of one process (`COUNTERS`; Linux /proc, a counter it cannot
+    read is 0.0), so a round can say what a process did besides burning CPU."""
+    out = dict.fromkeys(COUNTERS, 0.0)
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            out["CPU, exact"] = int(fh.read().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            io = dict(line.split(":", 1) for line in fh if ":" in line)
+        out["write calls"] = float(io.get("syscw", 0))
+        out["bytes written"] = float(io.get("wchar", 0))
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    out["voluntary switches"] = float(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    out["involuntary switches"] = float(line.split()[1])
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read().rsplit(")", 1)[1].split()
+        out["minor faults"] = float(stat[7])
+        out["user CPU"] = int(stat[11]) / os.sysconf("SC_CLK_TCK")
+        out["system CPU"] = int(stat[12]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/sched") as fh:  # needs CONFIG_SCHED_DEBUG
+            for line in fh:
+                if line.startswith("se.nr_migrations"):
+                    out["migrations"] = float(line.split()[-1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+def counters_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before[name] for name in before}
+
+
+def last_cpu(pid: int) -> int:
+    """The CPU the process last ran on (/proc/<pid>/stat field 39; -1 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave to others while this VM wanted it (/proc/stat "steal",
+    all CPUs; 0.0 where not reported)."""
+    try:
+        with open("/proc/stat") as fh:
+            return int(fh.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def busy_cpu_seconds() -> float:
     """CPU seconds every process on the machine has used so far (Linux /proc/stat), so a
     round can tell how much of the machine others (other jobs, not the bench) took."""

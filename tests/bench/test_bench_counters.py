@@ -1,0 +1,58 @@
+"""The kernel counters the throughput scenario records per turn (`hostd_dev.bench.procs`),
+read from a real child process that does a known amount of each thing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hostd_dev.bench.procs import COUNTERS, counters_delta, proc_counters
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="Linux /proc only")
+
+#: The child says it is ready, waits for a line on stdin, writes WRITES chunks of SIZE bytes
+#: to its stdout (one write(2) each), then waits again (so it is alive when it is read).
+WRITES, SIZE = 50, 1000
+CHILD = f"""
+import os, sys
+os.write(1, b"r")
+sys.stdin.readline()
+for _ in range({WRITES}):
+    os.write(1, b"x" * {SIZE})
+sys.stdin.readline()
+"""
+
+
+def test_counters_see_what_a_child_did() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert os.read(proc.stdout.fileno(), 1) == b"r"  # started: its start-up is behind
+        before = proc_counters(proc.pid)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        got = b""
+        while len(got) < WRITES * SIZE:
+            got += os.read(proc.stdout.fileno(), 65536)
+        delta = counters_delta(before, proc_counters(proc.pid))
+        proc.stdin.write(b"end\n")
+        proc.stdin.flush()
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+        proc.stdout.close()
+    assert set(delta) == set(COUNTERS)
+    assert delta["write calls"] == WRITES
+    assert delta["bytes written"] == WRITES * SIZE
+    assert all(value >= 0 for value in delta.values())
+
+
+def test_a_gone_process_reads_as_zero() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(10)
+    assert proc_counters(proc.pid) == dict.fromkeys(COUNTERS, 0.0)
