@@ -117,6 +117,24 @@ export class WebSocketTransport implements Transport {
   }
 }
 
+/**
+ * The URL as an error message shows it: without its query, fragment and credentials, which
+ * may hold the gateway's token (`?token=...`), and error messages end up in logs and on screen.
+ */
+function urlForDisplay(url: string): string {
+  try {
+    const parsed = new URL(url);
+    const hidden = parsed.search || parsed.hash || parsed.username || parsed.password;
+    parsed.username = "";
+    parsed.password = "";
+    parsed.search = "";
+    parsed.hash = "";
+    return hidden ? `${parsed.toString()} (query hidden)` : parsed.toString();
+  } catch {
+    return "(an invalid WebSocket URL)";
+  }
+}
+
 /** Open a WebSocket to the gateway and resolve once it is open. */
 export function connectWebSocket(
   url: string,
@@ -133,7 +151,15 @@ export function connectWebSocket(
   const { signal } = options;
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
-    const ws = new Ctor(url);
+    let ws: WebSocketLike;
+    try {
+      ws = new Ctor(url);
+    } catch (exc) {
+      // A malformed URL throws here (a SyntaxError quoting the URL, token and all).
+      const why = exc instanceof Error ? exc.name : "error";
+      reject(new ConnectionBroken(`could not open the WebSocket ${urlForDisplay(url)}: invalid URL (${why})`));
+      return;
+    }
     let settled = false;
     const onAbort = (): void => {
       if (settled) return;
@@ -152,7 +178,7 @@ export function connectWebSocket(
       if (settled) return;
       settled = true;
       signal?.removeEventListener("abort", onAbort);
-      reject(new ConnectionBroken(`could not open the WebSocket ${url}: ${why}`));
+      reject(new ConnectionBroken(`could not open the WebSocket ${urlForDisplay(url)}: ${why}`));
     };
     ws.addEventListener("error", () => failed("connection error"));
     ws.addEventListener("close", (ev: { code: number }) => failed(`closed with code ${ev.code}`));

@@ -123,3 +123,22 @@ test("the browser entry (dist/index.js) imports nothing from Node", () => {
   visit(join(dist, "index.js"));
   assert.ok(seen.size > 5);
 });
+
+test("a refused or malformed WebSocket URL is named without its query (the gateway's token)", async () => {
+  const secret = "s3cret-token-value";
+  await assert.rejects(connectWebSocket(`ws://127.0.0.1:9/ws?token=${secret}`, { WebSocket: WS }), (exc: Error) => {
+    assert.equal(exc.name, "ConnectionBroken");
+    assert.match(exc.message, /^could not open the WebSocket ws:\/\/127\.0\.0\.1:9\/ws \(query hidden\): /);
+    assert.ok(!exc.message.includes(secret), exc.message);
+    return true;
+  });
+  await assert.rejects(connectWebSocket(`ws://user:${secret}@127.0.0.1:9/ws`, { WebSocket: WS }), (exc: Error) => {
+    assert.ok(!exc.message.includes(secret), exc.message);
+    return true;
+  });
+  await assert.rejects(connectWebSocket(`wss://[bad host/ws?token=${secret}`, { WebSocket: WS }), (exc: Error) => {
+    assert.equal(exc.name, "ConnectionBroken");
+    assert.equal(exc.message, "could not open the WebSocket (an invalid WebSocket URL): invalid URL (SyntaxError)");
+    return true;
+  });
+});
