@@ -160,6 +160,15 @@ def exit_for(exc: BaseException, *, on_interrupt: str = "") -> int | None:
     from hostd_protocol.errors import HostdError
 
     found = leaves(exc)
+    if any(isinstance(e, BrokenPipeError) for e in found):
+        # Whoever read our output is gone (`hostd history T | head -1`): nothing to say to
+        # them; stdout is pointed at /dev/null so the interpreter's final flush is quiet too
+        # (what rich does for the streaming commands, and the Python docs advise).
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     if any(isinstance(e, KeyboardInterrupt) for e in found):
         print(file=sys.stderr)
         if on_interrupt:

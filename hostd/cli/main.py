@@ -20,8 +20,12 @@ def _cmd_protocol_schema(args: argparse.Namespace) -> int:
 
     text = wire_schema_json()
     if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            print(f"hostd: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -203,8 +203,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         text = "\n".join(markdown_lines(topic.topic, rows)) + "\n"
     if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}")
         print(f"wrote {args.output} ({len(rows)} messages)", file=sys.stderr)
     else:
         sys.stdout.write(text)

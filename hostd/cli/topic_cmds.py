@@ -129,7 +129,12 @@ def message_text(args: argparse.Namespace) -> str | int:
     if source == "-":
         if sys.stdin.isatty():
             print("(reading the message from stdin; end it with Ctrl-D)", file=sys.stderr)
-        text = sys.stdin.read()
+        try:
+            # Bytes decoded here, strictly: the text stream would turn undecodable bytes
+            # into lone surrogates that no request can carry.
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return fail(f"cannot read the message from stdin: {exc} (send text, not binary data)")
     elif args.file is not None:
         try:
             with open(source, encoding="utf-8") as fh:

@@ -43,6 +43,7 @@ from hostd.client.sync_wire import (
     DaemonNotRunning,
     autostart_connect,
     connect_attempts,
+    encode_request,
     start_daemon,
 )
 from hostd.client.sync_wire import not_running as _not_running
@@ -144,7 +145,7 @@ class Client(TopicOps, ScheduleOps, RowReading):
     async def _write(self, msg: Any) -> None:
         if self._closed is not None:
             raise self._closed
-        frame = self._codec.encode_frame(msg)
+        frame = encode_request(self._codec, msg)
         async with self._write_lock:
             try:
                 await self._stream.send_all(frame)

@@ -20,6 +20,9 @@ Rules this module guards:
   request id (handshake, access denied, framing) does too, for whatever request waited.
 - One request at a time; there is no attach, so any frame other than the awaited reply
   (or the welcome) is skipped.
+- A request that cannot be encoded (a lone surrogate in a text, e.g. from undecodable
+  bytes on a command line; a value msgpack/JSON cannot hold) is `InvalidMessage` before
+  anything is sent (`encode_request`, used by both clients): the connection goes on.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from hostd_protocol.errors import (
     ConnectionClosed,
     HandshakeError,
     HostdError,
+    InvalidMessage,
     error_from_code,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder
@@ -54,6 +58,19 @@ from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder
 BACKLOG_RETRY_S = 5.0
 #: How long a refused connect is retried while the socket file exists.
 REFUSED_RETRY_S = 0.2
+
+
+def encode_request(codec: Codec[Any], msg: Any) -> bytes:
+    """`msg` as one frame, or `InvalidMessage` saying why it cannot be (both clients' one
+    encoding place; `FrameTooLarge` passes through as it is)."""
+    try:
+        return codec.encode_frame(msg)
+    except (UnicodeEncodeError, TypeError, ValueError, OverflowError) as exc:
+        tag = msg.__struct_config__.tag if isinstance(msg, msgspec.Struct) else type(msg).__name__
+        what = "a text is not valid Unicode" if isinstance(exc, UnicodeEncodeError) else "bad value"
+        raise InvalidMessage(
+            f"cannot send this {tag} request: {what} ({exc})", details={"type": str(tag)}
+        ) from None
 
 
 class DaemonNotRunning(ConnectionBroken):
@@ -261,8 +278,8 @@ class WireClient(ClosingContext):
     def hello(self, client_name: str) -> Welcome:
         try:
             self._sock.sendall(
-                self._codec.encode_frame(
-                    Hello(protocol_version=PROTOCOL_VERSION, client=client_name)
+                encode_request(
+                    self._codec, Hello(protocol_version=PROTOCOL_VERSION, client=client_name)
                 )
             )
         except OSError:
@@ -301,8 +318,9 @@ class WireClient(ClosingContext):
         self._sock.close()
 
     def _send(self, msg: Any) -> None:
+        frame = encode_request(self._codec, msg)
         try:
-            self._sock.sendall(self._codec.encode_frame(msg))
+            self._sock.sendall(frame)
         except OSError as exc:
             raise ConnectionBroken(f"connection to hostd lost: {exc}") from None
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd.client import open_client
-from hostd_protocol.errors import ConnectionBroken
+from hostd.client import SyncClient, open_client
+from hostd_protocol.errors import ConnectionBroken, InvalidMessage
 from tests.e2e.test_cli_everyday import Hostd, one_line_error
 
 pytestmark = pytest.mark.e2e
@@ -133,3 +133,76 @@ def test_an_absurd_schedule_interval_is_refused_and_the_listing_keeps_working(ho
     listed = hostd.ok("schedule", "list")
     assert "every 3650d" in listed, listed
     assert json.loads(hostd.ok("schedule", "list", "--json"))[0]["every_s"] == 3650 * 86400
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(hostd: Hostd) -> None:
+    """`hostd history T | head -1` used to end in a BrokenPipeError traceback once the
+    history was longer than the pipe holds."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    hostd.ok("send", tid, "-", "--follow", stdin="/text done\n" + "filler " * 50_000)
+    for args in (("history", tid), ("export", tid), ("send", tid, LONG_TURN, "--follow")):
+        proc = subprocess.Popen(
+            hostd.argv(*args), env=hostd.env, cwd=hostd.project,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()  # `head -1`: one line, then the reader is gone
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        # 1 (what rich does for the streaming commands), or 0 when all was written first.
+        assert proc.wait(timeout=TIMEOUT) in (0, 1), (args, err)
+        assert err == "", (args, err)
+    hostd.ok("stop", tid)
+
+
+def test_bytes_that_are_not_text_are_one_line_errors(hostd: Hostd) -> None:
+    """Undecodable bytes on stdin or in an argument used to end in a UnicodeEncodeError
+    traceback from the client's encoder."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    binary = subprocess.run(
+        hostd.argv("send", tid, "-"), input=b"\xff\xfe\x00binary", env=hostd.env,
+        cwd=hostd.project, capture_output=True, timeout=TIMEOUT, check=False,
+    )
+    line = one_line_error(subprocess.CompletedProcess(
+        binary.args, binary.returncode, binary.stdout.decode(), binary.stderr.decode()))
+    assert line.startswith("hostd: cannot read the message from stdin: 'utf-8' codec"), line
+    for args in (("send", tid, b"caf\xe9"), ("rename", tid, b"caf\xe9"), ("new", "--title", b"\xff")):
+        argv = [os.fsencode(a) if isinstance(a, str) else a for a in hostd.argv(*args)]  # type: ignore[arg-type]
+        proc = subprocess.run(argv, env=hostd.env, cwd=hostd.project, capture_output=True,
+                              timeout=TIMEOUT, check=False)
+        line = one_line_error(subprocess.CompletedProcess(
+            proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()))
+        assert "a text is not valid Unicode" in line and line.endswith("[invalid_message]"), line
+    # Nothing of it was stored; the topic goes on.
+    assert json.loads(hostd.ok("history", tid, "--json"))["rows"] == []
+    hostd.ok("send", tid, "/text still fine", "--follow")
+
+
+def test_export_to_a_path_it_cannot_write_is_one_line(hostd: Hostd) -> None:
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    for target, why in ((hostd.root, "Is a directory"), (hostd.root / "no" / "x.md", "No such file or directory")):
+        line = one_line_error(hostd("export", tid, "-o", str(target)))
+        assert line == f"hostd: cannot write {target}: {why}", line
+    line = one_line_error(hostd("protocol-schema", str(hostd.root)))
+    assert line == f"hostd: cannot write {hostd.root}: Is a directory", line
+
+
+async def test_the_client_refuses_a_request_it_cannot_encode_typed(hostd: Hostd) -> None:
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    with trio.fail_after(TIMEOUT):
+        async with open_client(home=hostd.home) as client:
+            with pytest.raises(InvalidMessage, match=r"^cannot send this send request: a text is not valid Unicode"):
+                await client.send(tid, "bad \udcff")
+            with pytest.raises(InvalidMessage, match=r"^cannot send this create-topic request: bad value"):
+                await client.create_topic(driver="scripted", options={"x": object()})
+            assert (await client.send(tid, "/text fine")).disposition == "started"
+
+
+def test_the_sync_client_refuses_a_request_it_cannot_encode_typed(hostd: Hostd) -> None:
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    hostd.ok("send", tid, "/text fine", "--follow")
+    with SyncClient(home=hostd.home) as sync:
+        with pytest.raises(InvalidMessage, match=r"^cannot send this rename-topic request"):
+            sync.rename_topic(tid, "\udcff")
+        assert sync.history(tid).rows
