@@ -11,13 +11,18 @@ fake Messages API: time to first text chunk cold / prewarmed / in-session, and R
   the first chunk back at the host (CLI + adapter on the way back);
 - RSS: the driver process and, separately, everything under it, after the in-session turns.
 
-Drivers: `acp` (claude-agent-acp with the Claude Code CLI its own npm SDK bundles),
-`claude-code` (hostd's driver, the CLI bundled in the claude-agent-sdk wheel) and
-`acp/same-cli` (claude-agent-acp started with `CLAUDE_CODE_EXECUTABLE` = the wheel's CLI and
-hostd's quiet-mode environment, in-session only): the two adapters differ in the CLI version
-they bundle, and the same-CLI row says which part of a difference is the adapter.
+Drivers: `acp` (the current claude-agent-acp, @agentclientprotocol/claude-agent-acp, with the
+Claude Code CLI its own npm SDK ships), `claude-code` (hostd's driver, the CLI bundled in the
+claude-agent-sdk wheel) and `acp/same-cli` (the same claude-agent-acp started with
+`CLAUDE_CODE_EXECUTABLE` = the wheel's CLI and hostd's quiet-mode environment, in-session
+only): the adapters may differ in the CLI version they bundle, and the same-CLI row says
+which part of a difference is the adapter. With `old_peer` also `acp/zed-0.23.1`: the same
+project's last release under its old name, @zed-industries/claude-agent-acp 0.23.1 (CLI
+2.1.83), the peer of sessions 4 and 5. Every claude-agent-acp runs with the user setting
+`permissions.defaultMode = "default"`, hostd's Claude Code driver's mode (the current package
+otherwise starts in Claude Code's `auto` mode; `tests.acp.support.claude_settings`).
 
-    .venv/bin/python -m tests.acp.bench [--runs N] [--json]
+    .venv/bin/python -m tests.acp.bench [--runs N] [--old-peer] [--json]
 
 `measure()` is what `scripts/bench acp-ttft` calls. Needs scripts/setup (the drivers and
 `.cache/npm-acp`).
@@ -41,15 +46,28 @@ import trio
 
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.driver_messages import ChunkEvent, Init, Prewarm, Send, TurnEnd, Warmed
-from tests.acp.support import CLAUDE_AGENT_ACP, base_env, write_agents_file
+from tests.acp.support import (
+    CLAUDE_AGENT_ACP,
+    OLD_CLAUDE_AGENT_ACP,
+    base_env,
+    claude_settings,
+    write_agents_file,
+)
 from tests.claude.driver_peer import DriverProcess, Peer, offline_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, text, user_says
 
 PROMPT = "bench hello"
 #: Bench name -> driver module.
-DRIVERS = {"acp": "hostd_acp", "claude-code": "hostd_claude_code", "acp/same-cli": "hostd_acp"}
+DRIVERS = {
+    "acp": "hostd_acp",
+    "claude-code": "hostd_claude_code",
+    "acp/same-cli": "hostd_acp",
+    "acp/zed-0.23.1": "hostd_acp",
+}
+#: The old peer (only with `old_peer`).
+OLD = "acp/zed-0.23.1"
 #: Drivers measured cold and prewarmed (the same-CLI peer only in session).
-FULL = ("acp", "claude-code")
+FULL = ("acp", "claude-code", OLD)
 #: Seconds a prewarmed driver sits idle before the `warm, idle` first prompt.
 IDLE_S = 1.0
 #: Hostd's quiet-mode switches for the CLI (`hostd_claude_code.config.QUIET_ENV`), given to
@@ -143,7 +161,8 @@ def bundled_cli() -> Path | None:
 
 def _setup(driver: str, home: Path, base_url: str) -> tuple[dict[str, str], dict[str, Any]]:
     if driver.startswith("acp"):
-        command: tuple[str, list[str]] = (str(CLAUDE_AGENT_ACP), [])
+        agent = OLD_CLAUDE_AGENT_ACP if driver == OLD else CLAUDE_AGENT_ACP
+        command: tuple[str, list[str]] = (str(agent), [])
         cli = bundled_cli()
         if driver == "acp/same-cli" and cli is not None:
             # claude-agent-acp reads CLAUDE_CODE_EXECUTABLE; the agents file passes only the
@@ -151,6 +170,7 @@ def _setup(driver: str, home: Path, base_url: str) -> tuple[dict[str, str], dict
             command = ("/usr/bin/env", [f"CLAUDE_CODE_EXECUTABLE={cli}", *QUIET, command[0]])
         write_agents_file(home, {"claude": command})
         (home / "tmp").mkdir(parents=True, exist_ok=True)
+        claude_settings(home / ".claude")
         env = base_env(
             home,
             ANTHROPIC_BASE_URL=base_url,
@@ -268,9 +288,13 @@ async def _reap_orphans(grace: float = 2.0) -> None:
             await trio.sleep(0.01)  # an orphan still dying: poll, bounded
 
 
-async def measure_async(runs: int = 3) -> dict[str, DriverBench]:
+async def measure_async(runs: int = 3, old_peer: bool = False) -> dict[str, DriverBench]:
     """The drivers, runs interleaved, against one fake API."""
-    names = [d for d in DRIVERS if d != "acp/same-cli" or bundled_cli() is not None]
+    names = [
+        d
+        for d in DRIVERS
+        if (d != "acp/same-cli" or bundled_cli() is not None) and (d != OLD or old_peer)
+    ]
     results = {name: DriverBench(name) for name in names}
     adopted = _adopt_orphans()
     with FakeAnthropicAPI([Rule(user_says(PROMPT), text("Hello from the fake."))]) as api:
@@ -283,17 +307,18 @@ async def measure_async(runs: int = 3) -> dict[str, DriverBench]:
     return results
 
 
-def measure(runs: int = 3) -> dict[str, DriverBench]:
-    result: dict[str, DriverBench] = trio.run(measure_async, runs)
+def measure(runs: int = 3, old_peer: bool = False) -> dict[str, DriverBench]:
+    result: dict[str, DriverBench] = trio.run(measure_async, runs, old_peer)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--old-peer", action="store_true", help="also the 0.23.1 package")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = measure(args.runs)
+    results = measure(args.runs, args.old_peer)
     if args.json:
         print(
             json.dumps(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -14,9 +15,27 @@ from hostd_acp.spec import make_spec
 
 AGENT = Path(__file__).with_name("agent.py")
 REPO = Path(__file__).resolve().parents[2]
-#: Where scripts/setup installs the npm package (gitignored).
+#: Where scripts/setup installs the npm package (gitignored): the current claude-agent-acp
+#: (@agentclientprotocol/claude-agent-acp, what a user installing it gets today).
 NPM_PREFIX = REPO / ".cache" / "npm-acp"
 CLAUDE_AGENT_ACP = NPM_PREFIX / "node_modules" / ".bin" / "claude-agent-acp"
+#: The same project's last release under its old name, @zed-industries/claude-agent-acp
+#: 0.23.1 (Claude CLI 2.1.83 inside): its defects are what the driver absorbs.
+OLD_CLAUDE_AGENT_ACP = (
+    REPO / ".cache" / "npm-acp-zed" / "node_modules" / ".bin" / "claude-agent-acp"
+)
+
+
+def claude_settings(config_dir: Path, mode: str = "default") -> None:
+    """The Claude CLI's user settings (`CLAUDE_CONFIG_DIR/settings.json`) with a permission
+    mode. claude-agent-acp 0.101 starts a session in Claude Code's `auto` mode when the
+    settings name none: tools then run without asking the client (a model classifier
+    decides), and against a non-Anthropic base URL (the fake API) the CLI adds a billing
+    warning to every answer. `default` asks the client for every tool, as hostd's Claude
+    Code driver does."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    settings = {"permissions": {"defaultMode": mode}}
+    (config_dir / "settings.json").write_text(json.dumps(settings) + "\n")
 
 
 def _toml_list(items: list[str]) -> str:

@@ -1,8 +1,12 @@
-"""The ACP driver with the REAL `@zed-industries/claude-agent-acp` (npm, installed by
-scripts/setup into .cache/npm-acp) behind the real daemon and the client library, pointed at
-the fake Anthropic Messages API: text, a tool with permission, stop mid-tool then two sends,
-a queued message, and resume in a new driver process (a restarted daemon). Every window's
-transcript equals the stored history.
+"""The ACP driver with the REAL claude-agent-acp (npm, installed by scripts/setup) behind the
+real daemon and the client library, pointed at the fake Anthropic Messages API: text, a tool
+with permission, stop mid-tool then two sends, a queued message, and resume in a new driver
+process (a restarted daemon). Every window's transcript equals the stored history.
+
+Run against both packages: the current `@agentclientprotocol/claude-agent-acp` (what a
+user installs today) and the project's last release under its old name,
+`@zed-industries/claude-agent-acp` 0.23.1, whose defects (a cancelled session one prompt
+late, an agent that outlives its stdin) the driver absorbs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from hostd.shell.paths import Paths
 from hostd_acp.spec import make_spec
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
 from hostd_protocol.common import ApprovalOption, TextDelta, ToolCall, ToolResult
-from tests.acp.support import CLAUDE_AGENT_ACP, base_env, write_agents_file
+from tests.acp.support import (
+    CLAUDE_AGENT_ACP,
+    OLD_CLAUDE_AGENT_ACP,
+    base_env,
+    claude_settings,
+    write_agents_file,
+)
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
     RecordedRequest,
@@ -88,9 +98,28 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
     )
 
 
-def claude_agents_file(home: Path) -> None:
-    write_agents_file(home, {"claude": (str(CLAUDE_AGENT_ACP), [])})
+def claude_agents_file(home: Path, agent: Path = CLAUDE_AGENT_ACP) -> None:
+    write_agents_file(home, {"claude": (str(agent), [])})
     (home / "tmp").mkdir(parents=True, exist_ok=True)
+    claude_settings(home / ".claude")
+
+
+#: Per package: its command and the permission options it offers for a Bash call.
+PEERS = {
+    "current": (CLAUDE_AGENT_ACP, [("allow_once", "Yes"), ("reject_once", "No")]),
+    "zed-0.23.1": (
+        OLD_CLAUDE_AGENT_ACP,
+        [("allow_always", "Always Allow"), ("allow_once", "Allow"), ("reject_once", "Reject")],
+    ),
+}
+
+
+@pytest.fixture(params=list(PEERS))
+def peer(request: pytest.FixtureRequest) -> tuple[Path, list[tuple[str, str]]]:
+    command, options = PEERS[request.param]
+    if not command.exists() and os.environ.get("CI") != "true":
+        pytest.skip(f"{command} not installed: run scripts/setup")
+    return command, options
 
 
 @pytest.fixture
@@ -133,10 +162,13 @@ async def check_windows_match_history(client: Client, topic_id: str, sub: Subscr
     assert comparable(sub.transcript.rows()) == comparable(stored)
 
 
-async def test_claude_agent_acp_through_the_daemon(home: Path) -> None:
+async def test_claude_agent_acp_through_the_daemon(
+    home: Path, peer: tuple[Path, list[tuple[str, str]]]
+) -> None:
+    command, options = peer
     paths = Paths.under(home)
     workdir = home / "work"
-    claude_agents_file(home)
+    claude_agents_file(home, command)
     registry = DriverRegistry.from_specs(make_spec())
     with FakeAnthropicAPI(RULES) as api:
         env = claude_env(home, api.base_url)
@@ -223,11 +255,7 @@ async def test_claude_agent_acp_through_the_daemon(home: Path) -> None:
     said = [(r.role, r.status, text_of(r)) for r in messages]
     assert said[0:2] == [("user", "success", "hello"), ("assistant", "success", "Hi there!")]
     assert said[2] == ("user", "success", "run it")
-    assert [(o.kind, o.label) for o in offered] == [
-        ("allow_always", "Always Allow"),
-        ("allow_once", "Allow"),
-        ("reject_once", "Reject"),
-    ]
+    assert [(o.kind, o.label) for o in offered] == options
     run_it = messages[3]
     calls = [p for p in run_it.parts if isinstance(p, ToolCall)]
     results = [p for p in run_it.parts if isinstance(p, ToolResult)]

@@ -21,7 +21,7 @@ GOAL = (
 )
 
 
-def _missing() -> str:
+def _missing(old_peer: bool) -> str:
     why = first_missing((
         ("hostd_acp", "the acp driver is not installed (scripts/setup)"),
         ("hostd_claude_code", "the claude-code driver is not installed (scripts/setup)"),
@@ -32,6 +32,8 @@ def _missing() -> str:
     support: Any = importlib.import_module("tests.acp.support")
     if not support.CLAUDE_AGENT_ACP.exists():
         return "claude-agent-acp is not installed in .cache/npm-acp (scripts/setup)"
+    if old_peer and not support.OLD_CLAUDE_AGENT_ACP.exists():
+        return "claude-agent-acp 0.23.1 is not installed in .cache/npm-acp-zed (scripts/setup)"
     return ""
 
 
@@ -54,14 +56,14 @@ ROWS = (
 
 def run(ctx: Context) -> Result:
     res = Result("acp-ttft", GOAL)
-    why = _missing()
+    why = _missing(ctx.old_peer)
     if why:
         res.skipped = why
         return res
     bench: Any = importlib.import_module("tests.acp.bench")
     busy0, own0, t0 = busy_cpu_seconds(), _own_cpu(), time.monotonic()
     try:
-        out = bench.measure(1 if ctx.quick else ctx.runs)
+        out = bench.measure(1 if ctx.quick else ctx.runs, ctx.old_peer)
     except Exception as exc:  # an agent that refuses to start on this machine
         res.skipped = f"the ACP helper failed: {type(exc).__name__}: {exc}"
         return res
@@ -90,8 +92,9 @@ def _ratios(res: Result, out: dict[str, Any]) -> None:
     one run saw the same machine load).
 
     - item 3: Claude Code in-session first chunk (turns 2 and 3) - the peer's
-      (claude-agent-acp with its own CLI), goal <= +2 ms; and the same against the peer
-      running hostd's CLI (`acp/same-cli`): the adapters alone.
+      (the current claude-agent-acp with its own CLI), goal <= +2 ms; and the same against
+      the peer running hostd's CLI (`acp/same-cli`): the adapters alone; with `--old-peer`
+      also against claude-agent-acp 0.23.1 (no goal: the package a user no longer gets).
     - item 4: Claude Code prewarmed first turn - its own in-session turn 2, goal <= 10 ms
       (sent at once after `Warmed`, and after 1 s idle).
     """
@@ -99,7 +102,11 @@ def _ratios(res: Result, out: dict[str, Any]) -> None:
     if claude is None:
         return
     mine = claude.samples
-    for peer_name, label in (("acp", "claude-agent-acp"), ("acp/same-cli", "same CLI")):
+    for peer_name, label in (
+        ("acp", "claude-agent-acp"),
+        ("acp/same-cli", "same CLI"),
+        ("acp/zed-0.23.1", "claude-agent-acp 0.23.1"),
+    ):
         peer = out.get(peer_name)
         if peer is None:
             continue

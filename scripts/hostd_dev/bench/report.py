@@ -126,6 +126,8 @@ class Context:
     trace: bool = False
     #: `--scales`: latency's (topics, windows per topic) pairs instead of its default ones.
     scales: tuple[tuple[int, int], ...] = ()
+    #: `--old-peer`: acp-ttft also runs claude-agent-acp 0.23.1 (its old npm name).
+    old_peer: bool = False
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 

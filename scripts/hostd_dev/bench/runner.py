@@ -98,6 +98,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="latency: the scales to run, topics x windows per topic (default 10x4,100x4); "
         "e.g. 10x4,30x4,50x4,100x4 to find the largest load at which the goal holds",
     )
+    p.add_argument(
+        "--old-peer",
+        action="store_true",
+        help="acp-ttft: also run @zed-industries/claude-agent-acp 0.23.1 (the package's old "
+        "name, CLI 2.1.83) beside the current claude-agent-acp",
+    )
     args = p.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -137,7 +143,13 @@ def run_one(name: str, ctx: Context) -> Result:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = args.runs if args.runs is not None else (1 if args.quick else 3)
-    ctx = Context(quick=args.quick, runs=max(1, runs), trace=args.trace, scales=args.scales)
+    ctx = Context(
+        quick=args.quick,
+        runs=max(1, runs),
+        trace=args.trace,
+        scales=args.scales,
+        old_peer=args.old_peer,
+    )
     names = args.scenarios or DEFAULT
     results = []
     for name in names:
