@@ -98,7 +98,7 @@ BUILTIN_AGENTS: dict[str, AgentConfig] = {
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
         },
-        description="Claude Code through @zed-industries/claude-agent-acp",
+        description="Claude Code through claude-agent-acp (npm @agentclientprotocol/claude-agent-acp)",
     ),
     "gemini": AgentConfig(
         command="gemini",
