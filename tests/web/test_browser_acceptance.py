@@ -126,3 +126,24 @@ def test_closing_the_window_that_sent_never_stops_the_answer(
     assert [(r.role, r.status) for r in stored] == [("user", "success"), ("assistant", "success")]
     assert row_text(stored[1]).endswith("All done.")
     assert [r["text"] for r in rows_of(b)] == [row_text(r) for r in stored]
+
+
+def test_code_in_a_streaming_answer_is_shown_plain_then_highlighted_when_done(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    """Highlighting is for finished answers: a streaming answer is drawn again at every frame,
+    and highlighting its code each time made thousands of elements per frame (an 80k-character
+    Python block froze the page for seconds)."""
+    topic = stack.create_topic("code", "/echo\n/approve Bash")
+    a = pages(topic)
+    a.locator("[data-testid=composer]").fill("```python\ndef main() -> int:\n    return 0\n```")
+    a.locator("[data-testid=send]").click()
+    a.wait_for_selector("[data-testid=approval]")  # the answer waits here, still streaming
+    code = a.locator("[data-label=A1] pre.code code")
+    assert a.get_attribute("[data-label=A1]", "data-status") == "pending"
+    assert code.inner_text() == "def main() -> int:\n    return 0"
+    assert code.locator("span").count() == 0
+    a.locator("[data-testid=approval] [data-testid=allow]").click()
+    wait_rows(a, "rows.length === 2 && rows[1].status === 'success'")
+    assert code.locator("span.hljs-keyword").all_inner_texts() == ["def", "return"]
+    assert code.inner_text() == "def main() -> int:\n    return 0"

@@ -35,34 +35,45 @@ export function escapeHtml(text: string): string {
 
 const SAFE_URL = /^(https?:|mailto:|#)/i;
 
-const marked = new Marked({
-  gfm: true,
-  breaks: false,
-  renderer: {
-    html(token: Tokens.HTML | Tokens.Tag): string {
-      return escapeHtml(token.text);
+/**
+ * The renderer, with or without syntax highlighting. While an answer streams it is drawn again
+ * at every frame, and highlighting a long code block makes thousands of elements each time
+ * (an 80k-character Python block froze the page for seconds): the streaming answer's code is
+ * shown plain, and highlighted once the answer is finished.
+ */
+function makeMarked(highlight: boolean): Marked {
+  return new Marked({
+    gfm: true,
+    breaks: false,
+    renderer: {
+      html(token: Tokens.HTML | Tokens.Tag): string {
+        return escapeHtml(token.text);
+      },
+      code(token: Tokens.Code): string {
+        const lang = (token.lang ?? "").trim().split(/\s+/)[0] ?? "";
+        const body =
+          highlight && lang && hljs.getLanguage(lang)
+            ? hljs.highlight(token.text, { language: lang, ignoreIllegals: true }).value
+            : escapeHtml(token.text);
+        const cls = lang ? ` language-${escapeHtml(lang)}` : "";
+        return `<pre class="code"><code class="hljs${cls}">${body}</code></pre>`;
+      },
+      link(token: Tokens.Link): string {
+        const text = this.parser.parseInline(token.tokens);
+        if (!SAFE_URL.test(token.href)) return text;
+        return `<a href="${escapeHtml(token.href)}" target="_blank" rel="noopener noreferrer">${text}</a>`;
+      },
+      image(token: Tokens.Image): string {
+        return escapeHtml(token.text || token.href);
+      },
     },
-    code(token: Tokens.Code): string {
-      const lang = (token.lang ?? "").trim().split(/\s+/)[0] ?? "";
-      const body =
-        lang && hljs.getLanguage(lang)
-          ? hljs.highlight(token.text, { language: lang, ignoreIllegals: true }).value
-          : escapeHtml(token.text);
-      const cls = lang ? ` language-${escapeHtml(lang)}` : "";
-      return `<pre class="code"><code class="hljs${cls}">${body}</code></pre>`;
-    },
-    link(token: Tokens.Link): string {
-      const text = this.parser.parseInline(token.tokens);
-      if (!SAFE_URL.test(token.href)) return text;
-      return `<a href="${escapeHtml(token.href)}" target="_blank" rel="noopener noreferrer">${text}</a>`;
-    },
-    image(token: Tokens.Image): string {
-      return escapeHtml(token.text || token.href);
-    },
-  },
-});
+  });
+}
 
-/** HTML for one answer's text (safe to put in innerHTML). */
-export function renderMarkdown(text: string): string {
-  return marked.parse(text, { async: false }) as string;
+const highlighted = makeMarked(true);
+const plain = makeMarked(false);
+
+/** HTML for one answer's text (safe to put in innerHTML); code highlighted unless `streaming`. */
+export function renderMarkdown(text: string, streaming = false): string {
+  return (streaming ? plain : highlighted).parse(text, { async: false }) as string;
 }

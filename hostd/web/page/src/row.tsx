@@ -12,8 +12,8 @@ export function rowText(row: MessageRow): string {
     .join("");
 }
 
-function Markdown({ text }: { text: string }) {
-  const html = useMemo(() => renderMarkdown(text), [text]);
+function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
+  const html = useMemo(() => renderMarkdown(text, streaming), [text, streaming]);
   return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
@@ -53,7 +53,7 @@ function AssistantParts({ row }: { row: MessageRow }) {
       {parts.map((p, i) => {
         switch (p.type) {
           case "text":
-            return <Markdown key={i} text={p.text} />;
+            return <Markdown key={i} text={p.text} streaming={open} />;
           case "thinking":
             return (
               <details key={i} class="thinking">
