@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-import trio.testing
 
 from hostd.shell.store import store as st
-from hostd.shell.store.writer import FlushTimes
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import TextDelta
 
@@ -200,51 +198,3 @@ async def test_answer_rows_keep_lane_alternative_target_and_usage(tmp_path: Path
     db.close()
     with st.Store(path) as s:
         assert s.schema_version == len(st.MIGRATIONS) == 9
-
-
-def test_flush_times_plan_from_the_slowest_recent_timed_flush() -> None:
-    times = FlushTimes(keep=3)
-    assert times.estimate(0.05) == 0.0  # none yet: flush at the interval
-    times.record(0.020)
-    times.record(0.003)
-    times.record(0.004)
-    assert times.estimate(0.05) == 0.020  # a quick flush after a slow one does not hide it
-    times.record(0.005)
-    assert times.estimate(0.05) == 0.005  # the slow one aged out
-    times.record(0.5)
-    assert times.estimate(0.05) == 0.05  # never more than the cap
-
-
-async def test_a_timed_flush_starts_as_early_as_timed_flushes_take(
-    tmp_path: Path, mock_clock: trio.testing.MockClock
-) -> None:
-    """Streamed content must be on disk within the flush interval: a timed flush starts that
-    much before the interval is up, learnt from timed flushes only (a durable batch, e.g. a
-    user message, is small and says nothing about a streaming flush)."""
-    interval = 1.0
-    with trio.fail_after(5), st.Store(tmp_path / "db") as s:
-        writer = st.StoreWriter(s, flush_interval=interval)
-        async with trio.open_nursery() as n:
-            await n.start(writer.serve)
-            await writer.wait_committed(writer.put(st.PutTopic(topic()), durable=True))
-            assert writer.statistics().timed_flush_lead == 0.0  # durable: not a timed flush
-
-            async def timed_flush(seq: int, lead: float) -> None:
-                gen = writer.put(st.PutSeq("tp1", seq))
-                batches = writer.statistics().batches
-                await trio.testing.wait_all_tasks_blocked()
-                mock_clock.jump(interval - lead - 1e-6)
-                await trio.testing.wait_all_tasks_blocked()
-                assert writer.statistics().batches == batches  # not yet
-                mock_clock.jump(2e-6)
-                await trio.testing.wait_all_tasks_blocked()  # the timed flush has started
-                await writer.wait_committed(gen)
-                assert writer.statistics().batches == batches + 1
-
-            await timed_flush(1, 0.0)
-            lead = writer.statistics().timed_flush_lead
-            assert 0.0 < lead <= interval / 2  # what that flush took (real time)
-            await writer.wait_committed(writer.put(st.PutSeq("tp1", 2), durable=True))
-            assert writer.statistics().timed_flush_lead == lead  # a durable batch changes nothing
-            await timed_flush(3, lead)  # starts `lead` before the interval is up
-            n.cancel_scope.cancel()

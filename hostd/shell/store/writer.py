@@ -67,33 +67,6 @@ class StoreWriterStatistics:
     last_batch_seconds: float
     #: Bytes of row content the last batch encoded (whole rows and streamed pieces).
     last_batch_bytes: int = 0
-    #: How long before the flush interval is up the next timed flush starts (`FlushTimes`).
-    timed_flush_lead: float = 0.0
-
-
-class FlushTimes:
-    """How long a timed flush takes to reach the disk, from the last `keep` of them: the
-    writer starts a timed flush that long before the flush interval is up, so the commit
-    lands within the interval (the bound `kill -9` may lose).
-
-    Why the largest of several, and only timed flushes: at 200 streaming topics a timed flush
-    (one piece per streaming row) took 5-27 ms on the worker thread, most of it waiting for a
-    CPU, while the durable batches between them (a user message, a status change) take 1-2 ms.
-    Planning from whichever batch came last started the next streaming flush too late whenever
-    a small batch or a quick flush preceded a slow one (issue 22, finding 5, session 6). The
-    largest recent time makes the flush start a few ms early, a few % more commits.
-    """
-
-    def __init__(self, *, keep: int = 8) -> None:
-        self._recent: deque[float] = deque(maxlen=keep)
-
-    def record(self, seconds: float) -> None:
-        """A timed flush took `seconds` from its start to its commit."""
-        self._recent.append(seconds)
-
-    def estimate(self, cap: float) -> float:
-        """Seconds to start a timed flush before its deadline: at most `cap`, 0 before any."""
-        return min(max(self._recent, default=0.0), cap)
 
 
 _APPLY_ORDER: tuple[type, ...] = (
@@ -146,7 +119,6 @@ class StoreWriter:
         self._ops_written = 0
         self._last_batch_seconds = 0.0
         self._last_batch_bytes = 0
-        self._flush_times = FlushTimes()
         #: trio time of the oldest op waiting (inf: none), where the flush interval starts.
         self._first_put_at = math.inf
         self.on_health: Callable[[StoreError | None], None] | None = None
@@ -200,7 +172,6 @@ class StoreWriter:
             failed_batches=len(self._failures),
             last_batch_seconds=self._last_batch_seconds,
             last_batch_bytes=self._last_batch_bytes,
-            timed_flush_lead=self._flush_times.estimate(self.flush_interval / 2),
         )
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -213,25 +184,15 @@ class StoreWriter:
                 await trio.sleep(min(RETRY_MAX, RETRY_MIN * 2 ** (self._failed_in_row - 1)))
             elif not self._urgent:
                 # The interval runs from the oldest waiting op (not from the end of the last
-                # write, which ops may have waited through), less the time a timed flush takes
-                # (`FlushTimes`), so streamed content is on disk within one flush interval of
-                # being produced.
-                write_time = self._flush_times.estimate(self.flush_interval / 2)
+                # write, which ops may have waited through), less the time a write takes, so
+                # streamed content is on disk within one flush interval of being produced.
+                write_time = min(self._last_batch_seconds, self.flush_interval / 2)
                 start = min(self._first_put_at, trio.current_time())
                 with trio.move_on_at(start + self.flush_interval - write_time):
                     await self._urgent_event.wait()
-                if not self._urgent:
-                    await self._write_batch(timed=True)
-                    continue
             await self._write_batch()
 
-    def _apply(self, batch: list[Op]) -> tuple[int, float]:
-        """`Store.apply` on the worker thread; also returns when it committed (the time the
-        data is on disk, whenever the event loop picks the result up)."""
-        content_bytes = self._store.apply(batch)
-        return content_bytes, time.perf_counter()
-
-    async def _write_batch(self, *, timed: bool = False) -> None:
+    async def _write_batch(self) -> None:
         # Touched rows go as they are: the worker thread appends what they streamed since the
         # last commit (`row_content`), so nothing of a row's size is done on the event loop.
         batch = list(self._pending.values())
@@ -247,11 +208,9 @@ class StoreWriter:
             try:
                 # Not abandoned on cancel: a batch that started is always finished, so a
                 # shutdown never leaves half a transaction behind.
-                self._last_batch_bytes, committed = await trio.to_thread.run_sync(
-                    self._apply, batch, limiter=self._limiter
+                self._last_batch_bytes = await trio.to_thread.run_sync(
+                    self._store.apply, batch, limiter=self._limiter
                 )
-                if timed:
-                    self._flush_times.record(committed - started)
                 if trace.ENABLED:
                     trace.commit(trace_start)
             except StoreError as exc:
