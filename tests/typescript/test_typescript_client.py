@@ -117,3 +117,27 @@ def test_socket_path_matches_the_daemons(tmp_path: Path, xdg: str) -> None:
         cwd=PKG, env=env, capture_output=True, text=True, timeout=60, check=True,
     ).stdout.strip()
     assert got == want
+
+
+def test_npm_pack_from_a_fresh_checkout_ships_the_built_package(tmp_path: Path) -> None:
+    """A UI author installs the client from a tarball (`npm pack` in protocol/typescript, then
+    `npm install hostd-client-*.tgz`): packing a checkout that was never built must build it
+    (`prepack`), not ship a package whose `exports` point at no files."""
+    assert NPM is not None
+    copy = tmp_path / "typescript"
+    copy.mkdir()
+    for name in ("package.json", "package-lock.json", "tsconfig.json", "README.md"):
+        shutil.copy(PKG / name, copy / name)
+    shutil.copytree(PKG / "src", copy / "src")
+    (copy / "node_modules").symlink_to(PKG / "node_modules")  # typescript, already installed
+    proc = subprocess.run(
+        [NPM, "pack", "--dry-run", "--json"], cwd=copy, capture_output=True, text=True,
+        timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    files = {f["path"] for f in json.loads(out[out.index("[") :])[0]["files"]}
+    exported = json.loads((PKG / "package.json").read_text())["exports"]
+    for entry in exported.values():
+        for target in entry.values():
+            assert target.removeprefix("./") in files, f"{target} is not in the packed package"
