@@ -32,12 +32,43 @@ class Output(Protocol):
               end: str = "\n") -> None: ...
 
 
+#: Control characters a terminal would act on (C0 but tab and newline, DEL, C1), each to a
+#: visible stand-in: the Unicode control pictures (ESC -> U+241B), C1 -> U+FFFD.
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_CONTROLS[0x7F] = 0x2421
+_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character a terminal acts on made visible.
+
+    Titles, answers, tool names and errors come from windows, models and the tools they run
+    (a repository's file, a web page): printed raw, an escape sequence in them would retitle
+    or clear the user's terminal, rewrite what it shows, or set its clipboard (OSC 52). What
+    a human reads is made safe here; `--json` and `export` keep the exact text."""
+    return text.replace("\r\n", "\n").translate(_CONTROLS)
+
+
 class PlainOutput:
-    """Text lines on stdout, no styles: what one-shot commands print with."""
+    """Text lines on stdout, no styles: what one-shot commands print with (control
+    characters made visible: `terminal_safe`)."""
 
     def print(self, *objects: Any, style: Any = None, markup: bool | None = None,
               end: str = "\n") -> None:
-        sys.stdout.write(" ".join(str(o) for o in objects) + end)
+        sys.stdout.write(terminal_safe(" ".join(str(o) for o in objects)) + end)
+
+
+class TerminalSafe:
+    """An `Output` that prints through `inner` (the rich console) with every string made
+    `terminal_safe`: what the streaming commands print topic content with."""
+
+    def __init__(self, inner: Output) -> None:
+        self.inner = inner
+
+    def print(self, *objects: Any, style: Any = None, markup: bool | None = None,
+              end: str = "\n") -> None:
+        safe = [terminal_safe(o) if isinstance(o, str) else o for o in objects]
+        self.inner.print(*safe, style=style, markup=markup, end=end)
 
 
 def console() -> Console:

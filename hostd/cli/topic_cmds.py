@@ -11,6 +11,7 @@ from typing import Any
 from hostd.cli.answers_cmd import answer_label
 from hostd.cli.common import (
     Output,
+    TerminalSafe,
     console,
     fail,
     out,
@@ -223,7 +224,7 @@ def row_text(row: MessageRow) -> str:
 def print_row(row: MessageRow, c: Output | None = None, *, ids: bool = False) -> None:
     """One row: `role (status):`, its text, its error. On `c`, else the rich console.
     With `ids`: `role (status) [id]:`, and `superseded` for a row a rewind removed."""
-    c = c or console()
+    c = TerminalSafe(c or console())
     status = "" if row.status == "success" else f" ({row.status})"
     if row.superseded:
         status += " (superseded)"
@@ -246,7 +247,8 @@ class StreamPrinter:
     """Prints a snapshot, then streamed text as it comes."""
 
     def __init__(self) -> None:
-        self.c = console()
+        #: Topic content (answers, tool names, errors) is printed made terminal-safe.
+        self.c: Output = TerminalSafe(console())
         #: Errors already printed (a turn's end repeats its row's error).
         self.errors: set[str] = set()
         #: Labels of a multi-answer turn's rows, and the row printed last: answers stream

@@ -206,3 +206,31 @@ def test_the_sync_client_refuses_a_request_it_cannot_encode_typed(hostd: Hostd) 
         with pytest.raises(InvalidMessage, match=r"^cannot send this rename-topic request"):
             sync.rename_topic(tid, "\udcff")
         assert sync.history(tid).rows
+
+
+def test_escape_sequences_in_topic_content_never_reach_the_terminal(hostd: Hostd) -> None:
+    """A title, an answer or an error carrying terminal escape sequences (a model echoing a
+    hostile file: retitle the terminal, clear it, OSC 52 set the clipboard) used to be
+    printed raw by `topics`, `history`, `send --follow` and `attach`."""
+    evil = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\r"
+    tid = hostd.ok("new", "--driver", "scripted", "--title", f"t{evil}").strip()
+    sent = hostd("send", tid, f"/echo\nhi {evil} there\n/error bad {evil} end", "--follow")
+    assert sent.returncode == 1, sent.stderr
+    attached = Running(hostd, "attach", tid, "--last", "5")
+    try:
+        on_attach = attached.until("Ctrl-C detaches")
+    finally:
+        attached.kill()
+    shown = {
+        "send": sent.stdout,
+        "topics": hostd.ok("topics"),
+        "history": hostd.ok("history", tid),
+        "attach": on_attach,
+    }
+    for name, text in shown.items():
+        assert not set(text) & {"\x1b", "\x07", "\x9b", "\r"}, (name, text)
+        assert "\u241b]52;c;cHduZWQ=\u2407\u241b[2J" in text or name == "attach", (name, text)
+    assert "hi \u241b]52" in shown["history"] and "error: bad \u241b]52" in shown["history"]
+    # Scripts get the exact text.
+    rows = json.loads(hostd.ok("history", tid, "--json"))["rows"]
+    assert evil in rows[0]["parts"][0]["text"]
