@@ -18,6 +18,7 @@ does depends on its text (first word):
     write PATH TEXT  fs/write_text_file; answers "written" or the error
     recall           lists this session's earlier prompts (works after load / resume)
     model            names the session's model (session/new offers "fast" and "smart")
+    mode             names the session's mode (session/new offers "ask" and "auto", in "auto")
     anything else    "echo: <text>"
 
 Flags: --protocol N (initialize answers version N), --no-initialize (never answers),
@@ -53,6 +54,7 @@ class Agent:
         self.cancels: dict[str, trio.Event] = {}
         self.history: dict[str, list[str]] = {}
         self.models: dict[str, str] = {}
+        self.modes: dict[str, str] = {}
         self.store = Path.cwd() / ".acp-test-agent"
 
     # --- wire -----------------------------------------------------------------------------
@@ -124,7 +126,10 @@ class Agent:
             self.history[sid] = []
             self._save(sid)
             self.models[sid] = "fast"
-            await self.reply(rid, {"sessionId": sid, "models": self._models(sid)})
+            self.modes[sid] = "auto"
+            await self.reply(
+                rid, {"sessionId": sid, "models": self._models(sid), "modes": self._modes(sid)}
+            )
         elif method in ("session/load", "session/resume"):
             sid = params.get("sessionId", "")
             if not self._load(sid):
@@ -135,9 +140,17 @@ class Agent:
                     await self.say(sid, text, "user_message_chunk")
                     await self.say(sid, f"(replayed answer to {text})")
             self.models.setdefault(sid, "fast")
-            await self.reply(rid, {"models": self._models(sid)})
+            self.modes.setdefault(sid, "auto")  # a new process: the agent's default again
+            await self.reply(rid, {"models": self._models(sid), "modes": self._modes(sid)})
         elif method == "session/set_model":
             self.models[params.get("sessionId", "")] = params.get("modelId", "")
+            await self.reply(rid, {})
+        elif method == "session/set_mode":
+            mode = params.get("modeId", "")
+            if mode not in ("ask", "auto"):
+                await self.error(rid, -32602, f"unknown mode {mode}")
+                return
+            self.modes[params.get("sessionId", "")] = mode
             await self.reply(rid, {})
         elif method == "session/close":
             await self.reply(rid, {})
@@ -149,6 +162,12 @@ class Agent:
             nursery.start_soon(self.prompt, rid, params)
         elif rid is not None:
             await self.error(rid, -32601, f"method not found: {method}")
+
+    def _modes(self, sid: str) -> dict[str, Any]:
+        return {
+            "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "auto", "name": "Auto"}],
+            "currentModeId": self.modes[sid],
+        }
 
     def _models(self, sid: str) -> dict[str, Any]:
         return {
@@ -231,6 +250,8 @@ class Agent:
             await self.say(
                 sid, f"error: {answer['error']['message']}" if "error" in answer else "written"
             )
+        elif word == "mode":
+            await self.say(sid, f"mode: {self.modes.get(sid, '')}")
         elif word == "model":
             await self.say(sid, f"model: {self.models.get(sid, '')}")
         elif word == "recall":

@@ -98,10 +98,11 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
     )
 
 
-def claude_agents_file(home: Path, agent: Path = CLAUDE_AGENT_ACP) -> None:
+def claude_agents_file(home: Path, agent: Path = CLAUDE_AGENT_ACP, settings: bool = True) -> None:
     write_agents_file(home, {"claude": (str(agent), [])})
     (home / "tmp").mkdir(parents=True, exist_ok=True)
-    claude_settings(home / ".claude")
+    if settings:
+        claude_settings(home / ".claude")
 
 
 #: Per package: its command and the permission options it offers for a Bash call.
@@ -168,7 +169,9 @@ async def test_claude_agent_acp_through_the_daemon(
     command, options = peer
     paths = Paths.under(home)
     workdir = home / "work"
-    claude_agents_file(home, command)
+    # No permission mode in the CLI's settings: the topic's `mode` option picks Claude
+    # Code's `default` mode (the current package would start in `auto`, asking nothing).
+    claude_agents_file(home, command, settings=False)
     registry = DriverRegistry.from_specs(make_spec())
     with FakeAnthropicAPI(RULES) as api:
         env = claude_env(home, api.base_url)
@@ -190,7 +193,7 @@ async def test_claude_agent_acp_through_the_daemon(
                         title="acp",
                         driver="acp",
                         working_dir=str(workdir),
-                        options={"agent": "claude"},
+                        options={"agent": "claude", "mode": "default"},
                     )
                     # Two windows: `sub` acts, `watcher` only watches.
                     async with client.attach(topic.id) as sub, other.attach(topic.id) as watcher:

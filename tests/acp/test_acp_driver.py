@@ -382,3 +382,32 @@ async def test_the_topic_model_is_selected_when_the_agent_offers_it(
     assert again.text == f"model: {answer}"  # set again on the resumed session
     codes = [e.code for e in result.events if isinstance(e, Notice)]
     assert codes == ([notice] if notice else [])
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "notice"),
+    [("", "auto", None), ("Ask", "ask", None), ("plan", "auto", "mode_unavailable")],
+)
+async def test_the_mode_option_selects_the_session_mode(
+    prof: ConformanceProfile, tmp_path: Path, mode: str, answer: str, notice: str | None
+) -> None:
+    # claude-agent-acp 0.101 starts in its `auto` permission mode; `mode=default` is how a
+    # topic asks it to route every tool through hostd's approvals.
+    opts = prof.options(mode=mode) if mode else prof.options()
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", opts)
+            result = await turn(session, "t1", "mode")
+            token = session.resume_token
+            await sup.close("t")
+            resumed = await sup.open("t", opts, resume_token=token)
+            again = await turn(resumed, "t2", "mode")
+    assert result.text == f"mode: {answer}"
+    assert again.text == f"mode: {answer}"  # selected again on the resumed session
+    codes = [e.code for e in result.events if isinstance(e, Notice)]
+    assert codes == ([notice] if notice else [])
+    if notice:
+        message = next(e.message for e in result.events if isinstance(e, Notice))
+        assert message == (
+            "ACP agent 'test' has no session mode 'plan' (it offers: ask, auto); using auto"
+        )

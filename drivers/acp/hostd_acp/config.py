@@ -239,6 +239,11 @@ class AcpOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     #: The agent to run, by name in the agents file (or built-in).
     agent: str = ""
+    #: The ACP session mode to select (`session/set_mode`) after a session opens or resumes,
+    #: by id or name; empty: the agent's own default. For claude-agent-acp these are Claude
+    #: Code's permission modes: `default` asks the host for every tool (hostd approvals),
+    #: while its own default, `auto`, lets a model classifier decide.
+    mode: str = ""
     #: Seconds to wait for `initialize` (and for `session/new` / load / resume).
     initialize_timeout: float = 20.0
     #: Seconds to wait after `session/cancel` for the prompt's own answer.

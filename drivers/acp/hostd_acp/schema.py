@@ -100,15 +100,34 @@ class SessionModels(_In):
     current_model_id: str = ""
 
 
+class ModeInfo(_In):
+    id: str
+    name: str = ""
+
+
+class SessionModes(_In):
+    """The session modes an agent offers (ACP `modes`; claude-agent-acp: permission modes)."""
+
+    available_modes: list[ModeInfo] = []
+    current_mode_id: str = ""
+
+
 class NewSessionResult(_In):
     session_id: str
     models: SessionModels | None = None
+    modes: SessionModes | None = None
 
 
 class ResumeSessionResult(_In):
     """`session/resume` / `session/load` results (may be null or `{}`)."""
 
     models: SessionModels | None = None
+    modes: SessionModes | None = None
+
+
+class SetModeParams(_Out):
+    session_id: str
+    mode_id: str
 
 
 class SetModelParams(_Out):

@@ -23,7 +23,9 @@ from hostd_acp.schema import (
     NewSessionResult,
     ResumeSessionResult,
     SessionModels,
+    SessionModes,
     SetModelParams,
+    SetModeParams,
 )
 from hostd_protocol.driver_harness import TurnFailed
 from hostd_protocol.driver_messages import Init, Log, Notice, ResumeToken
@@ -86,6 +88,7 @@ class AcpSession:
                 self._session_id = created.session_id
                 self._deferred.append(ResumeToken(token=created.session_id))
                 await self._apply_model(created.session_id, created.models)
+                await self._apply_mode(created.session_id, created.modes)
             self._session_live = True
             return self._session_id
 
@@ -128,6 +131,36 @@ class AcpSession:
         except TurnFailed as exc:
             self._deferred.append(Log(level="warning", message=f"model not set: {exc.message}"))
 
+    async def _apply_mode(self, session_id: str, modes: SessionModes | None) -> None:
+        """Select the `mode` option's session mode when the agent offers it."""
+        wanted = self._opts.mode
+        if not wanted:
+            return
+        offered = modes.available_modes if modes is not None else []
+        lower = wanted.lower()
+        match = next((m for m in offered if lower in (m.id.lower(), m.name.lower())), None)
+        if match is None:
+            names = ", ".join(m.id for m in offered[:12]) or "no modes"
+            current = (modes.current_mode_id if modes is not None else "") or "its default"
+            self._deferred.append(
+                Notice(
+                    code="mode_unavailable",
+                    message=f"ACP agent {self._agent_name!r} has no session mode {wanted!r} "
+                    f"(it offers: {names}); using {current}",
+                )
+            )
+            return
+        if modes is not None and match.id == modes.current_mode_id:
+            return
+        try:
+            await self._session_call(
+                "session/set_mode", SetModeParams(session_id=session_id, mode_id=match.id)
+            )
+        except TurnFailed as exc:
+            self._deferred.append(
+                Notice(code="mode_unavailable", message=f"session mode not set: {exc.message}")
+            )
+
     def _session_meta(self) -> dict[str, Any] | None:
         init = self._init
         if init is None or not init.system_prompt:
@@ -156,6 +189,7 @@ class AcpSession:
             except msgspec.ValidationError:
                 resumed = None
             await self._apply_model(session_id, resumed.models if resumed else None)
+            await self._apply_mode(session_id, resumed.modes if resumed else None)
         except AgentRpcError as exc:
             self._session_id = None
             self._deferred.append(
