@@ -19,6 +19,17 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _count(text: str) -> int:
+    """A number of messages: 0 or more (argparse `type`: anything else is a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: use 0 or a positive number")
+    return n
+
+
 def common_options() -> argparse.ArgumentParser:
     """The options every daemon command takes after its name too (`--home`, `--autostart`)."""
     return _common()
@@ -121,7 +132,7 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
         help="show a topic's state and recent messages, then its live stream until the turn "
         "ends (an idle topic: the next turn; Ctrl-C detaches)")
     p.add_argument("topic", help="topic id")
-    p.add_argument("--last", type=int, default=10, metavar="N",
+    p.add_argument("--last", type=_count, default=10, metavar="N",
                    help="recent messages shown first (default: 10; older: hostd history)")
     p.add_argument("--keep", action="store_true",
                    help="stay attached after the turn ends, following every turn (until Ctrl-C)")

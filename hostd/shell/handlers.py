@@ -204,6 +204,15 @@ class RequestHandlers:
                 "against your current directory first)",
                 details={"working_dir": msg.working_dir},
             )
+        not_a_dir: bool = bool(msg.working_dir) and await trio.to_thread.run_sync(
+            _not_a_dir, msg.working_dir
+        )
+        if not_a_dir:
+            # Refused here, not at the first send: no request changes a topic's working dir.
+            raise InvalidArgument(
+                f"working_dir {msg.working_dir!r} exists and is not a directory",
+                details={"working_dir": msg.working_dir},
+            )
         return TopicResult(topic=await self.create_topic(msg))
 
     async def create_topic(self, msg: CreateTopic) -> TopicInfo:
@@ -563,3 +572,9 @@ class RequestHandlers:
         log.info("shutdown requested by %r", conn)
         self.request_shutdown()
         return Empty()
+
+
+def _not_a_dir(path: str) -> bool:
+    """True when `path` exists (a link is followed) and is not a directory (a missing one
+    is created at the first turn)."""
+    return os.path.exists(path) and not os.path.isdir(path)

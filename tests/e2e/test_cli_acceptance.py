@@ -234,3 +234,24 @@ def test_escape_sequences_in_topic_content_never_reach_the_terminal(hostd: Hostd
     # Scripts get the exact text.
     rows = json.loads(hostd.ok("history", tid, "--json"))["rows"]
     assert evil in rows[0]["parts"][0]["text"]
+
+
+def test_a_working_dir_that_is_a_file_is_refused_at_new(hostd: Hostd) -> None:
+    """It used to be stored; every send then failed ("set another working directory"), and
+    no request can change a topic's working directory."""
+    a_file = hostd.project / "notes.txt"
+    a_file.write_text("x")
+    line = one_line_error(hostd("new", "--driver", "scripted", "--working-dir", str(a_file)))
+    assert line == f"hostd: working_dir {str(a_file)!r} exists and is not a directory [invalid_argument]"
+    assert "no topics yet" in hostd.ok("topics")
+    # A folder that does not exist yet is still fine: the first turn creates it.
+    tid = hostd.ok("new", "--driver", "scripted", "--working-dir", str(hostd.project / "new")).strip()
+    hostd.ok("send", tid, "/text ok", "--follow")
+    assert (hostd.project / "new").is_dir()
+
+
+def test_attach_refuses_a_negative_count(hostd: Hostd) -> None:
+    """`attach --last -5` printed "(older messages not shown ...)" and "(no messages yet)"."""
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    proc = hostd("attach", tid, "--last", "-5")
+    assert proc.returncode == 2 and "invalid count '-5'" in proc.stderr, proc.stderr
