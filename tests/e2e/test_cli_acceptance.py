@@ -89,8 +89,10 @@ def test_a_daemon_that_dies_mid_answer_is_an_error_not_a_finished_turn(hostd: Ho
     """`send --follow` and `attach` used to exit 0, silently, when the daemon died under them
     (the subscription just ended), so a script took a lost answer for a finished one."""
     tid = hostd.ok("new", "--driver", "scripted").strip()
-    follow = Running(hostd, "send", tid, LONG_TURN, "--follow")
+    # Attached before the turn starts, so both print the live answer the same way.
     attached = Running(hostd, "attach", tid)
+    attached.until("Ctrl-C detaches")
+    follow = Running(hostd, "send", tid, LONG_TURN, "--follow")
     try:
         follow.until("assistant:\nstreaming")  # the answer streams
         attached.until("assistant:\nstreaming")
