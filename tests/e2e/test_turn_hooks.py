@@ -255,12 +255,13 @@ async def test_a_working_dir_that_is_a_file_fails_the_turn_not_the_topic(
     daemon: Daemon, home: Path
 ) -> None:
     """An OSError while a turn is set up (here: the working directory is a file) ends that
-    turn as `error` with a message naming the directory, and the topic stays usable."""
+    turn as `error` with a message naming the directory, and the topic stays usable.
+    (create-topic refuses a path that is a file already; here it becomes one afterwards.)"""
     not_a_dir = home / "not-a-dir"
-    not_a_dir.write_text("a file")
     with trio.fail_after(30):
         async with open_client(daemon.paths) as c:
             topic = await c.create_topic(title="t", working_dir=str(not_a_dir))
+            not_a_dir.write_text("a file")
             async with c.attach(topic.id) as sub:
                 ends: list[TurnEnded] = []
                 for _ in range(2):  # the second send proves the topic is still usable

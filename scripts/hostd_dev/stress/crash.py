@@ -46,7 +46,7 @@ from hostd_protocol.client_messages import (
     TopicEvent,
 )
 from hostd_protocol.common import SendIntent, TextDelta
-from hostd_protocol.errors import HostdError
+from hostd_protocol.errors import HostdError, ProtocolError
 
 __all__ = ["CrashReport", "run_crash_campaign"]
 
@@ -361,6 +361,8 @@ async def _observe(
                 if isinstance(item, ApprovalRequested):
                     answers.start_soon(_answer, client, topic.id, item.approval.id, rng, report)
                 topic.notify()
+    except* ProtocolError:
+        pass  # the connection was lost (the daemon killed): this window's life is over
     finally:
         ready.set()
 

@@ -246,8 +246,8 @@ async def _follow(
                     report.turns_ended += 1
                 if isinstance(item, ApprovalRequested) and answer_p > 0.5:
                     answers.start_soon(_answer, client, tid, item.approval.id, report)
-    except HostdError:
-        pass
+    except* HostdError:
+        pass  # the connection was lost (a subscription raises it inside the nursery)
     finally:
         if tid in window.subs:
             report.resyncs += window.subs[tid].resyncs
