@@ -156,14 +156,20 @@ class Client(TopicOps, ScheduleOps, RowReading):
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         task_status.started()
-        error: HostdError = ConnectionBroken("hostd closed the connection")
+        # Cancelled (the client's own block ended) or our stream closed: our close, not the
+        # daemon's; a subscription or watch then ends quietly instead of blaming hostd.
+        error: HostdError = ConnectionClosed("the client closed the connection")
         try:
             while True:
                 try:
                     data = await self._stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except trio.ClosedResourceError:
+                    break
+                except trio.BrokenResourceError:
+                    error = ConnectionBroken("hostd closed the connection")
                     break
                 if not data:
+                    error = ConnectionBroken("hostd closed the connection")
                     break
                 for body in self._decoder.feed(data):
                     self._dispatch(self._codec.decode(body))

@@ -6,10 +6,10 @@ current before each item is yielded; when the host sends `Resync`, or a seq gap 
 re-attaches with `since=<last seq>`, and if the host cannot replay that far it takes a fresh
 snapshot, which it yields (a `Snapshot` item) so the caller redraws. A row a snapshot
 delivered cut is made whole first (`hostd.client.whole_rows`) unless `whole_rows=False`.
-When the connection ends while the subscription's block is still open (the daemon stopped
-or crashed, the client was closed), the iteration raises the connection's error
-(`ConnectionBroken`, `ConnectionClosed`, ...), never a quiet end; it ends quietly only
-after the block.
+When the connection is lost while the subscription's block is still open (the daemon
+stopped or crashed), the iteration raises the connection's error (`ConnectionBroken`, ...),
+never a quiet end. It ends quietly after the block, or when this client closed its own
+connection (`ConnectionClosed`: the caller ended it, as with the topic watch).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hostd_protocol.client_messages import (
     Snapshot,
     TopicEvent,
 )
-from hostd_protocol.errors import EventGap
+from hostd_protocol.errors import ConnectionClosed, EventGap
 
 if TYPE_CHECKING:
     from hostd.client.async_client import Client
@@ -103,7 +103,9 @@ class Subscription:
                 # The connection ended under us (the block did not end): say why, typed, so
                 # a lost daemon never reads like a topic that simply went quiet.
                 error = self._client._closed
-                if error is not None and not self.closed:
+                if error is not None and not self.closed and not isinstance(
+                    error, ConnectionClosed
+                ):
                     raise error from None
                 raise StopAsyncIteration from None
             if isinstance(event, ReplayEnd):
