@@ -52,6 +52,7 @@ from hostd.cli.chat_render import (
     total_usage,
 )
 from hostd.cli.chat_state import ChatState
+from hostd.cli.common import terminal_safe
 from hostd.client import Client, Subscription
 from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
@@ -160,7 +161,8 @@ class ChatApp:
         self.redraw()
 
     def note_text(self, text: str, style: str = "dim") -> None:
-        self.note(Text(text, style=style))
+        # Notes quote titles, tool names and the daemon's messages (which quote content).
+        self.note(Text(terminal_safe(text), style=style))
 
     def set_hint(self, text: str, seconds: float = QUIT_WINDOW) -> None:
         self.hint = text
@@ -218,7 +220,8 @@ class ChatApp:
 
     def _print_header(self) -> None:
         topic = self.topic()
-        head = Text.assemble(("hostd chat", "bold"), "  ", (topic.title or topic.id, "bold cyan"))
+        title = terminal_safe(topic.title or topic.id)
+        head = Text.assemble(("hostd chat", "bold"), "  ", (title, "bold cyan"))
         if topic.title:
             head.append(f"  ({topic.id})", style="dim")
         help_line = Text(

@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hostd.cli.answers_cmd import answer_label
+from hostd.cli.common import terminal_safe
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import (
     ApprovalOption,
@@ -134,10 +135,10 @@ def render_tool(
 ) -> Panel:
     """A compact panel: the call (name and a one-line input summary) and its result's head.
     A call with no result is "running…" only while its row is still pending."""
-    name = call.name if call is not None else "tool"
+    name = terminal_safe(call.name) if call is not None else "tool"
     title = Text.assemble(("⚙ ", "cyan"), (name, "bold cyan"))
     if call is not None and (summary := _tool_summary(call)):
-        title.append(f"  {summary}", style="cyan")
+        title.append(f"  {terminal_safe(summary)}", style="cyan")
     if result is None and row_status not in ("pending", "queued"):
         why = _UNFINISHED.get(row_status, "no result")
         body: RenderableType = Text(why, style="yellow italic")
@@ -146,7 +147,7 @@ def render_tool(
         body = Text("running…", style="dim italic")
         border, subtitle = "cyan", None
     else:
-        lines = result.output.rstrip("\n").splitlines() or ["(no output)"]
+        lines = terminal_safe(result.output).rstrip("\n").splitlines() or ["(no output)"]
         shown = lines[:TOOL_OUTPUT_LINES]
         body = Text("\n".join(shown), style="red" if result.is_error else "dim")
         more = len(lines) - len(shown)
@@ -168,6 +169,7 @@ def render_tool(
 
 def render_thinking(text: str, *, live: bool) -> Text:
     """Thinking collapsed to one dim line: its size, and while streaming its latest words."""
+    text = terminal_safe(text)
     words = len(text.split())
     line = Text(f"▸ thinking ({words} word{'s' if words != 1 else ''})", style="dim italic")
     if live:
@@ -188,7 +190,7 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
     if row.role == "user":
         line = _label_text(label, "user")
         line.append(f"you {PROMPT_MARK} ", style="bold cyan")
-        line.append(row_text(row))
+        line.append(terminal_safe(row_text(row)))
         if row.status in UNSENT:
             line.append(f"  ({row.status})", style="yellow")
         return line
@@ -196,7 +198,7 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
     head.append("assistant", style="bold magenta")
     if row.target is not None:
         # One of several answers to one message: who wrote it; dim when not chosen.
-        head.append(f"  [{answer_label(row)}]", style="magenta")
+        head.append(f"  [{terminal_safe(answer_label(row))}]", style="magenta")
     if row.status == "pending":
         head.append("  answering…", style="dim")
     elif row.status == "stopped":
@@ -210,7 +212,7 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
     if row.error:
         # The first line only: a driver failure's details (stderr tail) get their own panel.
         first = row.error.strip().splitlines()[0] if row.error.strip() else row.error
-        parts.append(Text(f"✗ {first}", style="red"))
+        parts.append(Text(f"✗ {terminal_safe(first)}", style="red"))
     if row.alternative:
         return Styled(Group(*parts), "dim")
     return Group(*parts)
@@ -234,7 +236,8 @@ def _render_parts(row: MessageRow, *, live: bool) -> Iterable[RenderableType]:
     called: set[str] = set()
     for i, part in enumerate(row.parts):
         if isinstance(part, TextDelta):
-            text = close_open_markdown(part.text) if live else part.text
+            text = terminal_safe(part.text)
+            text = close_open_markdown(text) if live else text
             yield Padding(Markdown(text), (0, 0, 0, 2))
         elif isinstance(part, ThinkingDelta):
             last = i == len(row.parts) - 1
@@ -297,9 +300,9 @@ def render_status_line(
     shown = "awaiting approval" if approvals_open and state != "closed" else state
     label, style = _STATE_STYLE.get(shown, (shown, "bold"))
     line = Text()
-    line.append(topic.driver or "no driver", style="bold")
+    line.append(terminal_safe(topic.driver) or "no driver", style="bold")
     if topic.model:
-        line.append(f" · {topic.model}")
+        line.append(f" · {terminal_safe(topic.model)}")
     line.append(" · ")
     line.append(f"● {label}", style=style)
     if usage is not None and (usage.input_tokens or usage.output_tokens):
@@ -319,21 +322,23 @@ def allow_always_option(approval: ApprovalInfo) -> ApprovalOption | None:
 def render_approval(approval: ApprovalInfo) -> Panel:
     """The approval prompt: what the tool wants to do, and how to answer."""
     body = Text()
-    body.append(approval.description or f"{approval.tool} wants to run", style="bold")
+    tool = terminal_safe(approval.tool)
+    body.append(terminal_safe(approval.description) or f"{tool} wants to run", style="bold")
     if approval.input:
         body.append("\n")
-        body.append(json.dumps(approval.input, ensure_ascii=False, sort_keys=True), style="dim")
+        shown = json.dumps(approval.input, ensure_ascii=False, sort_keys=True)
+        body.append(terminal_safe(shown), style="dim")
     body.append("\n")
     body.append("y", style="bold green")
     body.append(" allow once   ")
     if (always := allow_always_option(approval)) is not None:
         body.append("a", style="bold green")
-        body.append(f" {always.label or 'allow always'}   ")
+        body.append(f" {terminal_safe(always.label) or 'allow always'}   ")
     body.append("n", style="bold red")
     body.append(" deny")
     return Panel(
         body,
-        title=Text.assemble(("approve ", "bold red"), (approval.tool, "bold")),
+        title=Text.assemble(("approve ", "bold red"), (tool, "bold")),
         title_align="left",
         border_style="red",
         padding=(0, 1),
@@ -348,7 +353,7 @@ def render_queue(rows: Sequence[MessageRow], kinds: Mapping[str, str] | None = N
         kind = "draft" if row.status == "draft" else kinds.get(row.id, "queued")
         line = Text(f" {n}. ", style="bold yellow")
         line.append(f"[{kind}] ", style="yellow")
-        line.append(row_text(row))
+        line.append(terminal_safe(row_text(row)))
         out.append(line)
     if out:
         out.append(Text(" /send N · /edit N · /discard N", style="dim"))
@@ -450,14 +455,20 @@ def render_window(
     table.add_row(render_rows(rows, labels, live_row_id=live))
     table.add_row(Rule(style="dim"))
     table.add_row(render_status_line(topic, state, approvals_open=approvals, usage=usage))
-    return Panel(table, title=Text(title, style="bold"), border_style=border_style, padding=(0, 1))
+    return Panel(
+        table,
+        title=Text(terminal_safe(title), style="bold"),
+        border_style=border_style,
+        padding=(0, 1),
+    )
 
 
 def render_turn_error(code: str, error: str, driver: str) -> RenderableType | None:
     """A turn the driver failed, said for humans: which driver, what broke (with the stderr
     tail the host attached), what to do. None for other failures: the failed row already
     shows its error."""
-    driver = driver or "the driver"
+    driver = terminal_safe(driver) or "the driver"
+    error = terminal_safe(error)
     if code == "driver_unavailable":
         body = Text.assemble(
             (f"{driver} is unavailable", "bold"),

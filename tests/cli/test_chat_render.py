@@ -343,9 +343,14 @@ def test_allow_always_is_offered_only_when_the_driver_has_it() -> None:
 
     plain = ApprovalInfo(id="ap1", topic_id="tp", turn_id="t", tool="Bash")
     offered = ApprovalInfo(
-        id="ap2", topic_id="tp", turn_id="t", tool="Bash",
-        options=[ApprovalOption(id="o1", label="Allow once", kind="allow_once"),
-                 ApprovalOption(id="o2", label="Always allow Bash", kind="allow_always")],
+        id="ap2",
+        topic_id="tp",
+        turn_id="t",
+        tool="Bash",
+        options=[
+            ApprovalOption(id="o1", label="Allow once", kind="allow_once"),
+            ApprovalOption(id="o2", label="Always allow Bash", kind="allow_always"),
+        ],
     )
     assert allow_always_option(plain) is None
     assert allow_always_option(offered) == offered.options[1]
@@ -409,3 +414,63 @@ def test_chat_answer_commands() -> None:
     ]
     assert choose_row(lanes, "1") == lanes[1]
     assert choose_row(lanes, "x") == "which answer? give its number (0, 1)"
+
+
+#: What a model echoing a hostile file could put in any field: OSC 0 (retitle the terminal),
+#: OSC 52 (set the clipboard), CSI 2J (clear the screen), a C1 CSI.
+HOSTILE = "x\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b1mz"
+
+
+def raw_output(renderable: RenderableType) -> str:
+    """What the terminal would receive (no styles: any ESC in it came from the content)."""
+    out = io.StringIO()
+    Console(color_system=None, width=WIDTH, file=out, force_terminal=False).print(renderable)
+    return out.getvalue()
+
+
+def test_chat_never_sends_content_control_sequences_to_the_terminal() -> None:
+    """hostd chat draws titles, answers, thinking, tool calls and results, errors, approvals
+    and the queue: each with a hostile escape sequence shows it as visible characters."""
+    call = ToolCall(call_id="c1", name=f"Read{HOSTILE}", input={"file_path": HOSTILE})
+    answer = MessageRow(
+        id="a1",
+        topic_id="t1",
+        role="assistant",
+        status="error",
+        position=2,
+        turn_id="t1",
+        parts=[
+            ThinkingDelta(text=f"think {HOSTILE}"),
+            TextDelta(text=f"answer {HOSTILE}"),
+            call,
+            ToolResult(call_id="c1", output=f"out {HOSTILE}"),
+        ],
+        error=f"failed {HOSTILE}",
+    )
+    user = row("u1", "user", [TextDelta(text=f"ask {HOSTILE}")], status="queued", position=3)
+    approval = ApprovalInfo(
+        id="p1",
+        topic_id="t1",
+        turn_id="t1",
+        tool=f"Bash{HOSTILE}",
+        description=f"run {HOSTILE}",
+        input={"command": HOSTILE},
+    )
+    topic = TopicInfo(id="t1", title=f"title {HOSTILE}", driver=f"d{HOSTILE}", model=HOSTILE)
+    view = ChatView(
+        topic=topic,
+        state="answering",
+        live_rows=[answer],
+        labels={"a1": "A1"},
+        unsent=[user],
+        approvals=[approval],
+    )
+    shown = [
+        raw_output(render_chat_live(view)),
+        raw_output(render_row(user)),
+        raw_output(render_status_line(topic, "idle")),
+        raw_output(render_turn_error("driver_crashed", f"boom {HOSTILE}", f"d{HOSTILE}")),
+    ]
+    for text in shown:
+        assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert "\u241b]0;pwned" in shown[0]  # ESC shown as its control picture, the rest as is
