@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import Browser, Page
 
 from hostd.client.sync_wire import request
@@ -26,6 +27,15 @@ from hostd_protocol.client_messages import CreateTopic, History, MessageRow
 from hostd_protocol.common import TextDelta
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+#: Every browser test module's `pytestmark`: end to end, needs chromium (skipped, saying how
+#: to get it, when it is missing).
+BROWSER_TEST_MARKS = [
+    pytest.mark.e2e,
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"
+    ),
+]
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -9,7 +9,6 @@ test fails, every page it opened is photographed there too.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from playwright.sync_api import Browser, Page
 from hostd.client.sync_wire import request
 from hostd_protocol.client_messages import ListSchedules, ListTopics
 from tests.web.browser import (
-    CHROMIUM,
+    BROWSER_TEST_MARKS,
     WebStack,
     js,
     open_topic,
@@ -35,11 +34,7 @@ from tests.web.browser import (
     wait_rows,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"),
-]
+pytestmark = BROWSER_TEST_MARKS
 
 STEER_SCRIPT = "/text Working on it, **reading** the file now.\n/tool Read wait-steer=30\n/text That is all."
 

@@ -10,14 +10,12 @@ the page for seconds).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
-import pytest
 from playwright.sync_api import Page
 
 from tests.web.browser import (
-    CHROMIUM,
+    BROWSER_TEST_MARKS,
     WebStack,
     row_text,
     rows_of,
@@ -26,11 +24,7 @@ from tests.web.browser import (
     wait_rows,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"),
-]
+pytestmark = BROWSER_TEST_MARKS
 
 #: Counts animation frames, and for each frame how many separate times the transcript's DOM
 #: was changed (one MutationObserver batch = one render that touched it).

@@ -5,7 +5,6 @@ multi-answer turn seen by two windows. Every wait ends on a condition in the pag
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +14,7 @@ from hostd.client.sync_wire import request
 from hostd_protocol.client_messages import History
 from hostd_scripted.driver import words_text
 from tests.web.browser import (
-    CHROMIUM,
+    BROWSER_TEST_MARKS,
     WebStack,
     js,
     row_text,
@@ -25,11 +24,7 @@ from tests.web.browser import (
     wait_rows,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (scripts/setup installs it)"),
-]
+pytestmark = BROWSER_TEST_MARKS
 
 
 def test_rewind_edit_regenerate_and_fork_from_the_page(stack: WebStack, pages: Callable[[str], Page]) -> None:
