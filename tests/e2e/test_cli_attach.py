@@ -4,18 +4,15 @@ the last turn's outcome, a hint), then it follows the live stream."""
 
 from __future__ import annotations
 
-import os
-import select
 import shutil
 import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_cli_acceptance import Running
 from tests.e2e.test_cli_everyday import Hostd
 
 pytestmark = pytest.mark.e2e
@@ -54,37 +51,15 @@ def attach(hostd: Hostd) -> Iterator[Callable[..., Attached]]:
             a.proc.communicate()
 
 
-class Attached:
+class Attached(Running):
     """A running `hostd attach`, its stdout read as it comes (no sleeps: we wait for lines)."""
 
     def __init__(self, hostd: Hostd, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            hostd.argv("attach", *args),
-            env={**hostd.env, "COLUMNS": "200"},
-            cwd=hostd.project,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.out = ""
+        super().__init__(hostd, "attach", *args)
 
-    def until(self, text: str) -> str:
-        """Everything printed up to and including the line holding `text`."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + TIMEOUT
-        while text not in self.out:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(left, 0))
-            assert ready, f"no {text!r} within {TIMEOUT} s; printed so far:\n{self.out}"
-            data = os.read(fd, 65536)
-            assert data, f"attach exited before printing {text!r}:\n{self.out}"
-            self.out += data.decode()
-        return self.out
-
-    def finish(self) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=TIMEOUT)
-        self.out += out.decode()
-        return self.proc.returncode, self.out, err.decode()
+    def finish(self) -> tuple[int, str, str]:  # type: ignore[override]
+        done = super().finish()
+        return done.returncode, done.stdout, done.stderr
 
 
 def test_attach_to_an_idle_topic_says_so_then_follows_the_next_turn(hostd: Hostd, attach: Callable[..., Attached]) -> None:
