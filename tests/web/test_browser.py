@@ -158,7 +158,6 @@ def test_stop_keeps_partial_queue_turns_into_drafts_and_send_now(
 
 def test_topics_are_created_renamed_and_deleted_from_the_page(stack: WebStack, pages: Callable[[str], Page]) -> None:
     a = pages("")
-    a.on("dialog", lambda dialog: dialog.accept())  # the delete confirmation
     a.locator("[data-testid=new-topic]").click()
     form = a.locator("[data-testid=new-topic-form]")
     form.locator("input[name=title]").fill("made in the page")
@@ -173,12 +172,13 @@ def test_topics_are_created_renamed_and_deleted_from_the_page(stack: WebStack, p
     item = a.locator("[data-testid=topic-item]", has_text="made in the page")
     item.hover()
     item.locator("button[title=rename]").click()
-    a.locator(".topic-item.editing input").fill("renamed")
-    a.locator(".topic-item.editing input").press("Enter")
+    a.get_by_role("dialog", name="Rename topic").get_by_role("textbox").fill("renamed")
+    a.get_by_role("dialog", name="Rename topic").get_by_role("textbox").press("Enter")
     a.wait_for_selector(".topic-head h1:text-is('renamed')")
     renamed = a.locator("[data-testid=topic-item]", has_text="renamed")
     renamed.hover()
     renamed.locator("button[title=delete]").click()
+    a.get_by_role("dialog", name="Delete topic").get_by_role("button", name="Delete").click()
     a.wait_for_selector("[data-testid=topic-item]:has-text('renamed')", state="detached")
     a.wait_for_selector(".empty-topic")
     assert topic_id not in [t.id for t in request(stack.paths, ListTopics(id=1)).topics]

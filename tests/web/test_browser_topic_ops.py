@@ -42,10 +42,12 @@ def test_rewind_edit_regenerate_and_fork_from_the_page(stack: WebStack, pages: C
         wait_rows(page, "rows.length === 2")
     assert [r["text"] for r in rows_of(b)] == ["first", "first"]
     # Edit the first message in B and send it again: the old exchange is superseded.
-    b.on("dialog", lambda dialog: dialog.accept("first, edited"))
     question = b.locator("[data-testid=row][data-label=U1]")
     question.hover()
     question.locator("[data-testid=edit-resend]").click()
+    edit = b.get_by_role("dialog", name="Edit and resend").get_by_role("textbox", name="Message")
+    edit.fill("first, edited")
+    b.get_by_role("dialog", name="Edit and resend").get_by_role("button", name="Send again").click()
     for page in (a, b):
         wait_rows(page, "rows.length === 2 && rows[1].text === 'first, edited' && rows[1].status === 'success'")
     # Regenerate from A's menu on the last answer: the same question answered again (new rows).

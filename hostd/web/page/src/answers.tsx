@@ -40,6 +40,7 @@ export function AnswerGroup({
   choose,
   stop,
   running,
+  waiting,
 }: {
   answers: MessageRow[];
   labels: Map<string, string>;
@@ -50,12 +51,14 @@ export function AnswerGroup({
   stop?: (row: MessageRow) => void;
   /** The turn still runs: no answer is chosen yet. */
   running: boolean;
+  /** Tools each answer's open approvals name, by row id. */
+  waiting?: Map<string, string[]>;
 }) {
   // While the turn runs nothing is settled (the daemon already marks the extra answers as
   // alternatives, what would hold if it ended now): no marks, nobody dimmed, until its end.
   const settled = !running && answers.some((a) => a.alternative);
   return (
-    <div class="answers" data-testid="answers" data-turn={answers[0]!.turn_id} style={{ "--answers": answers.length }}>
+    <div class="answers" role="group" aria-label="Answers side by side" data-testid="answers" data-turn={answers[0]!.turn_id} style={{ "--answers": answers.length }}>
       {answers.map((row) => {
         const chosen = settled && !row.alternative;
         const extra = (
@@ -79,7 +82,8 @@ export function AnswerGroup({
         );
         return (
           <Row key={row.id} row={row} label={labels.get(row.id) ?? ""} actions={actions}
-            who={targetLabel(row.target, topic)} extra={extra} dim={settled && !!row.alternative} />
+            who={targetLabel(row.target, topic)} extra={extra} dim={settled && !!row.alternative}
+            waiting={waiting?.get(row.id)} />
         );
       })}
     </div>

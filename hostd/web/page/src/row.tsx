@@ -17,37 +17,62 @@ function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
   return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
-function ToolCard({ call, result, open }: { call: ToolCall; result?: ToolResult; open: boolean }) {
-  const status = result === undefined ? (open ? "running" : "no result") : result.is_error ? "error" : "done";
+type ToolState = "running" | "waiting for approval" | "no result" | "error" | "done";
+
+function ToolCard({ call, result, state }: { call: ToolCall; result?: ToolResult; state: ToolState }) {
   const input = call.input && Object.keys(call.input).length ? JSON.stringify(call.input, null, 2) : "";
   return (
-    <div class={`tool tool-${status.replace(" ", "-")}`} data-testid="tool-card">
+    <div class={`tool tool-${state.replace(/ /g, "-")}`} role="group" aria-label={`Tool ${call.name}: ${state}`}
+      data-testid="tool-card" data-state={state}>
       <div class="tool-head">
-        <span class="tool-icon">⚙</span>
+        <span class="tool-icon" aria-hidden="true">⚙</span>
         <span class="tool-name">{call.name}</span>
-        <span class="tool-status">{status}</span>
+        <span class="tool-status">{state}</span>
       </div>
       {input && (
         <details class="tool-io">
           <summary>input</summary>
-          <pre>{input}</pre>
+          <pre tabIndex={0}>{input}</pre>
         </details>
       )}
       {result !== undefined && (
         <details class="tool-io" open={result.is_error}>
           <summary>output</summary>
-          <pre>{result.output}</pre>
+          <pre tabIndex={0}>{result.output}</pre>
         </details>
       )}
     </div>
   );
 }
 
-function AssistantParts({ row }: { row: MessageRow }) {
+/**
+ * Each tool call's state. An open approval names its tool, not its call: the last call of that
+ * tool still without a result is the one waiting (a driver asks right after announcing it).
+ */
+function toolStates(parts: readonly Chunk[], results: Map<string, ToolResult>, open: boolean, waiting: readonly string[]): Map<string, ToolState> {
+  const states = new Map<string, ToolState>();
+  const asks = [...waiting];
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const p = parts[i]!;
+    if (p.type !== "tool-call") continue;
+    const result = results.get(p.call_id);
+    let state: ToolState = result === undefined ? (open ? "running" : "no result") : result.is_error ? "error" : "done";
+    const ask = state === "running" ? asks.indexOf(p.name) : -1;
+    if (ask >= 0) {
+      asks.splice(ask, 1);
+      state = "waiting for approval";
+    }
+    states.set(p.call_id, state);
+  }
+  return states;
+}
+
+function AssistantParts({ row, waiting }: { row: MessageRow; waiting: readonly string[] }) {
   const parts = row.parts ?? [];
   const results = new Map<string, ToolResult>();
   for (const p of parts) if (p.type === "tool-result") results.set(p.call_id, p);
   const open = row.status === "pending";
+  const states = toolStates(parts, results, open, waiting);
   return (
     <>
       {parts.map((p, i) => {
@@ -62,7 +87,7 @@ function AssistantParts({ row }: { row: MessageRow }) {
               </details>
             );
           case "tool-call":
-            return <ToolCard key={i} call={p} result={results.get(p.call_id)} open={open} />;
+            return <ToolCard key={i} call={p} result={results.get(p.call_id)} state={states.get(p.call_id)!} />;
           default:
             return null; // tool results are drawn inside their call's card
         }
@@ -86,21 +111,27 @@ export interface RowProps {
   extra?: ComponentChildren;
   /** Drawn dimmed: an answer the conversation does not continue from. */
   dim?: boolean;
+  /** Tools whose open approvals this row's answer waits on (by tool name). */
+  waiting?: readonly string[];
 }
 
-export function Row({ row, label, actions, removed = false, who, extra, dim = false }: RowProps) {
+const NONE: readonly string[] = [];
+
+export function Row({ row, label, actions, removed = false, who, extra, dim = false, waiting = NONE }: RowProps) {
   if (row.role === "marker") {
     const a = row.anchor;
     return (
-      <div class="row marker" data-testid="marker">
+      <article class="row marker" data-testid="marker" aria-label="Context compacted">
         Context compacted
         {a ? ` (${a.tokens_before ?? 0} → ${a.tokens_after ?? 0} tokens)` : ""}
-      </div>
+      </article>
     );
   }
   const text = rowText(row);
+  const writer = row.role === "user" ? "You" : (who ?? "Assistant");
   return (
-    <div
+    <article
+      aria-label={`${label ? `${label}, ` : ""}${writer}${removed ? ", removed" : ""}`}
       class={`row ${row.role} status-${row.status}${removed ? " superseded" : ""}${dim ? " alternative" : ""}`}
       data-testid={removed ? "removed-row" : "row"}
       data-id={row.id}
@@ -113,7 +144,7 @@ export function Row({ row, label, actions, removed = false, who, extra, dim = fa
     >
       <div class="row-head">
         <span class="label">{label}</span>
-        <span class="who">{row.role === "user" ? "You" : (who ?? "Assistant")}</span>
+        <span class="who">{writer}</span>
         {row.status === "pending" && <span class="badge live">streaming</span>}
         {row.status === "stopped" && <span class="badge">stopped</span>}
         {row.status === "error" && <span class="badge err">error</span>}
@@ -121,8 +152,8 @@ export function Row({ row, label, actions, removed = false, who, extra, dim = fa
         {extra}
         {!removed && actions?.(row)}
       </div>
-      {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} />}
+      {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} waiting={waiting} />}
       {row.error && <div class="row-error">{row.error}</div>}
-    </div>
+    </article>
   );
 }

@@ -7,6 +7,7 @@
  * Rows superseded by these stay in the store; the switch shows them greyed in place.
  */
 import type { MessageRow } from "hostd-client";
+import { askText } from "./dialogs";
 
 import type { Session, ViewState } from "./session";
 import { type RowActions, rowText } from "./transcript_view";
@@ -29,9 +30,9 @@ export function rowActions(session: Session, s: ViewState): RowActions {
       const topic = await session.call((c) => c.forkTopic(topicId, row.id));
       if (topic !== undefined) window.location.hash = `topic=${topic.id}`;
     };
-    const edit = () => {
-      const text = window.prompt("Edit the message and send it again", rowText(row));
-      if (text && text.trim()) void session.call((c) => c.editResend(topicId, row.id, text));
+    const edit = async () => {
+      const text = await askText({ title: "Edit and resend", label: "Message", initial: rowText(row), submit: "Send again", multiline: true });
+      if (text !== null) void session.call((c) => c.editResend(topicId, row.id, text));
     };
     const finished = idle && row.status !== "pending";
     return (
@@ -50,7 +51,7 @@ export function rowActions(session: Session, s: ViewState): RowActions {
         )}
         {finished && row.role === "user" && (
           <button class="ghost small" data-testid="edit-resend" title="Edit this message and send it again"
-            onClick={edit}>
+            onClick={() => void edit()}>
             Edit
           </button>
         )}

@@ -17,8 +17,12 @@ import {
   type Subscription,
   type TopicInfo,
   type Transcript,
+  type Transport,
   type Usage,
 } from "hostd-client";
+
+/** Opens one transport to the daemon (a new one after each drop). */
+export type Connect = () => Promise<Transport>;
 
 export type ConnStatus = "connecting" | "online" | "offline";
 
@@ -88,8 +92,19 @@ export function wsUrl(loc: Location = window.location): string {
   return `${scheme}//${loc.host}/ws`;
 }
 
+/**
+ * The page's transport: a WebSocket through the gateway, unless the host page installed
+ * another before the page loaded (`window.hostdConnect`: a desktop shell's JS-to-native
+ * bridge), so the same page runs wherever a transport to the daemon exists.
+ */
+export function defaultConnect(): Connect {
+  const hook = (window as { hostdConnect?: Connect }).hostdConnect;
+  return hook ?? (() => connectWebSocket(wsUrl()));
+}
+
 export class Session {
   state: ViewState = { ...EMPTY };
+  constructor(private readonly connect: Connect = defaultConnect()) {}
   client: Client | null = null;
   private sub: Subscription | null = null;
   private transcript: Transcript | null = null;
@@ -127,7 +142,7 @@ export class Session {
       this.set({ conn: "connecting" });
       let client: Client;
       try {
-        const transport = await connectWebSocket(wsUrl());
+        const transport = await this.connect();
         client = await Client.connect(transport, { clientName: "hostd-web" });
       } catch (exc) {
         await this.offline(exc);

@@ -2,7 +2,7 @@
  * The transcript: rows in position order with roll labels; the answers of a multi-answer turn
  * side by side (answers.tsx); superseded rows greyed in place when asked for.
  */
-import type { MessageRow, TopicInfo } from "hostd-client";
+import type { ApprovalInfo, MessageRow, TopicInfo } from "hostd-client";
 import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useRef } from "preact/hooks";
 
@@ -24,6 +24,18 @@ function grouped(rows: readonly MessageRow[], removed: ReadonlySet<string>): Arr
   return out;
 }
 
+/** For each answer row, the tools its open approvals name (the turn's and lane's last pending
+ * assistant row asks). */
+function waitingTools(rows: readonly MessageRow[], approvals: readonly ApprovalInfo[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const a of approvals) {
+    const row = [...rows].reverse().find((r) => r.role === "assistant" && r.status === "pending"
+      && r.turn_id === a.turn_id && (r.lane ?? 0) === (a.lane ?? 0));
+    if (row) out.set(row.id, [...(out.get(row.id) ?? []), a.tool]);
+  }
+  return out;
+}
+
 export function TranscriptView({
   rows,
   removed,
@@ -33,8 +45,11 @@ export function TranscriptView({
   choose,
   stopAnswer,
   busyTurn,
+  approvals = [],
 }: {
   rows: MessageRow[];
+  /** Open approvals: the tool cards they wait on say so. */
+  approvals?: ApprovalInfo[];
   /** The topic (names lane 0 of a multi-answer turn when its target is left empty). */
   topic?: TopicInfo;
   /** Continue from this answer (`choose-answer`), or none while that is not possible. */
@@ -53,6 +68,7 @@ export function TranscriptView({
   const shown = removed ? [...history, ...removed].sort((a, b) => a.position - b.position) : history;
   const gone = useMemo(() => new Set((removed ?? []).map((r) => r.id)), [removed]);
   const labels = useMemo(() => rollLabels(rows), [rows]);
+  const waiting = useMemo(() => waitingTools(rows, approvals), [rows, approvals]);
   const end = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const box = useRef<HTMLDivElement>(null);
@@ -60,8 +76,15 @@ export function TranscriptView({
     if (stick.current) end.current?.scrollIntoView({ block: "end" });
   }, [rows]);
   return (
+    // A `log`: a screen reader announces rows as they are added. While a turn runs the log is
+    // busy: a streaming answer's Markdown is re-rendered every frame, and announcing each
+    // re-render would read the answer over and over; it is read once, finished.
     <div
       class="transcript"
+      role="log"
+      aria-label="Transcript"
+      aria-busy={busyTurn ? "true" : "false"}
+      tabIndex={0}
       data-testid="transcript"
       ref={box}
       onScroll={() => {
@@ -82,9 +105,11 @@ export function TranscriptView({
             choose={choose && (!busyTurn || busyTurn === item[0]!.turn_id) ? choose : undefined}
             running={busyTurn === item[0]!.turn_id}
             stop={busyTurn === item[0]!.turn_id ? stopAnswer : undefined}
+            waiting={waiting}
           />
         ) : (
-          <Row key={item.id} row={item} label={labels.get(item.id) ?? ""} actions={actions} removed={gone.has(item.id)} />
+          <Row key={item.id} row={item} label={labels.get(item.id) ?? ""} actions={actions} removed={gone.has(item.id)}
+            waiting={waiting.get(item.id)} />
         ),
       )}
       <div ref={end} />
