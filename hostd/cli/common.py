@@ -157,6 +157,13 @@ def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) ->
     """Send one request over a blocking connection and return its result; or print the
     error and return 1. With `wait_closed`, return only once the daemon closed the
     connection (after `Shutdown`)."""
+    results = requests(args, msg, wait_closed=wait_closed)
+    return results if isinstance(results, int) else results[0]
+
+
+def requests(args: argparse.Namespace, *msgs: Any, wait_closed: bool = False) -> list[Any] | int:
+    """Send requests one after the other over one blocking connection and return their
+    results in order; or print the first error and return 1 (as `request`)."""
     from hostd.client.sync_wire import DaemonNotRunning, WireClient
     from hostd_protocol.errors import HostdError
 
@@ -164,10 +171,10 @@ def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) ->
         with WireClient.open(
             paths_from(args), client_name="hostd-cli", autostart=getattr(args, "autostart", False)
         ) as wire:
-            result = wire.request(msg)
+            results = [wire.request(msg) for msg in msgs]
             if wait_closed:
                 wire.wait_closed()
-            return result
+            return results
     except DaemonNotRunning as exc:
         return fail(exc.message)
     except HostdError as exc:

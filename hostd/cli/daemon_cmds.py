@@ -17,7 +17,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from hostd.cli.common import fail, out, paths_from, request, text_table
+from hostd.cli.common import fail, out, paths_from, request, requests, text_table
 from hostd.shell.paths import Paths
 
 if TYPE_CHECKING:
@@ -215,11 +215,14 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from hostd_protocol.client_messages import Status, StatusResult
+    from hostd_protocol.client_messages import ListSchedules, Status, StatusResult
 
-    st = request(args, Status(id=0))
-    if isinstance(st, int):
-        return st
+    # The schedule list too: `StatusResult.schedules` counts the enabled ones only, and the
+    # line must agree with `hostd schedule list`, paused ones included.
+    results = requests(args, Status(id=0), ListSchedules(id=0))
+    if isinstance(results, int):
+        return results
+    st, listed = results
     assert isinstance(st, StatusResult)
     log_file = str(paths_from(args).log_path)
     # Probed here, as the same user on the same machine the daemon runs on: the wire's
@@ -246,13 +249,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("log", log_file),
         ("sandbox", sandbox),
     ]
-    if st.schedules:
+    if listed.schedules:
         from hostd.cli.schedule_cmds import due_text, local_zone
 
         nxt = "-"
         if st.next_schedule_due is not None:
             nxt = f"{st.next_schedule_id} " + due_text(st.next_schedule_due, local_zone(), time.time())
-        rows.insert(6, ("schedules", st.schedules))
+        total = len(listed.schedules)
+        paused = sum(1 for s in listed.schedules if not s.enabled)
+        counted = f"{total - paused} enabled, {paused} paused" if paused else "all enabled"
+        rows.insert(6, ("schedules", f"{total} ({counted})"))
         rows.insert(7, ("next scheduled run", nxt))
     out().print("hostd\n" + text_table(None, rows), markup=False)
     return 0

@@ -15,6 +15,51 @@ from hostd import __version__
 Handler = Callable[[argparse.Namespace], int]
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose commands take options before or after their positionals
+    (`hostd schedule add TOPIC --every 5m TEXT`, `hostd send TOPIC --follow TEXT`).
+
+    Plain argparse matches positionals greedily: once `TOPIC` stood alone before an option,
+    a later `TEXT` was an "unrecognized argument". A command without subcommands is parsed
+    the intermixed way (options first, then the positionals that are left); a parser with
+    subcommands (`hostd`, `hostd schedule`) cannot be and is parsed as usual. Sub-parsers
+    are made of this class too (argparse builds them from the parent's class).
+    """
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing or not self._intermixable():
+            return super().parse_known_args(args, namespace)
+        # parse_known_intermixed_args calls parse_known_args twice itself: those are plain.
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def _intermixable(self) -> bool:
+        positionals = self._get_positional_actions()
+        if any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals):
+            return False
+        return not any(
+            a in positionals for g in self._mutually_exclusive_groups for a in g._group_actions
+        )
+
+
+def leaf_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` were parsed for: `hostd schedule add`'s for
+    `hostd schedule add ...`, so its errors show its usage rather than `hostd`'s."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, sub.dest, None) if sub is not None else None
+        if sub is None or not isinstance(name, str) or name not in sub.choices:
+            return parser
+        parser = sub.choices[name]
+
+
 def _cmd_protocol_schema(args: argparse.Namespace) -> int:
     from hostd_protocol.schema_export import wire_schema_json
 
@@ -167,7 +212,7 @@ def build_parser(
 ) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     """The `hostd` parser and each command's handler. With a known `command`, only the
     parsers of its group are added (the rest is not needed to parse that command line)."""
-    parser = argparse.ArgumentParser(prog="hostd", description="hostd: local agent host daemon")
+    parser = CommandParser(prog="hostd", description="hostd: local agent host daemon")
     parser.add_argument("-V", "--version", action="version", version=f"hostd {__version__}")
     parser.add_argument(
         "--home", default=None, help="put every hostd path under this folder (like HOSTD_HOME)"
@@ -186,7 +231,9 @@ def build_parser(
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser, handlers = build_parser(command_of(argv))
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        leaf_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -10,7 +10,7 @@ import argparse
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,29 @@ def local_zone() -> str:
     return target.split(marker, 1)[1] if marker in target else "UTC"
 
 
+class _TopicAndText(argparse.Action):
+    """`TOPIC TEXT`, or `TEXT` alone with `--assistant`: a wrong count is a usage error of
+    `schedule add` (options are parsed before positionals, so `--assistant` is known here)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        words = list(values)
+        want = 1 if getattr(namespace, "assistant", "") else 2
+        if len(words) != want:
+            usage = "TEXT (with --assistant)" if want == 1 else "TOPIC TEXT"
+            given = " ".join(repr(w) for w in words)
+            parser.error(
+                f"takes {usage}; got {len(words)} argument{'s' if len(words) != 1 else ''} "
+                f"({given}): quote a message of several words"
+            )
+        setattr(namespace, self.dest, words)
+
+
 def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
     """Add `schedule` and its subcommands to the `hostd` parser."""
     common = argparse.ArgumentParser(add_help=False)
@@ -67,7 +90,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
         usage="hostd schedule add (TOPIC | --assistant NAME) TEXT (--cron EXPR | --every INTERVAL) ...",
         help="send TEXT to TOPIC (or to a new topic of an assistant) on a schedule",
     )
-    a.add_argument("target", nargs="+", metavar="TOPIC TEXT",
+    a.add_argument("target", nargs="+", metavar="TOPIC TEXT", action=_TopicAndText,
                    help="topic id and the message to send at each due time (TEXT alone "
                         "with --assistant)")
     a.add_argument("--assistant", default="",
@@ -120,12 +143,6 @@ def run_schedule(args: argparse.Namespace, console: Output | None = None) -> int
     console = console or out()
     msg: Any
     if args.verb == "add":
-        want = 1 if args.assistant else 2
-        if len(args.target) != want:
-            from hostd.cli.common import fail
-
-            usage = "TEXT (with --assistant)" if args.assistant else "TOPIC TEXT"
-            return fail(f"schedule add takes {usage}; got {len(args.target)} arguments")
         msg = AddSchedule(
             id=0,
             topic_id="" if args.assistant else args.target[0],
@@ -139,6 +156,8 @@ def run_schedule(args: argparse.Namespace, console: Output | None = None) -> int
             enabled=not args.paused,
         )
     elif args.verb == "list":
+        if not args.json:
+            return _list(args, console)
         msg = ListSchedules(id=0, topic_id=args.topic)
     elif args.verb == "remove":
         msg = RemoveSchedule(id=0, schedule_id=args.schedule)
@@ -169,6 +188,20 @@ def run_schedule(args: argparse.Namespace, console: Output | None = None) -> int
     return 0
 
 
+def _list(args: argparse.Namespace, console: Output) -> int:
+    """`schedule list` for people: each schedule with its topic's title (one more request)."""
+    from hostd.cli.common import requests
+    from hostd_protocol.client_messages import ListSchedules, ListTopics
+
+    results = requests(args, ListSchedules(id=0, topic_id=args.topic), ListTopics(id=0))
+    if isinstance(results, int):
+        return results
+    listed, topics = results
+    titles = {t.id: t.title for t in topics.topics}
+    render_list(listed.schedules, console, now=time.time(), titles=titles)
+    return 0
+
+
 def when_text(info: ScheduleInfo) -> str:
     """How often a schedule runs, as the user gave it."""
     if info.every_s:
@@ -193,8 +226,26 @@ def due_text(t: float | None, tz: str, now: float) -> str:
         # listing still shows every other schedule.
         return f"at {t:.0f} (epoch s, beyond year 9999)"
     delta = t - now
-    rel = f"in {_seconds(delta)}" if delta >= 0 else f"{_seconds(-delta)} ago"
+    rel = f"in {span_text(delta)}" if delta >= 0 else f"{span_text(-delta)} ago"
     return f"{stamp} ({rel})"
+
+
+def span_text(s: float) -> str:
+    """How long `s` seconds is, the way a person says it: `42s`, `12m`, `22h 21m`,
+    `1 day 4h`, `3 days` (rounded to what matters at that length)."""
+    if s < 120:
+        return f"{s:.0f}s" if s >= 1 or s == 0 else f"{s:.1f}s"
+    minutes = round(s / 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    if minutes < 24 * 60:
+        h, m = divmod(minutes, 60)
+        return f"{h}h {m}m" if m else f"{h}h"
+    hours = round(s / 3600)
+    if hours < 48:
+        d, h = divmod(hours, 24)
+        return f"{d} day {h}h" if h else f"{d} day"
+    return f"{round(s / 86400)} days"
 
 
 def _seconds(s: float) -> str:
@@ -204,17 +255,19 @@ def _seconds(s: float) -> str:
     return f"{s:.0f}s" if s >= 1 or s == 0 else f"{s:.1f}s"
 
 
-def target_text(info: ScheduleInfo) -> str:
-    """Where runs go: the topic, or a new topic of the assistant per run."""
-    return info.topic_id if info.topic_id else f"new {info.assistant} topic"
+def target_text(info: ScheduleInfo, titles: Mapping[str, str] | None = None) -> str:
+    """Where runs go: the topic (by its title when known), or a new topic of the assistant."""
+    if not info.topic_id:
+        return f"a new topic of assistant {info.assistant} per run"
+    title = (titles or {}).get(info.topic_id, "")
+    return f"topic {title!r} ({info.topic_id})" if title else f"topic {info.topic_id}"
 
 
 def render_one(verb: str, info: ScheduleInfo, console: Output, *, now: float) -> None:
     done = {"add": "added", "pause": "paused", "resume": "resumed", "run-now": "ran"}[verb]
     state = "" if info.enabled else ", paused"
-    where = f"topic {info.topic_id}" if info.topic_id else f"a new topic of assistant {info.assistant} per run"
     console.print(
-        f"{done} schedule {info.id}: {when_text(info)} on {where}{state}; "
+        f"{done} schedule {info.id}: {when_text(info)} on {target_text(info)}{state}; "
         f"next run {due_text(info.next_due, info.tz, now)}",
         markup=False,
     )
@@ -222,25 +275,45 @@ def render_one(verb: str, info: ScheduleInfo, console: Output, *, now: float) ->
         console.print(f"last run: {info.last_status} {info.last_error}".rstrip(), markup=False)
 
 
-def render_list(schedules: list[ScheduleInfo], console: Output, *, now: float) -> None:
-    from hostd.cli.common import text_table
+#: How much of a schedule's message `schedule list` shows (the rest: `--json`).
+TEXT_CHARS = 70
+_BUSY = {"queue": "queue behind the answer", "skip": "skip that run"}
+_MISSED = {"run-once": "run once at start", "skip": "skip them"}
+
+
+def message_line(text: str) -> str:
+    """A schedule's message on one line, cut at `TEXT_CHARS`."""
+    # A multi-line message (a script) keeps its line breaks visible.
+    line = " ⏎ ".join(" ".join(part.split()) for part in text.splitlines() if part.strip())
+    return line if len(line) <= TEXT_CHARS else line[: TEXT_CHARS - 1] + "…"
+
+
+def render_list(
+    schedules: list[ScheduleInfo],
+    console: Output,
+    *,
+    now: float,
+    titles: Mapping[str, str] | None = None,
+) -> None:
+    """Each schedule as a short block: what, where, when, and how it went. Topics are named
+    by their titles (two schedules on one topic differ by their messages)."""
+    from hostd.cli.common import terminal_safe
 
     if not schedules:
         console.print("no schedules", markup=False)
         return
-    rows = []
+    blocks = []
     for s in schedules:
+        state = "on" if s.enabled else "paused"
+        nxt = due_text(s.next_due, s.tz, now) if s.enabled else "- (paused)"
         last: str = s.last_status or "-"
         if s.last_error:
             last += f": {s.last_error}"
-        rows.append((
-            s.id,
-            target_text(s),
-            when_text(s),
-            "on" if s.enabled else "paused",
-            due_text(s.next_due if s.enabled else None, s.tz, now),
-            f"{s.runs}/{s.skipped}",
-            last,
-        ))
-    headers = ("schedule", "topic", "when", "state", "next run", "runs/skipped", "last")
-    console.print(text_table(headers, rows), markup=False)
+        blocks.append("\n".join((
+            f"{s.id}  {state}  {when_text(s)} on {target_text(s, titles)}",
+            f"  message: {message_line(s.text)}",
+            f"  next run: {nxt}",
+            f"  when busy: {_BUSY.get(s.busy, s.busy)} · missed runs: {_MISSED.get(s.missed, s.missed)}",
+            f"  runs {s.runs} · skipped {s.skipped} · last: {last}",
+        )))
+    console.print(terminal_safe("\n".join(blocks)), markup=False)

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from hostd.cli import common
 from hostd.cli.main import build_parser
-from hostd.cli.schedule_cmds import due_text, parse_duration, render_list, render_one
+from hostd.cli.schedule_cmds import due_text, parse_duration, render_list, render_one, span_text
 from hostd_protocol.client_messages import ScheduleInfo
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -55,19 +55,49 @@ def test_render_one_and_list(capture: Console) -> None:
         id="sc1", topic_id="tp1", text="report", cron="0 9 * * 1-5", tz="Europe/Berlin",
         next_due=NOW + 3600, runs=3, skipped=1, last_status="error", last_error="driver crashed",
     )
-    paused = ScheduleInfo(id="sc2", assistant="daily", text="x", every_s=300, enabled=False)
+    paused = ScheduleInfo(
+        id="sc2", assistant="daily", text="/text a\n/tool Read", every_s=300, enabled=False,
+        busy="skip", missed="skip",
+    )
     render_one("add", info, capture, now=NOW)
-    render_list([info, paused], capture, now=NOW)
+    render_list([info, paused], capture, now=NOW, titles={"tp1": "Morning news"})
     assert capture.export_text() == (
         "added schedule sc1: cron '0 9 * * 1-5' (Europe/Berlin) on topic tp1; next run "
         "2027-01-15T10:00:00+01:00 (in 1h)\n"
-        "schedule  topic            when                                state   next run"
-        "                           runs/skipped  last\n"
-        "sc1       tp1              cron '0 9 * * 1-5' (Europe/Berlin)  on      "
-        "2027-01-15T10:00:00+01:00 (in 1h)  3/1           error: driver crashed\n"
-        "sc2       new daily topic  every 5m                            paused  -"
-        "                                  0/0           -\n"
+        "sc1  on  cron '0 9 * * 1-5' (Europe/Berlin) on topic 'Morning news' (tp1)\n"
+        "  message: report\n"
+        "  next run: 2027-01-15T10:00:00+01:00 (in 1h)\n"
+        "  when busy: queue behind the answer · missed runs: run once at start\n"
+        "  runs 3 · skipped 1 · last: error: driver crashed\n"
+        "sc2  paused  every 5m on a new topic of assistant daily per run\n"
+        "  message: /text a ⏎ /tool Read\n"
+        "  next run: - (paused)\n"
+        "  when busy: skip that run · missed runs: skip them\n"
+        "  runs 0 · skipped 0 · last: -\n"
     )
+
+
+def test_two_schedules_on_one_topic_differ_by_their_messages(capture: Console) -> None:
+    a = ScheduleInfo(id="sc1", topic_id="tp1", text="summarise the news", every_s=3600)
+    b = ScheduleInfo(id="sc2", topic_id="tp1", text="x" * 100, every_s=3600)
+    render_list([a, b], capture, now=NOW, titles={"tp1": "News"})
+    text = capture.export_text()
+    assert "  message: summarise the news\n" in text
+    assert f"  message: {'x' * 69}…\n" in text
+    assert text.count("on topic 'News' (tp1)") == 2
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0, "0s"), (42, "42s"), (119, "119s"), (125, "2m"), (3599, "1h"), (3600, "1h"),
+        (80524, "22h 22m"), (86400, "1 day"), (100000, "1 day 4h"), (3 * 86400 + 500, "3 days"),
+        (400 * 86400, "400 days"),
+    ],
+)
+def test_far_off_times_read_humanly(seconds: float, said: str) -> None:
+    assert span_text(seconds) == said
+    assert due_text(NOW + seconds, "UTC", NOW).endswith(f"(in {said})")
 
 
 def test_due_text_in_the_past_and_an_unknown_zone() -> None:
@@ -83,3 +113,25 @@ def test_parse_duration_refuses_zero() -> None:
 def test_a_due_time_past_year_9999_is_shown_not_raised() -> None:
     # A schedule stored before intervals were bounded made every `hostd schedule list` fail.
     assert due_text(8.64e15, "UTC", NOW) == "at 8640000000000000 (epoch s, beyond year 9999)"
+
+
+def test_options_go_before_or_after_the_positionals_of_any_command() -> None:
+    # One parser class for every command: `send TOPIC --follow TEXT` as much as schedules.
+    for argv in (["send", "tp1", "--follow", "hello"], ["send", "--follow", "tp1", "hello"],
+                 ["send", "tp1", "hello", "--follow"]):
+        parser, _ = build_parser(argv[0])
+        args, extras = parser.parse_known_args(argv)
+        assert (args.topic, args.text, args.follow, extras) == ("tp1", "hello", True, [])
+
+
+def test_an_unknown_option_is_a_usage_error_of_its_own_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hostd.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["schedule", "add", "tp1", "hi", "--every", "5m", "--nope"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: hostd schedule add (TOPIC | --assistant NAME) TEXT")
+    assert err.endswith("hostd schedule add: error: unrecognized arguments: --nope\n")
