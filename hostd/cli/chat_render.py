@@ -6,7 +6,7 @@ a capture console and the interactive loop (`chat_app`) only decides *when* to d
 
 What the screen shows, and why:
 
-- A user row is one line, `you` and the text; an assistant row is its parts in order:
+- A user row is one line, `you` (or `schedule ID` for a scheduled run) and the text; an assistant row is its parts in order:
   thinking collapsed and dimmed (a UI must not drown the answer in reasoning), text as
   markdown, each tool call as a compact panel that also holds its result (pairing by
   `call_id`, so the reader sees cause and effect together).
@@ -34,6 +34,7 @@ from rich.text import Text
 
 from hostd.cli.answers_cmd import answer_label
 from hostd.cli.common import terminal_safe
+from hostd.core.schedule_effects import scheduled_by
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import (
     ApprovalOption,
@@ -189,7 +190,11 @@ def render_row(row: MessageRow, *, label: str = "", live: bool = False) -> Rende
         return _render_marker(row)
     if row.role == "user":
         line = _label_text(label, "user")
-        line.append(f"you {PROMPT_MARK} ", style="bold cyan")
+        # A scheduled run was not typed by the user: it says which schedule sent it.
+        if schedule := scheduled_by(row.meta):
+            line.append(f"schedule {terminal_safe(schedule)} {PROMPT_MARK} ", style="bold yellow")
+        else:
+            line.append(f"you {PROMPT_MARK} ", style="bold cyan")
         line.append(terminal_safe(row_text(row)))
         if row.status in UNSENT:
             line.append(f"  ({row.status})", style="yellow")

@@ -221,6 +221,17 @@ def row_text(row: MessageRow) -> str:
     return "".join(out)
 
 
+def sender(row: MessageRow) -> str:
+    """Who wrote a row: its role, or `schedule ID` for a user row a schedule sent (a
+    scheduled run must not read as if the user had typed it)."""
+    if row.role == "user":
+        from hostd.core.schedule_effects import scheduled_by
+
+        if schedule := scheduled_by(row.meta):
+            return f"schedule {schedule}"
+    return row.role
+
+
 def print_row(row: MessageRow, c: Output | None = None, *, ids: bool = False) -> None:
     """One row: `role (status):`, its text, its error. On `c`, else the rich console.
     With `ids`: `role (status) [id]:`, and `superseded` for a row a rewind removed."""
@@ -234,13 +245,22 @@ def print_row(row: MessageRow, c: Output | None = None, *, ids: bool = False) ->
         status += f" ({lane})"
     # An answer that was not chosen is dim: shown, but not part of the conversation.
     style = "dim" if row.alternative else "bold"
-    c.print(f"{row.role}{status}{ident}:", style=style, markup=False)
+    c.print(f"{sender(row)}{status}{ident}:", style=style, markup=False)
     if row.anchor is not None:
         c.print(f"  [compaction: {row.anchor.tokens_before} -> {row.anchor.tokens_after} tokens]",
                 markup=False)
     c.print(row_text(row), markup=False)
     if row.error:
         c.print(f"  error: {row.error}", style="red", markup=False)
+
+
+def _breaks_the_line(item: Any) -> bool:
+    """Whether `StreamPrinter` starts a new line for `item` (after it, a notice fits)."""
+    if isinstance(item, RowAppended):
+        return isinstance(item.chunk, ToolCall)
+    if isinstance(item, RowUpdated):
+        return bool(item.error)
+    return isinstance(item, (RowOpened, ApprovalRequested, TurnEnded, Snapshot, TopicDeleted))
 
 
 class StreamPrinter:
@@ -255,8 +275,27 @@ class StreamPrinter:
         #: at the same time, so a switch of row is marked with its label.
         self.labels: dict[str, str] = {}
         self.current = ""
+        #: An answer's text is being printed (its line is open): a notice that arrives now
+        #: waits in `held` until the text breaks anyway (a tool call, the row's or the
+        #: turn's end, another row), so it never splits the answer's words.
+        self.in_text = False
+        self.held: list[NoticeEvent] = []
 
     def show(self, item: Any) -> None:
+        if isinstance(item, NoticeEvent) and self.in_text:
+            self.held.append(item)
+            return
+        self._show(item)
+        if isinstance(item, RowAppended) and isinstance(item.chunk, TextDelta):
+            self.in_text = True
+        elif _breaks_the_line(item):
+            self.in_text = False
+        if not self.in_text and self.held:
+            held, self.held = self.held, []
+            for notice in held:
+                self._show(notice)
+
+    def _show(self, item: Any) -> None:
         c = self.c
         if isinstance(item, Snapshot):
             for row in item.rows:
@@ -265,7 +304,7 @@ class StreamPrinter:
                 c.print("(answering...)", style="dim")
         elif isinstance(item, RowOpened):
             if item.row.role == "user":
-                c.print(f"user: {row_text(item.row)}", markup=False)
+                c.print(f"{sender(item.row)}: {row_text(item.row)}", markup=False)
             elif item.row.role == "assistant":
                 # While streaming, the choice is not made yet: who answers, no mark.
                 label = answer_label(item.row, mark=False)

@@ -3,15 +3,44 @@ effects): start a run, save or drop a schedule, show a notice."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from hostd_protocol.client_messages import (
     ScheduleInfo,
 )
 from hostd_protocol.common import SendIntent
 
-__all__ = ["DropSchedule", "Notify", "SaveSchedule", "ScheduleEffect", "StartRun"]
+__all__ = [
+    "KEY_PREFIX",
+    "DropSchedule",
+    "Notify",
+    "SaveSchedule",
+    "ScheduleEffect",
+    "StartRun",
+    "run_key",
+    "scheduled_by",
+]
+
+#: The prefix of every scheduled run's `client_msg_id`, so windows can tell it apart.
+KEY_PREFIX = "schedule:"
+
+
+def run_key(schedule_id: str, due: float | None, now: float) -> str:
+    """A run's `client_msg_id`: `schedule:<id>:<due>`, or `schedule:<id>:now:<now>` for a
+    run-now (unique per due time, so a resend after a crash is not stored twice)."""
+    when = f"now:{now!r}" if due is None else repr(due)
+    return f"{KEY_PREFIX}{schedule_id}:{when}"
+
+
+def scheduled_by(meta: Mapping[str, Any]) -> str:
+    """The id of the schedule whose run stored the row with this `meta` ("" for a message a
+    window sent): what a window labels such a row with instead of "you"."""
+    key = meta.get("client_msg_id", "")
+    if not isinstance(key, str) or not key.startswith(KEY_PREFIX):
+        return ""
+    return key[len(KEY_PREFIX) :].partition(":")[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,11 +44,14 @@ from dataclasses import dataclass, field
 import msgspec
 
 from hostd.core.schedule_effects import (
+    KEY_PREFIX,
     DropSchedule,
     Notify,
     SaveSchedule,
     ScheduleEffect,
     StartRun,
+    run_key,
+    scheduled_by,
 )
 from hostd.core.schedule_times import (
     MISSED_SCAN_CAP,
@@ -83,8 +86,6 @@ MAX_INTERVAL_S = 3650 * 86400.0
 DEFAULT_GRACE_S = 60.0
 #: Longest message text a schedule stores (the same order as a pasted prompt).
 MAX_TEXT_CHARS = 100_000
-#: The prefix of every scheduled run's `client_msg_id`, so windows can tell it apart.
-KEY_PREFIX = "schedule:"
 
 
 # --- the book -----------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ class ScheduleBook:
                 f"the previous run of schedule {schedule_id} is still queued or answering",
                 details={"schedule_id": schedule_id, "row_id": info.last_row_id},
             )
-        return [self._start(info, None, f"{KEY_PREFIX}{schedule_id}:now:{now!r}")]
+        return [self._start(info, None, run_key(schedule_id, None, now))]
 
     def collect(self, now: float, running: Set[str] = frozenset()) -> list[ScheduleEffect]:
         """Every decision due at `now`, for every enabled schedule whose next due time passed.
@@ -428,7 +429,7 @@ class ScheduleBook:
             return [*self._save(self._with_next(info))[1], *out]
         info = self._with_next(info)
         self._all[info.id] = info
-        start = self._start(info, latest, f"{KEY_PREFIX}{info.id}:{latest!r}")
+        start = self._start(info, latest, run_key(info.id, latest, now))
         if info.assistant:
             # A run in a fresh topic has no earlier row to find its key in: the due time is
             # saved (and committed by the shell) before the run, so a kill -9 loses at most
@@ -525,5 +526,7 @@ __all__ = [
     "describe_time",
     "due_between",
     "next_due_after",
+    "run_key",
+    "scheduled_by",
     "zone",
 ]

@@ -13,6 +13,7 @@ from hostd.cli.main import COMMAND_GROUPS, build_parser, command_of, main
 from hostd.cli.topic_cmds import StreamPrinter
 from hostd_protocol.client_messages import (
     MessageRow,
+    NoticeEvent,
     RowAppended,
     RowOpened,
     Snapshot,
@@ -44,6 +45,44 @@ def test_stream_printer(capture: Console) -> None:
     p.show(TurnEnded(topic_id="tp", seq=6, turn_id="t", status="stopped"))
     assert capture.export_text() == (
         "user:\nhi\nassistant:\nHello [b]\n[tool Read]\n\n(turn stopped)\n"
+    )
+
+
+SCHEDULED = {"client_msg_id": "schedule:sc7:1800000000.0"}
+
+
+def test_stream_printer_labels_a_scheduled_run_with_its_schedule(capture: Console) -> None:
+    p = StreamPrinter()
+    topic = TopicInfo(id="tp")
+    typed = MessageRow(id="u", topic_id="tp", role="user", status="success", position=1,
+                       parts=[TextDelta("hi")])
+    ran = MessageRow(id="s", topic_id="tp", role="user", status="success", position=3,
+                     parts=[TextDelta("report")], meta=SCHEDULED)
+    p.show(Snapshot(topic=topic, seq=1, rows=[typed, ran]))
+    p.show(RowOpened(topic_id="tp", seq=2, row=MessageRow(
+        id="s2", topic_id="tp", role="user", status="pending", position=5,
+        parts=[TextDelta("report again")], meta={"client_msg_id": "schedule:sc7:now:5.0"})))
+    assert capture.export_text() == (
+        "user:\nhi\nschedule sc7:\nreport\nschedule sc7: report again\n"
+    )
+
+
+def test_a_notice_waits_for_the_streaming_text_to_break(capture: Console) -> None:
+    p = StreamPrinter()
+    p.show(RowOpened(topic_id="tp", seq=2, row=MessageRow(
+        id="a", topic_id="tp", role="assistant", status="pending", position=2)))
+    p.show(RowAppended(topic_id="tp", seq=3, row_id="a", chunk=TextDelta("Hello wo")))
+    p.show(NoticeEvent(topic_id="tp", seq=4, code="schedule_skipped", level="warning",
+                       message="schedule sc1: skipped"))
+    p.show(RowAppended(topic_id="tp", seq=5, row_id="a", chunk=TextDelta("rld.")))
+    p.show(RowAppended(topic_id="tp", seq=6, row_id="a", chunk=ToolCall(call_id="c", name="Read")))
+    p.show(RowAppended(topic_id="tp", seq=7, row_id="a", chunk=TextDelta("Done")))
+    p.show(NoticeEvent(topic_id="tp", seq=8, code="x", level="info", message="second"))
+    p.show(TurnEnded(topic_id="tp", seq=9, turn_id="t", status="success"))
+    p.show(NoticeEvent(topic_id="tp", seq=10, code="x", level="info", message="idle"))
+    assert capture.export_text() == (
+        "assistant:\nHello world.\n[tool Read]\n\n[warning] schedule sc1: skipped\n"
+        "Done\n\n[info] second\n\n[info] idle\n"
     )
 
 

@@ -474,3 +474,16 @@ def test_chat_never_sends_content_control_sequences_to_the_terminal() -> None:
     for text in shown:
         assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
     assert "\u241b]0;pwned" in shown[0]  # ESC shown as its control picture, the rest as is
+
+
+def test_a_scheduled_run_is_labelled_with_its_schedule_not_you() -> None:
+    typed = MessageRow(id="u1", topic_id="t1", role="user", status="success", position=1,
+                       parts=[TextDelta("hello")])
+    ran = msgspec.structs.replace(
+        typed, id="u2", position=3, parts=[TextDelta("daily report")],
+        meta={"client_msg_id": "schedule:sc4:1800000000.0"},
+    )
+    console = capture_console()
+    console.print(render_row(typed, label="U1"))
+    console.print(render_row(ran, label="U2"))
+    assert clean(console.export_text()) == "U1  you ❯ hello\nU2  schedule sc4 ❯ daily report"

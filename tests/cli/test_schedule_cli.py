@@ -1,6 +1,8 @@
 """`hostd schedule` and `hostd status` as a user types them: the real CLI against a real
 daemon (scripted driver), options before or after the message, the listing people read."""
 
+# ruff: noqa: RUF001  (the prompt mark U+276F is part of what the chat prints)
+
 from __future__ import annotations
 
 import os
@@ -84,3 +86,31 @@ async def test_schedule_add_usage_errors_show_its_own_usage(daemon: DemoDaemon) 
     assert err.rstrip().endswith("hostd schedule add: error: unrecognized arguments: --bogus")
     async with open_client(daemon.paths) as c:
         assert await c.list_schedules() == []
+
+
+async def test_a_scheduled_run_reads_as_the_schedule_in_chat_and_history(
+    daemon: DemoDaemon,
+) -> None:
+    async with open_client(daemon.paths) as c:
+        topic = await c.create_topic(title="t", driver="scripted", options={"scenario": "/echo"})
+        sched = await c.add_schedule(topic.id, "daily report", every_s=86400)
+        async with c.attach(topic.id) as sub:
+            await c.run_schedule_now(sched.id)
+            async for ev in sub:
+                if type(ev).__name__ == "TurnEnded":
+                    break
+    code, history, err = await hostd(daemon, "history", topic.id)
+    assert code == 0, err
+    assert history.startswith(f"schedule {sched.id}:\ndaily report\nassistant:\n")
+    # `hostd attach` prints rows the same way (print_row, StreamPrinter: tests/cli's
+    # test_basic_commands); on an idle topic it waits for the next turn, so not here.
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "100"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic.id], stdin=b"",
+            capture_stdout=True, capture_stderr=True, env=env, check=False,
+        )
+    chat = proc.stdout.decode()
+    assert proc.returncode == 0, chat + proc.stderr.decode()
+    assert f"U1  schedule {sched.id} ❯ daily report" in chat
+    assert "you ❯" not in chat
