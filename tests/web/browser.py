@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from hostd.client.sync_wire import request
 from hostd.shell.paths import Paths
@@ -49,6 +49,7 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".artifacts" / "web-screenshots"
 #: How long any one expectation waits (the machine is shared; waits end on the condition).
 WAIT_MS = 20_000
+expect.set_options(timeout=WAIT_MS)
 
 
 @dataclass

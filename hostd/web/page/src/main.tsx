@@ -176,7 +176,7 @@ function App() {
       <header>
         <button class="ghost drawer-toggle" aria-controls="sidebar" aria-expanded={drawer}
           onClick={() => setDrawer(!drawer)}>
-          ☰ Topics
+          <span aria-hidden="true">☰</span> Topics
         </button>
         <span class="brand">hostd</span>
         <ConnIndicator s={s} />
@@ -189,7 +189,7 @@ function App() {
         </div>
       )}
       <div class="body">
-        <Sidebar s={s} open={drawer} />
+        <Sidebar s={s} open={drawer} close={() => setDrawer(false)} />
         {s.topicId ? <TopicView s={s} /> : <main class="topic empty-topic">Pick a topic or create one.</main>}
       </div>
       <DialogHost />

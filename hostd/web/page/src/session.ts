@@ -208,6 +208,9 @@ export class Session {
       topicId, rows: [], older: [], hasOlder: false, approvals: [], usage: null, removed: null,
       topicState: "idle", activeTurnId: "", error: "",
     });
+    // A topic made elsewhere since the list was read (another window, the CLI): read it now,
+    // not at the next poll, so its title shows at once.
+    if (topicId && !this.state.topics.some((t) => t.id === topicId)) void this.refreshTopics();
     if (topicId && this.client !== null) await this.attach(topicId);
   }
 

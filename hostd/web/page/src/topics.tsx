@@ -7,7 +7,7 @@
  * hid that its topic was answering.
  */
 import type { DriverInfo, TopicInfo } from "hostd-client";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 
 import { session } from "./app_session";
 import { askConfirm, askText } from "./dialogs";
@@ -114,12 +114,18 @@ export function searchTopics(topics: readonly TopicInfo[], query: string): Topic
   });
 }
 
-export function Sidebar({ s, open }: { s: ViewState; open: boolean }) {
+/** The topic list; on a narrow window a drawer (`open`; Esc closes it). */
+export function Sidebar({ s, open, close }: { s: ViewState; open: boolean; close: () => void }) {
   const [creating, setCreating] = useState(false);
   const [query, setQuery] = useState("");
+  const search = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    if (open) search.current?.focus();
+  }, [open]);
   const shown = searchTopics(s.topics, query);
   return (
-    <aside class={`sidebar ${open ? "open" : ""}`} id="sidebar">
+    <aside class={`sidebar ${open ? "open" : ""}`} id="sidebar"
+      onKeyDown={(e) => open && e.key === "Escape" && close()}>
       <div class="sidebar-head">
         <h2>Topics</h2>
         <button class="primary small" data-testid="new-topic" aria-expanded={creating} onClick={() => setCreating(!creating)}>
@@ -127,9 +133,9 @@ export function Sidebar({ s, open }: { s: ViewState; open: boolean }) {
         </button>
       </div>
       {creating && <NewTopicForm onDone={() => setCreating(false)} />}
-      <input type="search" class="topic-search" aria-label="Search topics" placeholder="Search topics (/)"
+      <input ref={search} type="search" class="topic-search" aria-label="Search topics" placeholder="Search topics (/)"
         data-testid="topic-search" value={query} onInput={(e) => setQuery((e.target as HTMLInputElement).value)} />
-      <nav aria-label="Topics">
+      <nav aria-label="Topics" onClick={(e) => (e.target as Element).closest("a") && close()}>
         <ul class="topic-list">
           {shown.map((t) => (
             <TopicItem key={t.id} topic={t} current={t.id === s.topicId} />

@@ -1,0 +1,81 @@
+"""The page at a phone's, a tablet's and a laptop's window size (390x844, 768x1024, 1280x800)
+in real chromium against the real daemon and `hostd web`: the document never scrolls
+sideways, the composer takes most of the width, an open approval's buttons are in view, the
+topic list can be reached (a drawer on narrow windows), and a long title never hides that its
+topic is answering. Screenshots of each size go to .artifacts/web-screenshots/ (docs/ holds
+copies: web-390.png, web-768.png, web-1280.png).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.web.browser import BROWSER_TEST_MARKS, WAIT_MS, WebStack, screenshot, type_and_send
+
+pytestmark = BROWSER_TEST_MARKS
+
+LONG_TITLE = "A topic whose title is far too long to fit in any list of topics at all"
+#: An approval with a large input: its JSON must scroll inside the card, not push the buttons
+#: out of the window.
+SCRIPT = "/text Before running it, a look at the command line: `make all && make test`.\n/approve Bash"
+
+
+@pytest.fixture
+def sized(browser: Browser, stack: WebStack, request: pytest.FixtureRequest) -> Iterator[Page]:
+    width, height = request.param
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(stack.url)
+    expect(page.get_by_role("status", name="Connection")).to_have_text("connected")
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("sized", [(390, 844), (768, 1024), (1280, 800)], indirect=True, ids=["390", "768", "1280"])
+def test_the_page_fits_the_window(stack: WebStack, sized: Page) -> None:
+    page = sized
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    long_title, short = f"{LONG_TITLE} ({width})", f"another topic ({width})"
+    other = stack.create_topic(short)
+    topic = stack.create_topic(long_title, SCRIPT)
+    page.evaluate("id => { location.hash = 'topic=' + id }", topic)
+    type_and_send(page, "build it " + "with a very long argument " * 30)
+    approval = page.get_by_role("region", name="Approvals").get_by_role("group")
+    for name in ("Allow", "Deny"):
+        expect(approval.get_by_role("button", name=name, exact=True)).to_be_in_viewport()
+    # No sideways scroll.
+    overflow = page.evaluate("() => [document.documentElement.scrollWidth, document.body.scrollWidth, innerWidth]")
+    assert overflow[0] <= overflow[2] and overflow[1] <= overflow[2], overflow
+    composer = page.get_by_role("textbox", name="Message").bounding_box()
+    assert composer is not None and composer["width"] >= 0.6 * width, (composer, width)
+    expect(page.get_by_role("heading", level=1)).to_have_text(long_title)
+    screenshot(page, f"layout-{width}")
+    # The topic list: shown beside the topic, or a drawer behind "Topics".
+    topics = page.get_by_role("navigation", name="Topics")
+    toggle = page.get_by_role("button", name="Topics", exact=True)
+    if not topics.is_visible():
+        toggle.click()
+        expect(topics).to_be_visible()
+    # The long title is cut short, never its "answering" badge (the list is read every 5 s).
+    item = topics.get_by_role("listitem").filter(has=page.get_by_role("link", name=long_title))
+    badge = item.get_by_text("answering", exact=True)
+    expect(badge).to_be_visible()
+    box, nav = badge.bounding_box(), topics.bounding_box()
+    assert box is not None and nav is not None and box["x"] + box["width"] <= nav["x"] + nav["width"]
+    screenshot(page, f"layout-{width}-topics")
+    # Another topic is one tap away; on a narrow window the drawer closes behind it.
+    topics.get_by_role("link", name=short).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(short)
+    if toggle.is_visible():
+        expect(topics).to_be_hidden()
+        assert page.evaluate("() => location.hash") == f"#topic={other}"
+    # Leave the turn finished for the next size.
+    page.evaluate("id => { location.hash = 'topic=' + id }", topic)
+    page.get_by_role("region", name="Approvals").get_by_role("button", name="Deny", exact=True).click()
+    expect(page.get_by_role("region", name="Approvals")).to_have_count(0)
