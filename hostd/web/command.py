@@ -15,7 +15,11 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: 
     p.add_argument("--home", default=argparse.SUPPRESS, help="hostd folder (like HOSTD_HOME)")
     p.add_argument("--autostart", action="store_true", default=argparse.SUPPRESS,
                    help="start the daemon if it is not running")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--port", type=int, default=0,
+                   help="port on 127.0.0.1 (default: a free one); on a fixed port the token is "
+                        "kept across restarts, so open pages reconnect")
+    p.add_argument("--new-token", action="store_true",
+                   help="with --port: replace the kept token (open pages must load the new URL)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument("--token-file", default=None,
                    help="where to write the URL with the token, mode 0600 "
@@ -28,6 +32,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
     from hostd.cli.common import fail, paths_from
     from hostd.web.gateway import STATIC_DIR, Gateway, run_until_signal
+    from hostd.web.security import port_token
     from hostd_protocol.errors import HostdError
 
     if not 0 <= args.port <= 65535:
@@ -38,6 +43,12 @@ def cmd_web(args: argparse.Namespace) -> int:
     except HostdError as exc:
         return fail(exc.message)
     token_file = Path(args.token_file) if args.token_file else paths.runtime_dir / "web-url"
+    token = None
+    if args.port:
+        try:
+            token = port_token(paths.data_dir / "web" / f"token-{args.port}", renew=args.new_token)
+        except OSError as exc:
+            return fail(f"cannot keep the web token in {paths.data_dir / 'web'}: {exc.strerror or exc}")
     if not (STATIC_DIR / "index.html").is_file():
         print("hostd web: warning: the page is not built (run scripts/setup); "
               "only the WebSocket works", file=sys.stderr)
@@ -59,7 +70,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
     try:
         trio.run(lambda: run_until_signal(
-            paths, port=args.port, autostart=autostart,
+            paths, port=args.port, autostart=autostart, token=token,
             token_file=token_file, on_ready=ready,
         ))
     except OSError as exc:

@@ -125,12 +125,14 @@ async def run_until_signal(
     autostart: bool,
     token_file: Path,
     on_ready: Callable[[Gateway], None],
+    token: str | None = None,
 ) -> None:
     """Run the gateway until SIGINT or SIGTERM (the command's main)."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             gateway: Gateway = await nursery.start(
-                partial(serve_gateway, paths, port=port, autostart=autostart, token_file=token_file)
+                partial(serve_gateway, paths, port=port, autostart=autostart, token=token,
+                        token_file=token_file)
             )
             on_ready(gateway)
             async for _ in signals:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
@@ -48,8 +49,9 @@ def new_token() -> str:
 
 
 def write_token_file(path: Path, url: str) -> None:
-    """Write the gateway's URL (it holds the token) to `path`, mode 0600 from creation on, so
-    no other user can read it even for a moment. An existing file is replaced, not followed."""
+    """Write the gateway's URL (it holds the token), or the token alone, to `path`, mode 0600
+    from creation on, so no other user can read it even for a moment. An existing file is
+    replaced, not followed."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -58,6 +60,37 @@ def write_token_file(path: Path, url: str) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+#: What a stored token must look like (as `new_token` makes them).
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43,128}")
+
+
+def port_token(path: Path, *, renew: bool = False) -> str:
+    """The token of a gateway on a fixed port, kept in `path` (mode 0600) across restarts.
+
+    The page's cookie holds the token, so a restart on the same port with a new token locked
+    every open tab out until the user found the new URL. Keeping it is as safe as the running
+    gateway's `web-url` file (same owner-only mode, same folder rules): anyone who can read it
+    could read that file too. The file is used only when it is ours, owner-only and holds a
+    token; otherwise (or with `renew`) a new one replaces it.
+    """
+    if not renew:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                st = os.fstat(fd)
+                text = os.read(fd, 256).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+            if st.st_uid == os.getuid() and st.st_mode & 0o077 == 0 and _TOKEN_SHAPE.fullmatch(text):
+                return text
+    token = new_token()
+    write_token_file(path, token)
+    return token
 
 
 def tokens_equal(given: str, expected: str) -> bool:

@@ -91,7 +91,7 @@ function ConnIndicator({ s }: { s: ViewState }) {
     <span class={`conn conn-${s.conn}`} data-testid="conn" data-conn={s.conn} title={s.connReason}>
       <span role="status" aria-label="Connection" class="conn-status">
         <span class="dot" aria-hidden="true" /> {text}
-        {s.conn === "offline" && s.connReason && <span class="conn-reason">: {s.connReason}</span>}
+        {s.conn === "offline" && s.connReason && <span class="sr-only">: {s.connReason}</span>}
       </span>
       {s.conn === "offline" && (
         <button class="ghost small" onClick={() => session.reconnectNow()}>
@@ -183,6 +183,9 @@ function App() {
         <span class="spacer" />
         <ThemeToggle />
       </header>
+      {s.conn === "offline" && s.connReason && (
+        <div class="conn-banner" data-testid="conn-reason">{s.connReason}</div>
+      )}
       {s.error && (
         <div class="error-banner" role="alert" data-testid="error" onClick={() => session.clearError()}>
           {s.error}

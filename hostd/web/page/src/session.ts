@@ -99,7 +99,30 @@ export function wsUrl(loc: Location = window.location): string {
  */
 export function defaultConnect(): Connect {
   const hook = (window as { hostdConnect?: Connect }).hostdConnect;
-  return hook ?? (() => connectWebSocket(wsUrl()));
+  return hook ?? connectGateway;
+}
+
+/**
+ * The WebSocket through the gateway. A browser tells a script nothing about a refused upgrade
+ * (no status), so when it fails one plain request asks the gateway why, and the error says
+ * what to do: a gateway restarted with another token refuses the cookie (401) until the
+ * printed URL is opened again; a gateway that is gone does not answer at all.
+ */
+async function connectGateway(): Promise<Transport> {
+  try {
+    return await connectWebSocket(wsUrl());
+  } catch (exc) {
+    let status = 0;
+    try {
+      status = (await fetch("./", { cache: "no-store", redirect: "manual" })).status;
+    } catch {
+      throw new Error("hostd web is not running: start it again on the same port (hostd web --port N); this page reconnects by itself");
+    }
+    if (status === 401) {
+      throw new Error("hostd web restarted with a new token: open the URL it printed (also in its web-url file)");
+    }
+    throw exc;
+  }
 }
 
 export class Session {
