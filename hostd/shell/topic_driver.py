@@ -11,10 +11,13 @@ Rules it guards (see `hostd.shell.topic_host` for the host's own):
   pipe read straight from the session's reader, `DriverSession.take_batch`), coalesced
   (`coalesce_deltas`) and applied without awaiting anything, so a slow window or disk never
   slows the driver.
-- A session that ends during a turn, a command with no session to go to, and any exception
-  while writing (`turn_failure`) are the host's `_lost`: the running turn machine's `lost`
-  input (or the runtime's `driver_lost` when no machine runs). A session replaced on purpose
-  (a rewind) or closed with the host is no failure.
+- A session that ends during a turn (one whose `Send` it got), a command with no session to
+  go to, and any exception while writing (`turn_failure`) are the host's `_lost`: the running
+  turn machine's `lost` input (or the runtime's `driver_lost` when no machine runs). A
+  session replaced on purpose (a rewind) or closed with the host is no failure.
+- A session that died between turns fails nothing: the next turn's `Send` goes to a new
+  process that resumes the vendor session (the topic's resume token), once; also when that
+  `Send` was already on its way to the dead one (`NotDelivered`: it never got it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from hostd.core.delta_merge import coalesce_deltas
 from hostd.core.effects import Effect, ResetSession
 from hostd.core.vendor_session import feeds_history
 from hostd.shell import trace
+from hostd.shell.drivers.session_end import NotDelivered
 from hostd.shell.turns import TurnRunner, turn_failure
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_messages import (
@@ -101,6 +105,7 @@ class DriverLink:
     _ops_send: trio.MemorySendChannel[tuple[str, HostCommand] | ResetSession]
     _ops_recv: trio.MemoryReceiveChannel[tuple[str, HostCommand] | ResetSession]
     _session: DriverSession | None
+    _session_opts: SessionOptions | None
     _fresh_session: bool
     _resets_pending: int
     _resets_done: trio.Event
@@ -159,6 +164,7 @@ class DriverLink:
             self.topic_id, opts, token, fork_from=self.pending_source
         )
         self._session = session
+        self._session_opts = opts
         self._fresh_session = feeds_history(
             resumed=bool(token),
             offered=session.fork_from is not None,
@@ -210,6 +216,9 @@ class DriverLink:
                 self._early_steers.append((key, cmd))
             # Else its turn ended before it started: the runtime hands the steer back.
             return
+        if isinstance(cmd, Send) and key == self.topic_id:
+            await self._send_turn(session, cmd)
+            return
         if session is None:
             self._lost(
                 DriverCrashed(
@@ -222,22 +231,57 @@ class DriverLink:
             # interrupt() waits for the turn end (or kills): do not hold up later commands.
             self.start_soon(self._interrupt, session, cmd.turn_id)
             return
-        if isinstance(cmd, Send) and key == self.topic_id:
-            self._supervisor.mark_busy(self.topic_id)
-            if self._fresh_session:
-                # A new vendor session (rewind, fork, lost resume token) that is no vendor
-                # copy: it gets the host's history, so the model sees what the windows see.
-                cmd = msgspec.structs.replace(cmd, history=self.runtime.history_for(cmd.message_id))
-            self._fresh_session = False
         try:
             await session.send(cmd)
             if isinstance(cmd, Send):
                 await self._send_early_steers(key, session, cmd.turn_id)
         except DriverError as exc:
             self._lost(exc)
-        if trace.ENABLED and isinstance(cmd, Send) and key == self.topic_id:
-            # Here, not in the session: a prewarmed spare's session has no topic id.
-            trace.send_out(self.topic_id)
+
+    async def _send_turn(self, session: DriverSession | None, cmd: Send) -> None:
+        """The topic's own `Send`. A session that died between turns (known gone, or gone
+        before this Send reached it) is replaced once, by a new process that resumes the
+        topic's vendor session; a second failure, or a death after the Send got through,
+        fails the turn (the session's pump reports that one)."""
+        self._supervisor.mark_busy(self.topic_id)
+        for attempt in (1, 2):
+            try:
+                if session is None:
+                    session = await self._reopen()
+                sent = cmd
+                if self._fresh_session:
+                    # A new vendor session (rewind, fork, lost resume token) that is no vendor
+                    # copy: it gets the host's history, so the model sees what the windows see.
+                    history = self.runtime.history_for(cmd.message_id)
+                    sent = msgspec.structs.replace(cmd, history=history)
+                await session.send(sent)
+                self._fresh_session = False
+                if trace.ENABLED:
+                    # Here, not in the session: a prewarmed spare's session has no topic id.
+                    trace.send_out(self.topic_id)
+                await self._send_early_steers(self.topic_id, session, cmd.turn_id)
+                return
+            except NotDelivered as exc:
+                if attempt == 2:
+                    self._lost(exc)
+                    return
+                log.info("topic %s: the driver was gone before turn %s reached it (%s); "
+                         "starting a new one", self.topic_id, cmd.turn_id, exc.message)
+                session = None
+            except DriverError as exc:
+                self._lost(exc)
+                return
+
+    async def _reopen(self) -> DriverSession:
+        """A new session for the topic in place of its dead one, with the options the dead one
+        had and the topic's resume token (`open_session`)."""
+        opts = self._session_opts
+        if opts is None:
+            raise DriverCrashed("no driver session is open for Send", driver=self.info.driver)
+        dead, self._session = self._session, None  # its end is no failure now
+        if dead is not None and not dead.ended.is_set():
+            await dead.aclose()  # dead or dying: quick, and the supervisor drops it
+        return await self.open_session(opts)
 
     async def _write_lane(self, lane: LaneHost, key: str, cmd: HostCommand) -> None:
         """A command for a multi-answer turn's extra lane: a lane whose session is gone has
@@ -319,10 +363,15 @@ class DriverLink:
             return  # replaced on purpose (a rewind) or closed with the host: not a failure
         self._session = None
         error = ended.error if ended is not None else None
-        if error is None and self.runtime.active_turn_id is not None:
-            error = DriverCrashed("the driver session ended during a turn", driver=self.info.driver)
-        if error is not None:
-            self._lost(error)
+        if session.running_turn is None:
+            # Between turns (or before a turn's Send got through): no turn failed; the next
+            # Send opens a new process, which resumes the vendor session.
+            if error is not None:
+                log.info("topic %s: driver ended between turns: %s", self.topic_id, error.message)
+            return
+        self._lost(
+            error or DriverCrashed("the driver session ended during a turn", driver=self.info.driver)
+        )
 
     def _take_batch(self, batch: list[DriverEvent]) -> None:
         if self.closed:

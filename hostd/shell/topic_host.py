@@ -89,6 +89,7 @@ from hostd_protocol.errors import DriverCrashed, HostdError, TopicClosed
 from hostd_protocol.limits import MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
+    from hostd.core.options import SessionOptions
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
     from hostd.shell.turns import TurnServices
 
@@ -138,6 +139,9 @@ class TopicHost(DriverLink):
             tuple[str, HostCommand] | ResetSession
         ](math.inf)
         self._session: DriverSession | None = None
+        #: The options the topic's session was last opened with: a driver that died between
+        #: turns is replaced with these (`DriverLink._send_turn`).
+        self._session_opts: SessionOptions | None = None
         #: The open session started without a resume token nor a vendor copy, and has had no
         #: turn yet: the vendor knows nothing of this topic, so its first turn is fed the
         #: stored history (`hostd.core.vendor_session.feeds_history`).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import signal
 
 import pytest
@@ -43,11 +44,11 @@ async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
     nursery: trio.Nursery, paths: Paths
 ) -> None:
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths)
+        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
             first = await run_turn(c, t.id, "/whoami\nhello")
-            assert first.end.status == "success"
+            assert first.end.status == "success", first.end
             token = _answer(first).removeprefix("new session ")
             session = d.daemon.supervisor.session(t.id)
             assert session is not None and session.resume_token == token
@@ -71,6 +72,7 @@ async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
             assert second.end.status == "error"
             assert second.end.error_code == "driver_crashed"
             assert "was killed by SIGKILL" in second.end.error
+            assert f"during turn {second.end.turn_id}" in second.end.error  # names its turn
             assert "last words before the kill" in second.end.error  # the stderr tail
             assert failed_in < FAIL_BOUND
             partial = _answer(second)
@@ -79,6 +81,50 @@ async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
             third = await run_turn(c, t.id, "/whoami\nagain")
             assert third.end.status == "success"
             assert _answer(third) == f"resumed {token}"  # the stored resume token was passed
+        await d.stop()
+
+
+def _wait_exited(pid: int) -> None:
+    """Block (without letting the daemon run) until process `pid` has exited: its pidfd
+    turns readable when it is a zombie, whoever reaps it later."""
+    fd = os.pidfd_open(pid)
+    try:
+        ready, _, _ = select.select([fd], [], [], 10.0)
+        assert ready, f"process {pid} did not exit"
+    finally:
+        os.close(fd)
+
+
+async def test_a_send_right_after_the_driver_died_between_turns_runs_on_a_new_driver(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    """Issue 31 item 7: the driver is killed between turns and a message is sent at once,
+    before the daemon could notice: the turn runs (exactly once) on a new driver process that
+    resumed the vendor session, not `driver_crashed` blaming a turn that never ran."""
+    with trio.fail_after(40):
+        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
+        sup = d.daemon.supervisor
+        async with open_client(paths) as c:
+            t = await c.create_topic(driver="scripted")
+            first = await run_turn(c, t.id, "/whoami\nhello")
+            token = _answer(first).removeprefix("new session ")
+            for attempt in range(3):  # each order of "send" and "noticed the death"
+                old = sup.session(t.id)
+                assert old is not None and old.alive
+                spawned = sup.statistics().spawned
+                os.kill(old.pid, signal.SIGKILL)
+                _wait_exited(old.pid)
+                again = await run_turn(c, t.id, f"/whoami\nagain {attempt}")
+                assert again.end.status == "success", again.end
+                assert _answer(again) == f"resumed {token}"
+                new = sup.session(t.id)
+                assert new is not None and new.pid != old.pid
+                assert sup.statistics().spawned == spawned + 1  # one new driver, one run
+                users = [r for r in again.rows if r.role == "user"]
+                assert [row_text(r.parts) for r in users].count(f"/whoami\nagain {attempt}") == 1
+                answers = [r for r in again.rows if r.turn_id == again.end.turn_id
+                           and r.role == "assistant"]
+                assert len(answers) == 1
         await d.stop()
 
 
@@ -163,7 +209,7 @@ async def test_a_driver_that_never_handshakes_times_out_alone(
 
 async def test_stray_late_and_hanging_drivers(nursery: trio.Nursery, paths: Paths) -> None:
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths)
+        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
             # Events for a turn that does not exist, and after the turn ended: ignored.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -22,6 +23,7 @@ import trio
 import trio.testing
 
 from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.session import NotDelivered
 from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
 from hostd.testing.processes import child_pids, no_new_children
@@ -440,6 +442,30 @@ async def test_killed_from_outside_mid_turn(tmp_path: Path, base_env: dict[str, 
         assert err.message == "driver 'scripted' was killed by SIGKILL during turn k"
         assert err.exit_code == -signal.SIGKILL
         assert result.ended_at - killed_at[0] < 1.0
+
+
+async def test_a_send_to_a_driver_dead_between_turns_is_not_delivered(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    """Issue 31 item 7: the process died between turns and a Send is written before the
+    session noticed. The Send never reached it: `NotDelivered` (so the owner may give the turn
+    to a new process), and the session's end names no turn (it was not during one)."""
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts())
+        done = await turn(session, "a", "hi")
+        assert done.end is not None and done.end.status == "success"
+        os.kill(session.pid, signal.SIGKILL)
+        fd = os.pidfd_open(session.pid)
+        try:  # blocking on purpose: the session must not see the exit before the send
+            assert select.select([fd], [], [], 10.0)[0], "the driver did not die"
+        finally:
+            os.close(fd)
+        with pytest.raises(NotDelivered, match=r"^driver 'scripted' was killed by SIGKILL \(exit code -9\)$"):
+            await session.send(Send(turn_id="b", text="hi"))
+        await session.ended.wait()
+        assert session.end_error is not None
+        assert session.end_error.message == "driver 'scripted' was killed by SIGKILL"
+        assert session.running_turn is None
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,7 @@ from hostd.shell.drivers.session_end import (
     EXIT_AFTER_EOF,
     READ_SIZE,
     Failure,
+    NotDelivered,
     SessionEnd,
     SessionEnded,
     clone_error,
@@ -89,6 +90,7 @@ __all__ = [
     "MINIMAL_ENV",
     "DriverSession",
     "EventBatch",
+    "NotDelivered",
     "SessionEnded",
     "StderrTail",
     "clone_error",
@@ -188,7 +190,9 @@ class DriverSession(SessionEnd):
         self._stdout_eof = trio.Event()
         self._stderr_eof = trio.Event()
         self._turn_waiters: dict[str, trio.Event] = {}
-        self._turns: dict[str, None] = {}  # turns sent and not ended, in order
+        #: Turns sent and not ended, in order; True once the Send was written whole (the
+        #: driver may run it), False while it is being written.
+        self._turns: dict[str, bool] = {}
         self._init_frame = b""
 
     # --- public -------------------------------------------------------------------------------
@@ -204,11 +208,19 @@ class DriverSession(SessionEnd):
         return next(reversed(self._turns), None)
 
     @property
+    def running_turn(self) -> str | None:
+        """The latest turn whose `Send` reached the driver and whose `TurnEnd` has not been
+        read: the turn a death of the process fails (a Send that never got through fails
+        none, `NotDelivered`)."""
+        return next((t for t in reversed(self._turns) if self._turns[t]), None)
+
+    @property
     def stderr_tail(self) -> str:
         return self._tail.text()
 
     async def send(self, cmd: HostCommand) -> None:
-        """Write one command. Raises `DriverCrashed` if the process is gone or going.
+        """Write one command. Raises `NotDelivered` (a `DriverCrashed`) if the process is gone
+        or going: nothing of `cmd` reached it.
 
         Commands from concurrent tasks are written whole, one after the other.
         """
@@ -223,21 +235,28 @@ class DriverSession(SessionEnd):
                 f"cannot send {type(cmd).__name__} to driver {self.driver!r}: {exc}",
                 driver=self.driver,
             ) from None
-        if isinstance(cmd, Send):
+        turn = cmd.turn_id if isinstance(cmd, Send) else None
+        if turn is not None:
             # Before the write: the TurnEnd may be read before send_all returns.
             first = not self._turns
-            self._turns[cmd.turn_id] = None
+            self._turns[turn] = False
             if first:
                 self._call_hook(self.on_turn_start)
         try:
             async with self._send_lock:
                 await self._proc.stdin.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if turn is not None:
+                # It never got this turn (the process died before it, e.g. between turns):
+                # its death fails no turn, and the turn may go to a new process.
+                self._turn_ended(turn)
             # The pipe broke because the process is dying: give the reader a moment to see
             # the exit, so the error carries the exit code and the stderr tail.
             with trio.move_on_after(EXIT_AFTER_EOF):
                 await self.ended.wait()
             raise self._gone_error() from None
+        if turn is not None and turn in self._turns:
+            self._turns[turn] = True
 
     async def interrupt(self, turn_id: str, grace: float = 3.0) -> None:
         """Send `Interrupt`; kill the process if no `TurnEnd(turn_id)` passes within `grace`.

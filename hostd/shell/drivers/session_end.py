@@ -27,7 +27,7 @@ from hostd_protocol.errors import DriverCrashed, DriverError, DriverTimeout
 if TYPE_CHECKING:
     from hostd.shell.drivers.session import DriverSession
 
-__all__ = ["Failure", "SessionEnd", "SessionEnded", "clone_error"]
+__all__ = ["Failure", "NotDelivered", "SessionEnd", "SessionEnded", "clone_error"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,12 @@ class SessionEnded:
 Failure = tuple[type[DriverError], str]
 
 
+class NotDelivered(DriverCrashed):
+    """`DriverSession.send` found the process gone or going: nothing of the command reached
+    it. For a `Send` that means the turn never ran there, so its owner may give the turn to a
+    new process (a driver that died between turns); the code on the wire is `driver_crashed`."""
+
+
 class SessionEnd:
     """The end of `DriverSession`'s life (a mixin: one concept, kept beside its rules)."""
 
@@ -80,7 +86,7 @@ class SessionEnd:
     if TYPE_CHECKING:  # provided by DriverSession
 
         @property
-        def active_turn(self) -> str | None: ...
+        def running_turn(self) -> str | None: ...
 
         def _call_hook(self, hook: Callable[[DriverSession], None] | None) -> None: ...
 
@@ -188,7 +194,8 @@ class SessionEnd:
                 exit_code=code,
                 stderr_tail=tail,
             )
-        during = f" during turn {self.active_turn}" if self.active_turn else ""
+        # Only a turn the driver got: one whose Send found it dead already never ran.
+        during = f" during turn {self.running_turn}" if self.running_turn else ""
         return DriverCrashed(
             f"driver {self.driver!r} {_describe_exit(code)}{during}",
             driver=self.driver,
@@ -228,19 +235,19 @@ class SessionEnd:
             except ProcessLookupError:
                 pass
 
-    def _gone_error(self) -> DriverCrashed:
+    def _gone_error(self) -> NotDelivered:
         end = self.end_error
         if end is not None:
             # A fresh instance per raise: one exception object raised in several tasks
             # would grow one traceback from all of them.
-            return DriverCrashed(
+            return NotDelivered(
                 end.message,
                 driver=self.driver,
                 exit_code=end.exit_code,
                 stderr_tail=end.stderr_tail,
             )
         state = "is closing" if self._closing else "is gone"
-        return DriverCrashed(
+        return NotDelivered(
             f"driver {self.driver!r} session {state}",
             driver=self.driver,
             exit_code=self.exit_code,
