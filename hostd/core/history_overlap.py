@@ -14,8 +14,10 @@ prefix of the input") is the core, and this module fixes its known traps:
    only at its start: when the whole stored window lies inside the transcript, the transcript
    is the answer (nothing duplicated, nothing reordered). A stale transcript (one that ends
    before the store does) is aligned the same way.
-3. *Shapes.* Stored rows become `HistoryMessage`s through `rows_to_history` (text parts
-   joined, thinking/tool parts and markers left out); text is compared whitespace-normalized.
+3. *Shapes.* Stored rows become `HistoryMessage`s through `history_message`, the one place
+   a row turns into history (text parts joined; an answer that ran tools also carries its
+   text and tool parts in order, so a stateless driver can rebuild its tool calls; thinking
+   and markers left out); text is compared whitespace-normalized.
 4. *System message at the input's start.* It never takes part in matching (the store has no
    system rows, so it would break every overlap); it is kept, first, in the driver's history.
 5. *The new input is never matched.* The user's new text is the turn's input, apart from the
@@ -25,16 +27,20 @@ prefix of the input") is the core, and this module fixes its known traps:
 6. *Only the new input is stored.* Client-sent context is passed to the driver, never stored,
    so an assistant turn sent by a client can never become a user row.
 7. *Window in whole turns.* `history_window` counts messages but never starts with an
-   assistant answer cut off from its question.
+   assistant answer cut off from its question. It is also bounded in bytes (oldest messages
+   leave first); a tool call and its result live in one message, so they leave together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from hostd_protocol.client_messages import MessageRow
-from hostd_protocol.common import HistoryMessage, TextDelta
+from hostd_protocol.common import Chunk, HistoryMessage, TextDelta, ToolCall, ToolResult
+from hostd_protocol.limits import MAX_DRIVER_HISTORY_BYTES
 
 #: Row statuses whose content belongs to the conversation (queued/draft rows were never sent,
 #: pending rows are the turn being answered).
@@ -72,28 +78,63 @@ def row_text(row: MessageRow) -> str:
     return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
 
 
+def history_message(role: str, parts: Iterable[Chunk], row_id: str) -> HistoryMessage | None:
+    """One user or assistant row as history, or None when it holds nothing a model can read.
+
+    An answer with tool parts keeps its text and tool parts in order (`HistoryMessage.parts`);
+    a row with neither text nor tools (an empty or thinking-only answer) is no history.
+    """
+    assert role in ("user", "assistant"), role
+    kept: list[Chunk] = [p for p in parts if isinstance(p, TextDelta | ToolCall | ToolResult)]
+    text = "".join(p.text for p in kept if isinstance(p, TextDelta))
+    has_tools = any(isinstance(p, ToolCall | ToolResult) for p in kept)
+    if not text and not has_tools:
+        return None
+    return HistoryMessage(
+        role="user" if role == "user" else "assistant",
+        text=text,
+        id=row_id,
+        parts=kept if has_tools else [],
+    )
+
+
 def rows_to_history(rows: Sequence[MessageRow]) -> list[HistoryMessage]:
     """Stored rows as history messages: user/assistant rows that were part of the conversation
-    and have text; markers, queued/draft/pending rows and empty answers are left out."""
+    and hold text or tool calls; markers, queued/draft/pending rows and empty answers are
+    left out."""
     out: list[HistoryMessage] = []
     for row in rows:
         if row.role == "marker" or row.status not in _HISTORY_STATUSES:
             continue
-        text = row_text(row)
-        if not text:
-            continue
-        out.append(HistoryMessage(role=row.role, text=text, id=row.id))
+        message = history_message(row.role, row.parts, row.id)
+        if message is not None:
+            out.append(message)
     return out
 
 
-def history_window(messages: Sequence[HistoryMessage], size: int) -> list[HistoryMessage]:
-    """The newest `size` messages, trimmed so the window starts at a user message.
+_size_encoder = msgspec.msgpack.Encoder()
+
+
+def message_bytes(message: HistoryMessage) -> int:
+    """What one history message weighs in a driver's `send` frame (encoded)."""
+    return len(_size_encoder.encode(message))
+
+
+def history_window(
+    messages: Sequence[HistoryMessage], size: int, max_bytes: int = MAX_DRIVER_HISTORY_BYTES
+) -> list[HistoryMessage]:
+    """The newest `size` messages that fit in `max_bytes`, trimmed so the window starts at
+    a user message.
 
     A window cut in the middle of a turn would hand the model an answer without its question.
+    Messages leave whole, oldest first, so a tool call never leaves without its result.
     """
     if size <= 0:
         return []
     window = list(messages[-size:])
+    total = sum(message_bytes(m) for m in window)
+    while window and total > max_bytes:
+        total -= message_bytes(window.pop(0))
     while window and window[0].role == "assistant":
         window.pop(0)
     return window

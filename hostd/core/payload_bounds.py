@@ -295,7 +295,10 @@ def check_text(what: str, text: str, limit: int) -> None:
 def check_send(text: str, history: Iterable[HistoryMessage]) -> None:
     """The limits of a `send`, checked before anything is stored."""
     check_text("the message", text, MAX_SEND_BYTES)
-    total = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in history)
+    total = sum(
+        len(m.text.encode("utf-8", "surrogatepass")) + (len(_msgpack.encode(m.parts)) if m.parts else 0)
+        for m in history
+    )
     if total > MAX_SEND_HISTORY_BYTES:
         raise PayloadTooLarge(
             f"the history sent along is {total} bytes; the limit is {MAX_SEND_HISTORY_BYTES} "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hostd.core.history_overlap import history_message
 from hostd.core.rows import LiveRow
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import HistoryMessage, RowStatus
@@ -91,8 +92,8 @@ class RowBook:
         )
 
     def history_before(self, position: int) -> list[HistoryMessage]:
-        """Sent user messages and answers before `position`, as text (stateless drivers);
-        answers not chosen (a multi-answer turn's alternatives) are left out."""
+        """Sent user messages and answers before `position`, as history for stateless drivers
+        (`history_overlap.history_message`: text, and an answer's tool calls); answers not chosen (a multi-answer turn's alternatives) are left out."""
         out: list[HistoryMessage] = []
         for live in self.ordered():
             if live.position >= position:
@@ -100,7 +101,7 @@ class RowBook:
             role = live.base.role
             if role == "marker" or live.status in UNSENT_STATUSES or live.base.alternative:
                 continue
-            text = live.parts.text()
-            if text:
-                out.append(HistoryMessage(role=role, text=text, id=live.id))
+            message = history_message(role, live.parts.build(), live.id)
+            if message is not None:
+                out.append(message)
         return out

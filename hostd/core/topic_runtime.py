@@ -418,7 +418,10 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         )
         self._open_answer(turn, **({"target": lanes[0]} if lanes else {}))
         options = user.base.meta.get("options")
-        history = self._book.history_before(user.position) if self._caps.needs_history else []
+        # Capabilities not known yet (the first turn after a daemon restart): the history
+        # goes along, and the turn drops it once the opened session says it needs none.
+        wants_history = self._caps.needs_history or not self._caps_known
+        history = self._book.history_before(user.position) if wants_history else []
         send = Send(
             turn_id=turn_id,
             text=text,

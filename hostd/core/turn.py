@@ -329,6 +329,8 @@ class TurnMachine(TurnSteps):
                     text_id=send.message_id,
                 )
                 send = replace_send(send, history=merged.messages)
+            elif send.history:
+                send = replace_send(send, history=[])
         else:
             send = Send(
                 turn_id=self.turn_id,

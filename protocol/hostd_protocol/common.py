@@ -153,8 +153,13 @@ class HistoryMessage(_Frozen, frozen=True):
     """One message of conversation history, as sent to stateless drivers or by clients."""
 
     role: Literal["system", "user", "assistant"]
+    #: The visible text (the row's text parts, joined): what a driver that knows no tools reads.
     text: str
     id: str = ""
+    #: An answer that ran tools: its text and tool parts in the order they happened (thinking
+    #: left out), so a stateless driver can rebuild its tool calls and their results. Empty
+    #: for a message without tools (then `text` is all there is).
+    parts: list[Chunk] = []
 
 
 class AnswerTarget(_Frozen, frozen=True):

@@ -23,6 +23,7 @@ from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 __all__ = [
     "MAX_CHUNK_CHARS",
     "MAX_DEPTH",
+    "MAX_DRIVER_HISTORY_BYTES",
     "MAX_FIELD_CHARS",
     "MAX_OPTIONS_BYTES",
     "MAX_FRAME_SIZE",
@@ -40,8 +41,12 @@ __all__ = [
 MAX_FRAME_SIZE = DEFAULT_MAX_FRAME_SIZE
 #: The text of one `send` or `edit-queued` (UTF-8 bytes).
 MAX_SEND_BYTES = 1024 * 1024
-#: The texts of the `history` a client sends along with one `send`, together (UTF-8 bytes).
+#: The `history` a client sends along with one `send`, together: texts (UTF-8) and tool parts
+#: (encoded), in bytes.
 MAX_SEND_HISTORY_BYTES = 2 * 1024 * 1024
+#: The stored history the host sends a stateless driver with one turn (encoded bytes): the
+#: oldest messages leave first, whole (a tool call with its result).
+MAX_DRIVER_HISTORY_BYTES = 4 * 1024 * 1024
 #: The largest text or thinking delta forwarded as one event; bigger ones are split.
 MAX_CHUNK_CHARS = 64 * 1024
 #: A tool result's output kept (characters); the rest is cut with `TRUNCATED_MARK`.

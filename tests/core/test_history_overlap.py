@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from hostd.core.history_overlap import (
     history_window,
     merge_history,
+    message_bytes,
     rows_to_history,
     same_message,
 )
 from hostd_protocol.client_messages import MessageRow
-from hostd_protocol.common import HistoryMessage, TextDelta, ThinkingDelta, ToolCall
+from hostd_protocol.common import HistoryMessage, TextDelta, ThinkingDelta, ToolCall, ToolResult
 
 
 def u(text: str, id: str = "") -> HistoryMessage:
@@ -140,7 +141,37 @@ def test_whitespace_and_shapes_are_normalized() -> None:
         ),
         MessageRow(id="m", topic_id="t", role="marker", status="success", position=5),
     ]
-    assert rows_to_history(rows) == [u("hello world", "r1"), a("partial", "r2")]
+    # An answer that ran tools keeps its text and tool parts in order (thinking left out).
+    tools = [ToolCall(call_id="c", name="x"), TextDelta(text="partial")]
+    assert rows_to_history(rows) == [
+        u("hello world", "r1"),
+        HistoryMessage(role="assistant", text="partial", id="r2", parts=tools),
+    ]
+
+
+def test_an_answer_that_only_ran_tools_is_history() -> None:
+    call, result = ToolCall(call_id="c", name="x"), ToolResult(call_id="c", output="out")
+    rows = [
+        MessageRow(id="r1", topic_id="t", role="user", status="success", position=1,
+                   parts=[TextDelta(text="go")]),
+        MessageRow(id="r2", topic_id="t", role="assistant", status="success", position=2,
+                   parts=[ThinkingDelta(text="hmm"), call, result]),
+    ]
+    assert rows_to_history(rows) == [
+        u("go", "r1"),
+        HistoryMessage(role="assistant", text="", id="r2", parts=[call, result]),
+    ]
+
+
+def test_window_is_bounded_in_bytes_oldest_first_and_whole() -> None:
+    big = "x" * 1000
+    convo = [u("q1"), HistoryMessage(role="assistant", text="", parts=[
+        ToolCall(call_id="c", name="n"), ToolResult(call_id="c", output=big)]), u("q2"), a("a2")]
+    sizes = [message_bytes(m) for m in convo]
+    # Room for everything but the first message: the tool answer would start the window,
+    # cut off from its question, so it leaves too (whole, its call with its result).
+    assert history_window(convo, 10, max_bytes=sum(sizes) - 1) == [u("q2"), a("a2")]
+    assert history_window(convo, 10, max_bytes=sum(sizes)) == convo
 
 
 def test_window_starts_at_a_user_message() -> None:

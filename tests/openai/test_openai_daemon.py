@@ -156,6 +156,11 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
     last = api.chat_requests[-1]
     users = [m["content"] for m in last.messages if m["role"] == "user"]
     assert users == ["echo please", "work", "say banana too", "slow", "hello"]
-    assistants = [m["content"] for m in last.messages if m["role"] == "assistant"]
+    assistants = [m["content"] for m in last.messages if m["role"] == "assistant" and m["content"]]
     assert assistants == ["The tool said echoed.", "Done, and banana."]
+    # Earlier tool calls are remembered, each with its result; the stopped one (no result)
+    # is left out.
+    calls = [c["function"]["name"] for m in last.messages for c in m.get("tool_calls", [])]
+    assert calls == ["t__echo", "t__echo"]
+    assert last.tool_results == ["echoed", "working"]
     assert "t__slow" not in str(last.messages)

@@ -3,9 +3,10 @@
 Rules this module guards:
 
 - The conversation sent is: the system prompt, the host's stored history (the host has
-  already removed overlap), the new user message; then, within the turn, each assistant
-  message with its tool calls, one `tool` message per call, and steers as user messages.
-  Nothing is kept across turns, so nothing can be sent twice.
+  already removed overlap; earlier answers' tool calls and results rebuilt by `history`),
+  the new user message; then, within the turn, each assistant message with its tool calls,
+  one `tool` message per call, and steers as user messages. Nothing is kept across turns
+  (the host's history is the one source), so nothing can be sent twice.
 - Steering is native: before every model call, pending steers are taken (`SteerInjected`) and
   appended as user messages; when the next response starts, `TurnContext.message_start`
   reports the steer boundary before any chunk of it. A steer that arrives while the last
@@ -42,6 +43,7 @@ from hostd_openai.chat_stream import (
     UsageReport,
 )
 from hostd_openai.config import OpenAIOptions
+from hostd_openai.history import history_messages
 from hostd_openai.mcp_tools import CatalogSnapshot
 from hostd_openai.tool_runner import ToolRunner
 from hostd_openai.tool_search import plan
@@ -133,10 +135,7 @@ def initial_messages(system_prompt: str, turn: TurnContext) -> list[dict[str, An
     messages: list[dict[str, Any]] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
-    for item in turn.send.history:
-        if not item.text:
-            continue  # an assistant row that only ran tools: nothing the model can read
-        messages.append({"role": item.role, "content": item.text})
+    messages.extend(history_messages(turn.send.history))
     messages.append({"role": "user", "content": turn.send.text})
     return messages
 

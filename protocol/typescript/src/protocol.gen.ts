@@ -94,10 +94,42 @@ export interface AnswerTarget {
   readonly model?: string;
 }
 
+/** Visible answer text, appended to the row's current text part. */
+export interface TextDelta {
+  readonly type: "text";
+  readonly text: string;
+}
+
+/** Model reasoning text; UIs show it collapsed. */
+export interface ThinkingDelta {
+  readonly type: "thinking";
+  readonly text: string;
+}
+
+/** The model asked to run a tool. `input` is the tool's arguments as decoded JSON. */
+export interface ToolCall {
+  readonly type: "tool-call";
+  readonly call_id: string;
+  /** Default: `{}` (omitted on the wire). */
+  readonly input?: Record<string, unknown>;
+  readonly name: string;
+}
+
+/** The result of the tool call named by `call_id`. */
+export interface ToolResult {
+  readonly type: "tool-result";
+  readonly call_id: string;
+  /** Default: `false` (omitted on the wire). */
+  readonly is_error?: boolean;
+  readonly output: string;
+}
+
 /** One message of conversation history, as sent to stateless drivers or by clients. */
 export interface HistoryMessage {
   /** Default: `""` (omitted on the wire). */
   readonly id?: string;
+  /** Default: `[]` (omitted on the wire). */
+  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult>;
   readonly role: "assistant" | "system" | "user";
   readonly text: string;
 }
@@ -510,36 +542,6 @@ export interface CompactionAnchor {
   readonly tokens_before?: number;
   /** Default: `"auto"` (omitted on the wire). */
   readonly trigger?: "auto" | "manual" | "reactive";
-}
-
-/** Visible answer text, appended to the row's current text part. */
-export interface TextDelta {
-  readonly type: "text";
-  readonly text: string;
-}
-
-/** Model reasoning text; UIs show it collapsed. */
-export interface ThinkingDelta {
-  readonly type: "thinking";
-  readonly text: string;
-}
-
-/** The model asked to run a tool. `input` is the tool's arguments as decoded JSON. */
-export interface ToolCall {
-  readonly type: "tool-call";
-  readonly call_id: string;
-  /** Default: `{}` (omitted on the wire). */
-  readonly input?: Record<string, unknown>;
-  readonly name: string;
-}
-
-/** The result of the tool call named by `call_id`. */
-export interface ToolResult {
-  readonly type: "tool-result";
-  readonly call_id: string;
-  /** Default: `false` (omitted on the wire). */
-  readonly is_error?: boolean;
-  readonly output: string;
 }
 
 /** Token and cost accounting for (part of) a turn. Fields the vendor does not report are 0. */
