@@ -29,7 +29,7 @@ import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import trio
@@ -71,6 +71,9 @@ from hostd_protocol.framing import (
     FrameDecoder,
     detect_encoding,
 )
+
+if TYPE_CHECKING:
+    from hostd.shell.server import ConnectionSlot
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +171,7 @@ class Connection:
         hello_timeout: float = HELLO_TIMEOUT,
         frame_timeout: float = FRAME_TIMEOUT,
         partial_frames: PartialFrames | None = None,
+        slot: ConnectionSlot | None = None,
     ) -> None:
         self.id = connection_id
         self.peer_uid = peer_uid
@@ -207,6 +211,10 @@ class Connection:
         self._writes = 0
         self._resyncs = 0
         self._requests = 0
+        #: Its place in the server's slots: told when it said hello, and how to evict it.
+        self._slot = slot
+        if slot is not None:
+            slot.on_evict = self._fatal
 
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.client_name!r}>"
@@ -562,6 +570,8 @@ class Connection:
             )
             return False
         self.welcomed = True
+        if self._slot is not None:
+            self._slot.welcomed()
         self.client_name = msg.client
         self.send_message(
             Welcome(

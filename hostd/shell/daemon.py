@@ -55,6 +55,7 @@ from hostd.shell.schedule_service import (
 )
 from hostd.shell.scheduler import Scheduler
 from hostd.shell.server import (
+    ConnectionSlot,
     DaemonAlreadyRunning,
     DaemonLock,
     PeerUidLookup,
@@ -136,6 +137,9 @@ class DaemonConfig:
     #: Connections served at once; more are refused with `too_many_connections`
     #: (0: derived from the descriptor limit, `server.default_max_connections`).
     max_connections: int = 0
+    #: Of those, how many may be waiting for their hello; when full, the oldest waiting one
+    #: is closed (0: `connection_slots.default_max_startups`).
+    max_startups: int = 0
     #: A new connection must say hello within this; a frame once started must complete
     #: within `frame_timeout` (seconds).
     hello_timeout: float = HELLO_TIMEOUT
@@ -273,7 +277,9 @@ class Daemon(RequestHandlers):
 
     # --- connections ----------------------------------------------------------------------
 
-    async def handle_connection(self, stream: trio.SocketStream, uid: int) -> None:
+    async def handle_connection(
+        self, stream: trio.SocketStream, uid: int, slot: ConnectionSlot | None = None
+    ) -> None:
         self._conn_counter += 1
         conn = Connection(
             stream,
@@ -285,6 +291,7 @@ class Daemon(RequestHandlers):
             hello_timeout=self.config.hello_timeout,
             frame_timeout=self.config.frame_timeout,
             partial_frames=self._partial_frames,
+            slot=slot,
         )
         self.connections.add(conn)
         try:
@@ -541,6 +548,7 @@ async def _accept(
             handler_nursery=conn_nursery,
             peer_uid=peer_uid,
             max_connections=daemon.config.max_connections or default_max_connections(),
+            max_startups=daemon.config.max_startups or None,
             task_status=task_status,
         )
 

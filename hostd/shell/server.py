@@ -12,6 +12,10 @@ Rules this module guards:
 - Every accepted peer's uid is checked (SO_PEERCRED, or LOCAL_PEERCRED on BSD/macOS) before
   a single byte of it is read; anyone but the daemon's own user gets `access_denied` and is
   closed. The lookup is injectable so tests can pretend to be another user.
+- Connection slots (`hostd.core.connection_slots`): at most `max_connections`, and among
+  them a small quota for connections that have not said hello; when that (or the cap) is
+  full the oldest silent one is closed with a reason, so a client that says hello always
+  gets in. Only connections that said hello can make the daemon refuse one.
 - Unix sockets only: there is no TCP listener.
 """
 
@@ -30,15 +34,39 @@ from typing import Any
 
 import trio
 
+from hostd.core.connection_slots import ConnectionSlots, Refuse
 from hostd.shell.fanout import SERVER_CODECS
 from hostd_protocol.client_messages import ErrorReply
-from hostd_protocol.errors import AccessDenied, HostdError, TooManyConnections
+from hostd_protocol.errors import AccessDenied, HandshakeError, HostdError, TooManyConnections
 
 log = logging.getLogger(__name__)
 
 #: Returns the uid of the process at the other end of a connected Unix socket.
 PeerUidLookup = Callable[[Any], int]
-ConnectionHandler = Callable[[trio.SocketStream, int], Awaitable[None]]
+
+
+class ConnectionSlot:
+    """An accepted connection's place in the daemon's slots. Whoever serves the connection
+    calls `welcomed()` once it said hello, and may set `on_evict` to close it with the reason
+    it is given (else an eviction cancels the handler)."""
+
+    def __init__(self, slots: ConnectionSlots[ConnectionSlot]) -> None:
+        self._slots = slots
+        self.scope = trio.CancelScope()
+        #: Closes the connection, telling the peer this error (set by the connection).
+        self.on_evict: Callable[[HostdError], None] | None = None
+
+    def welcomed(self) -> None:
+        self._slots.welcome(self)
+
+    def evict(self, error: HostdError) -> None:
+        if self.on_evict is not None:
+            self.on_evict(error)
+        else:
+            self.scope.cancel()
+
+
+ConnectionHandler = Callable[[trio.SocketStream, int, ConnectionSlot], Awaitable[None]]
 
 
 class DaemonAlreadyRunning(HostdError):
@@ -200,16 +228,17 @@ async def serve_unix(
     handler_nursery: trio.Nursery,
     peer_uid: PeerUidLookup = default_peer_uid,
     max_connections: int = 1024,
+    max_startups: int | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept connections until cancelled; each runs `handler(stream, uid)` as a task of
-    `handler_nursery` (as `trio.serve_listeners` does), so cancelling the accept loop stops
-    new connections while existing ones drain."""
+    """Accept connections until cancelled; each runs `handler(stream, uid, slot)` as a task
+    of `handler_nursery` (as `trio.serve_listeners` does), so cancelling the accept loop
+    stops new connections while existing ones drain. `max_startups`: how many connections
+    may wait for their hello (default: `connection_slots.default_max_startups`)."""
     own_uid = os.getuid()
-    active = 0
+    slots: ConnectionSlots[ConnectionSlot] = ConnectionSlots(max_connections, max_startups)
 
     async def one(stream: trio.SocketStream) -> None:
-        nonlocal active
         try:
             uid: int | None = peer_uid(stream.socket)
         except OSError as exc:
@@ -222,18 +251,25 @@ async def serve_unix(
                 + (f"; you are uid {uid}" if uid is not None else "")
             ))
             return
-        if active >= max_connections:
-            log.warning("refusing a connection: %d connections already (the maximum)", active)
+        slot = ConnectionSlot(slots)
+        decision = slots.admit(slot)
+        if isinstance(decision, Refuse):
+            log.warning("refusing a connection: %d connections already (the maximum)",
+                        slots.total)
             await _refuse(stream, TooManyConnections(
-                f"hostd already serves {active} connections, its maximum; close some windows "
-                "or clients and try again", details={"max": max_connections},
+                decision.reason, details={"max": max_connections}
             ))
             return
-        active += 1
+        if decision.evicted is not None:
+            log.warning("closing a connection that has not said hello: %s", decision.reason)
+            decision.evicted.evict(HandshakeError(
+                decision.reason, details={"max_startups": slots.max_startups}
+            ))
         try:
-            await handler(stream, uid)
+            with slot.scope:
+                await handler(stream, uid, slot)
         finally:
-            active -= 1
+            slots.release(slot)
 
     backoff = ACCEPT_BACKOFF_MIN
     async with listener:

@@ -158,3 +158,39 @@ async def test_incomplete_frames_of_all_connections_share_one_budget(
             t = await c.create_topic(driver="scripted")
             assert (await c.send(t.id, "/text ok\n" + "y" * 1_000_000 + "\nq", "start")).row_id
         await d.stop()
+
+
+async def test_unwelcomed_connections_never_keep_a_client_out(
+    nursery: trio.Nursery, paths: Paths
+) -> None:
+    """Issue 31 item 8: 300 connections that never say hello (more than every slot) do not
+    keep a real client out. They share a small quota of their own (`max_startups`); when it
+    is full the oldest is dropped with a reason (like sshd's MaxStartups), so whoever
+    connects next, and says hello, gets in."""
+    config = DaemonConfig(default_driver="scripted", hello_timeout=120.0, max_connections=256,
+                          max_startups=16)
+    with trio.fail_after(60):
+        d = await start_in_process(nursery, paths, config=config)
+        silent = [await Raw.connect(paths) for _ in range(300)]
+        async with open_client(paths) as c:
+            assert await c.ping()
+            # The oldest were dropped with a reason; never more than the quota stayed.
+            reply = await silent[0].recv()
+            assert isinstance(reply, ErrorReply) and reply.code == "handshake_error"
+            assert reply.message == (
+                "closed before its hello: 16 newer connections are waiting to say hello (at "
+                "most 16 may wait); connect again and send hello at once"
+            )
+            await silent[0].expect_eof()
+            assert len(d.daemon.connections) <= 16 + 1
+            # Welcomed windows up to the cap still come in beside the silent ones.
+            windows = []
+            for _ in range(config.max_connections - 1 - 16):
+                raw = await Raw.connect(paths)
+                await raw.hello()
+                windows.append(raw)
+            async with open_client(paths) as late:
+                assert await late.ping()
+        for raw in silent + windows:
+            await raw.stream.aclose()
+        await d.stop()
