@@ -32,7 +32,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from hostd.cli.chat_answers import also_note, choose_row, parse_also
+from hostd.cli.chat_answers import also_note, parse_also
 from hostd.cli.chat_commands import HELP, Command, parse_command
 from hostd.cli.chat_input import (
     EndOfInput,
@@ -43,7 +43,6 @@ from hostd.cli.chat_input import (
     read_chunks,
 )
 from hostd.cli.chat_render import (
-    allow_always_option,
     render_chat_live,
     render_row,
     render_turn_error,
@@ -51,7 +50,9 @@ from hostd.cli.chat_render import (
     row_text,
     total_usage,
 )
+from hostd.cli.chat_requests import ChatRequests, Quit, SwitchTopic
 from hostd.cli.chat_state import ChatState
+from hostd.cli.chat_topic_ops import QUESTIONS
 from hostd.cli.common import terminal_safe
 from hostd.client import Client, Subscription
 from hostd.core.transcript import Transcript
@@ -59,7 +60,6 @@ from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalResolved,
-    MessageRow,
     NoticeEvent,
     Rolled,
     RowOpened,
@@ -70,12 +70,12 @@ from hostd_protocol.client_messages import (
     TurnStarted,
 )
 from hostd_protocol.common import AnswerTarget, Usage
-from hostd_protocol.errors import AlreadyAnswered, HostdError, ProtocolError
+from hostd_protocol.errors import HostdError, ProtocolError
 
 if TYPE_CHECKING:
     from prompt_toolkit.history import History
 
-__all__ = ["ChatApp", "Command", "Quit", "parse_command", "render_turn_error"]
+__all__ = ["ChatApp", "Command", "Quit", "SwitchTopic", "parse_command", "render_turn_error"]
 
 #: Frames per second at most: bursts of chunks are coalesced into one redraw.
 FPS = 20
@@ -86,16 +86,7 @@ QUIT_WINDOW = 3.0
 # --- the app --------------------------------------------------------------------------------
 
 
-class Quit(Exception):
-    """Leave the chat (the daemon and the topic keep going)."""
-
-    def __init__(self, code: int = 0, message: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class ChatApp:
+class ChatApp(ChatRequests):
     """One terminal window on one topic."""
 
     def __init__(
@@ -108,6 +99,8 @@ class ChatApp:
         input_fd: int | None = None,
         interactive: bool = True,
         history: History | None = None,
+        editor: LineEditor | None = None,
+        leftover: list[InputEvent] | None = None,
     ) -> None:
         self.client = client
         self.sub = sub
@@ -117,7 +110,23 @@ class ChatApp:
         self.interactive = interactive
         self.topic_id = sub.topic_id
         self.state = ChatState()
-        self.editor = LineEditor(history, piped=not interactive)
+        # A switch of topic (`/fork`) hands the input line and what was typed after the
+        # command (`leftover`) to the next topic's window.
+        self.editor = editor or LineEditor(history, piped=not interactive)
+        self.leftover: list[InputEvent] = leftover or []
+        #: The topic `/fork` switched to ("" when the chat ended otherwise).
+        self.switch_to = ""
+        #: A command waiting for the user's y/n because it would stop the running answer.
+        self.confirming: Command | None = None
+        #: Actions queued and done so far: commands that look at what earlier ones did
+        #: (a sent message's turn) wait until those are done (`_settle`).
+        self._queued_n = 0
+        self._done_n = 0
+        self._action_done = trio.Event()
+        #: Turns this window's requests started, and turns seen ending: a turn started
+        #: here is running even before its `turn-started` event arrives.
+        self._started: set[str] = set()
+        self._ended: set[str] = set()
         self.notes: list[RenderableType] = []
         self.hint = ""
         self._hint_until = 0.0
@@ -200,6 +209,10 @@ class ChatApp:
                     code = quit_exc.code
                     if quit_exc.message:
                         self.notes.append(Text(quit_exc.message, style="red"))
+                except* SwitchTopic as group:
+                    switch = group.exceptions[0]
+                    assert isinstance(switch, SwitchTopic)
+                    self.switch_to = switch.topic_id
                 except* HostdError as group:
                     # E.g. the daemon went away and re-attaching failed: say it, exit 1.
                     err = group.exceptions[0]
@@ -209,6 +222,12 @@ class ChatApp:
                 self._paint(live, final=True)
         finally:
             self._print_notes()
+        if self.switch_to:
+            self.console.print(
+                Text(f"── now in topic {self.switch_to}; back to this one: "
+                     f"hostd chat {self.topic_id}", style="dim")
+            )
+            return code
         self.console.print(
             Text.assemble(
                 ("bye", "bold"),
@@ -353,6 +372,7 @@ class ChatApp:
         return total_usage(per_turn.values()) if per_turn else None
 
     def _on_turn_ended(self, item: TurnEnded) -> None:
+        self._ended.add(item.turn_id)
         if self.hint.startswith("stopping…"):
             # The stop is done: the footer must not say "idle" and "stopping…" at once.
             self.set_hint("stopped (Ctrl-C again to quit)")
@@ -367,6 +387,7 @@ class ChatApp:
 
     async def _keys(self) -> None:
         assert self.input_fd is not None
+        await self._feed(self.leftover)
         async for text in read_chunks(self.input_fd):
             if text.strip("\x03"):
                 # "Twice" means two Ctrl-C in a row: any other key starts the count again.
@@ -374,12 +395,17 @@ class ChatApp:
             if not self.interactive:
                 # Piped input: lines, no editing keys, no live input line.
                 text = text.replace("\r", "")
-            for event in self.editor.feed(text):
-                await self._on_input(event)
+            await self._feed(self.editor.feed(text))
             self.redraw()
         if self.editor.text and not self.interactive:  # a last line without a newline
             await self._on_input(Submit(self.editor.text))
         await self._on_input(EndOfInput())
+
+    async def _feed(self, events: list[InputEvent]) -> None:
+        for i, event in enumerate(events):
+            self.leftover = events[i + 1 :]  # what a switch of topic carries over
+            await self._on_input(event)
+        self.leftover = []
 
     async def _on_input(self, event: InputEvent) -> None:
         if isinstance(event, Interrupt):
@@ -388,10 +414,26 @@ class ChatApp:
             if self.interactive:
                 raise Quit(0)
             # Piped input ran out: let the answer finish (and queued messages run), then leave.
-            await self._send_actions.send(Command("drain"))
+            await self._enqueue(Command("drain"))
         elif isinstance(event, Submit):
+            if self.confirming is not None:
+                await self._on_answer(self.confirming, event.text)
+                return
             cmd = parse_command(event.text, approval_open=bool(self.transcript.approvals()))
             await self._on_command(cmd)
+
+    async def _on_answer(self, asked: Command, text: str) -> None:
+        """The y/n to `QUESTIONS`: anything but yes keeps the answer running; a line that is
+        not an answer at all (a message, a command) is also taken as itself."""
+        self.confirming = None
+        self.set_hint("", 0)
+        answer = text.strip().lower()
+        if answer in ("y", "yes"):
+            await self._enqueue(Command(asked.name, asked.arg, confirmed=True))
+            return
+        self.note_text(f"/{asked.name} cancelled: the answer goes on", "yellow")
+        if answer not in ("n", "no", ""):
+            await self._on_input(Submit(text))
 
     def _on_ctrl_c(self) -> None:
         now = trio.current_time()
@@ -399,6 +441,7 @@ class ChatApp:
             raise Quit(0)
         self._last_interrupt = now
         if self.transcript.active_turn_id:
+            self._queued_n += 1
             self._send_actions.send_nowait(Command("stop"))
             self.set_hint("stopping… (Ctrl-C again to quit)")
         elif self.editor.text:
@@ -417,9 +460,22 @@ class ChatApp:
             return
         if cmd.name == "unknown":
             self.note_text(
-                f"unknown command /{cmd.arg}: /help lists them; //{cmd.arg} sends it as a message",
+                f"/{cmd.arg} is not a chat command: did you mean /{cmd.hint}? "
+                f"(/help lists them; //{cmd.arg} sends it to the agent as a message)",
                 "red",
             )
+            return
+        if cmd.name in QUESTIONS and not cmd.confirmed:
+            await self._settle()  # a message sent just before may have started a turn
+            if self._answering():
+                self.confirming = cmd
+                self.note_text(QUESTIONS[cmd.name], "yellow")
+                self.set_hint(f"y: stop and {cmd.name} · anything else: keep the answer", 3600)
+                return
+        if cmd.name == "fork":
+            # Wait for it: after a fork, what is typed goes to the new topic.
+            await self._enqueue(cmd)
+            await self._settle()
             return
         if cmd.name == "also":
             targets = parse_also(cmd.arg)
@@ -433,145 +489,6 @@ class ChatApp:
             row = self._unsent_row(cmd.arg)
             if row is not None:
                 self.editor.set(row_text(row))
-                await self._send_actions.send(Command("discard-quiet", row.id))
+                await self._enqueue(Command("discard-quiet", row.id))
             return
-        await self._send_actions.send(cmd)
-
-    def _unsent_row(self, arg: str) -> MessageRow | None:
-        unsent = ChatState.unsent(self.transcript.rows())
-        try:
-            n = int(arg)
-        except ValueError:
-            self.note_text(f"which one? give its number (1..{len(unsent)})", "red")
-            return None
-        if not 1 <= n <= len(unsent):
-            if unsent:
-                self.note_text(f"no unsent message {n} (1..{len(unsent)})", "red")
-            else:
-                self.note_text("no unsent messages", "red")
-            return None
-        return unsent[n - 1]
-
-    # --- requests -------------------------------------------------------------------------
-
-    async def _actions(self) -> None:
-        async for cmd in self._recv_actions:
-            try:
-                await self._run(cmd)
-            except HostdError as exc:
-                self.note_text(f"{exc.message} [{exc.code}]", "red")
-
-    async def _run(self, cmd: Command) -> None:
-        c, tid = self.client, self.topic_id
-        if cmd.name == "":
-            active = self.transcript.active_turn_id
-            result = await c.send(tid, cmd.arg, "auto", also=self.also)
-            if result.disposition == "steered":
-                self.state.steers[result.row_id] = active
-            elif result.disposition == "queued":
-                self._queued_here.add(result.row_id)
-                self.state.steers.pop(result.row_id, None)
-                if active:
-                    self.note_text("queued: it runs when this answer ends (no steering now)")
-            self.redraw()
-        elif cmd.name == "stop":
-            active = self.transcript.active_turn_id
-            if not active:
-                self.note_text("nothing to stop")
-                return
-            if cmd.arg:  # `/stop N`: answer N alone; the others go on
-                picked = choose_row(self.transcript.rows(), cmd.arg)
-                if isinstance(picked, str) or picked.turn_id != active:
-                    self.note_text(
-                        picked if isinstance(picked, str) else "the running answer is one: /stop",
-                        "red",
-                    )
-                    return
-                await c.stop(tid, row_id=picked.id)
-                self.note_text(f"stopping answer {picked.lane}; the others go on")
-                return
-            await c.stop(tid)
-        elif cmd.name in ("discard", "send"):
-            row = self._unsent_row(cmd.arg)
-            if row is None:
-                return
-            if cmd.name == "discard":
-                await c.discard_queued(tid, row.id)
-                self.note_text("discarded")
-            else:
-                await c.send_now(tid, row.id)
-        elif cmd.name == "discard-quiet":
-            await c.discard_queued(tid, cmd.arg)
-        elif cmd.name in ("regenerate", "undo", "fork"):
-            await self._topic_op(cmd.name)
-        elif cmd.name == "choose":
-            picked = choose_row(self.transcript.rows(), cmd.arg)
-            if isinstance(picked, str):
-                self.note_text(picked, "red")
-                return
-            await c.choose_answer(tid, picked.id)
-            self.note_text(f"continuing from answer {picked.lane}; the others are alternatives")
-        elif cmd.name in ("allow", "deny"):
-            await self._answer(cmd.name == "allow", cmd.arg)
-        elif cmd.name == "always":
-            await self._answer(True, cmd.arg, always=True)
-        elif cmd.name == "drain":
-            await self._wait_idle()
-            raise Quit(0)
-
-    async def _topic_op(self, name: str) -> None:
-        """`/regenerate`, `/undo` (rewind before the last message), `/fork` (at the last
-        finished row): the topic operations, one request each."""
-        c, tid = self.client, self.topic_id
-        sent = [r for r in self.transcript.rows() if r.status not in ("queued", "draft")]
-        if name == "regenerate":
-            await c.regenerate(tid, stop=True)
-            return
-        if name == "undo":
-            users = [r for r in sent if r.role == "user"]
-            if not users:
-                self.note_text("nothing to undo")
-                return
-            cut = await c.rewind(tid, users[-1].id, include=True, stop=True)
-            self.note_text(f"removed {len(cut)} row(s) from the history")
-            return
-        done = [r for r in sent if r.status != "pending"]
-        if not done:
-            self.note_text("nothing to fork yet")
-            return
-        fork = await c.fork_topic(tid, done[-1].id)
-        self.note_text(f"forked into {fork.id} ({fork.title}): hostd chat {fork.id}")
-
-    async def _answer(self, allow: bool, reason: str, *, always: bool = False) -> None:
-        approvals = self.transcript.approvals()
-        if not approvals:
-            self.note_text("no approval is waiting")
-            return
-        approval = approvals[0]
-        option_id = ""
-        if always:
-            # Allow-always exists only where the driver offers it (an approval option).
-            option = allow_always_option(approval)
-            if option is None:
-                self.note_text(f"{approval.tool}: this driver offers no allow-always; y or n")
-                return
-            option_id = option.id
-        self._answered_here.add(approval.id)
-        try:
-            await self.client.answer_approval(
-                self.topic_id, approval.id, allow, reason, option_id=option_id
-            )
-        except AlreadyAnswered as exc:
-            self._answered_here.discard(approval.id)
-            self.note_text(f"too late: {exc.message}", "yellow")
-            return
-        verb = "allowed always (this topic)" if always else "allowed once" if allow else "denied"
-        self.note_text(f"{approval.tool}: {verb}", "green" if allow else "yellow")
-
-    async def _wait_idle(self) -> None:
-        """Until no turn runs and nothing is queued (piped input: let the answers finish)."""
-        while True:
-            rows = self.transcript.rows()
-            if not self.transcript.active_turn_id and not any(r.status == "queued" for r in rows):
-                return
-            await self._event_seen.wait()
+        await self._enqueue(cmd)

@@ -151,6 +151,27 @@ async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) ->
         paths, client_name=client_name, autostart=getattr(args, "autostart", False)
     ) as client:
         topic = await _open_topic(client, args)
+        if interactive:
+            assert stdin_fd is not None
+            with raw_terminal(stdin_fd):
+                return await _chat(client, topic, console, paths, client_name, stdin_fd, interactive)
+        return await _chat(client, topic, console, paths, client_name, stdin_fd, interactive)
+
+
+async def _chat(
+    client: Client,
+    topic: TopicInfo,
+    console: Console,
+    paths: Paths,
+    client_name: str,
+    stdin_fd: int | None,
+    interactive: bool,
+) -> int:
+    """One `ChatApp` after the other: `/fork` switches to the new topic in this terminal,
+    with the input line and what was typed after the command."""
+    history = chat_history(paths.data_dir / "chat-history") if interactive else None
+    carried: ChatApp | None = None
+    while True:
         async with client.attach(topic.id) as sub:
             app = ChatApp(
                 client,
@@ -159,18 +180,20 @@ async def chat_main(args: argparse.Namespace, console: Console, paths: Paths) ->
                 client_name=client_name,
                 input_fd=stdin_fd,
                 interactive=interactive,
-                history=chat_history(paths.data_dir / "chat-history") if interactive else None,
+                history=history,
+                editor=carried.editor if carried is not None else None,
+                leftover=carried.leftover if carried is not None else None,
             )
             try:
                 stored = await client.usage(topic.id)
                 app.stored_usage = {t.turn_id: t.usage for t in stored.turns}
             except HostdError:
                 pass  # an older daemon: the footer starts from this window's turns
-            if interactive:
-                assert stdin_fd is not None
-                with raw_terminal(stdin_fd):
-                    return await app.run()
-            return await app.run()
+            code = await app.run()
+        if not app.switch_to:
+            return code
+        topic = await client.get_topic(app.switch_to)
+        carried = app
 
 
 def cmd_chat(args: argparse.Namespace) -> int:

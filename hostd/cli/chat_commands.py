@@ -1,8 +1,16 @@
 """The chat's slash commands (pure): what a submitted input line asks for, and the help that
-lists them."""
+lists them.
+
+A line starting with `/` is a chat command when its word is one (`/stop`, `/undo`, ...).
+Any other `/word` goes to the topic's agent as a message, because agents have slash commands
+of their own (Claude Code's `/compact`, the scripted driver's `/text` and `/tool`
+directives); only a word a letter or two away from a chat command (`/stpo`) is taken for a
+typo and asked about rather than sent. `//` at the start always sends the line as a message.
+"""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 __all__ = ["COMMANDS", "HELP", "Command", "parse_command"]
@@ -15,22 +23,28 @@ HELP = """\
   [bold cyan]/send N[/bold cyan]        send unsent message N now (stops the running answer)
   [bold cyan]/edit N[/bold cyan]        put unsent message N back on the input line
   [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny [reason])
-  [bold cyan]/regenerate[/bold cyan]    answer the last message again (stops a running answer)
-  [bold cyan]/undo[/bold cyan]          remove the last message and its answer from the history
-  [bold cyan]/fork[/bold cyan]          copy this topic (up to the last finished row) into a new one
+  [bold cyan]/regenerate[/bold cyan]    answer the last message again (asks before it stops a running answer)
+  [bold cyan]/undo[/bold cyan]          remove the last message and its answer (asks before it stops one)
+  [bold cyan]/fork [N][/bold cyan]      copy this topic up to row N (U2, A2, or 2: message 2 and its
+                 answer; default: the last finished row) into a new topic and chat there
   [bold cyan]/also T ...[/bold cyan]    more models answer each message (T: DRIVER, DRIVER/MODEL, /MODEL, @ASSISTANT)
   [bold cyan]/choose N[/bold cyan]      continue from answer N of the last message with several answers
   [bold cyan]/stop N[/bold cyan]        stop only answer N of the running message with several answers
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
-  [bold cyan]//text[/bold cyan]         send a message that starts with "/" (e.g. scripted directives)"""
+  [bold cyan]/other[/bold cyan]         any other /word goes to the agent as a message (its own slash
+                 commands, the scripted driver's directives); //text always sends text"""
 
 
 @dataclass(frozen=True)
 class Command:
-    """A parsed input line: `name` "" means a plain message (`arg` holds it)."""
+    """A parsed input line: `name` "" means a plain message (`arg` holds it); "unknown" a
+    likely typo of the chat command `arg` names (`hint`: the command it resembles)."""
 
     name: str
     arg: str = ""
+    hint: str = ""
+    #: The user already said yes to what the command would stop (`/undo`, `/regenerate`).
+    confirmed: bool = False
 
 
 COMMANDS = frozenset(
@@ -55,7 +69,8 @@ _ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
 
 
 def parse_command(line: str, *, approval_open: bool = False) -> Command:
-    """What a submitted line asks for. Unknown `/words` are errors, not messages."""
+    """What a submitted line asks for: a chat command, a likely typo of one ("unknown"), or a
+    message (plain text, `//text`, or a `/word` the chat does not know: the agent's)."""
     text = line.strip()
     if not text:
         return Command("noop")
@@ -69,8 +84,22 @@ def parse_command(line: str, *, approval_open: bool = False) -> Command:
         return Command("always")
     if not text.startswith("/"):
         return Command("", line)
-    name, _, arg = text[1:].partition(" ")
-    name = _ALIASES.get(name.lower(), name.lower())
-    if name not in COMMANDS:
-        return Command("unknown", name)
-    return Command(name, arg.strip())
+    # Split at any blank, a newline too (`/text hi\n/tool x`: a script pasted whole).
+    word, arg = [*text[1:].split(None, 1), "", ""][:2]
+    name = _ALIASES.get(word.lower(), word.lower())
+    if not name:
+        return Command("help")  # a lone `/`
+    if name in COMMANDS:
+        return Command(name, arg.strip())
+    names = COMMANDS | {a for a in _ALIASES if len(a) > 2}
+    near = [c for c in sorted(names) if len(name) >= 3 and c.startswith(name)]
+    near = near or difflib.get_close_matches(name, COMMANDS, n=1, cutoff=_TYPO_CUTOFF)
+    if near:
+        return Command("unknown", word, hint=_ALIASES.get(near[0], near[0]))
+    return Command("", line)  # the agent's own slash command or directive
+
+
+#: How alike a word must be to a chat command to be taken for its typo (or be the start of
+#: one, `/regen`) (difflib's ratio:
+#: `stpo`/`stop` 0.75, `udno`/`undo` 0.75; `tool`/`stop` 0.5, `text`/`edit` 0.5).
+_TYPO_CUTOFF = 0.75

@@ -217,19 +217,22 @@ async def test_chat_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> No
 async def test_chat_undo_regenerate_and_fork(daemon: DemoDaemon) -> None:
     topic_id = await new_topic(daemon, "/echo")
     env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "100"}
-    with trio.fail_after(30):
-        proc = await trio.run_process(
-            [sys.executable, "-m", "hostd", "chat", topic_id],
-            stdin=b"first question\n/undo\nsecond question\n/regenerate\n/fork\n",
-            capture_stdout=True,
-            capture_stderr=True,
-            env=env,
-            check=False,
-        )
-    out = proc.stdout.decode()
-    assert proc.returncode == 0, out + proc.stderr.decode()
-    assert "row(s) from the history" in out
-    assert "forked into tp" in out
+
+    async def chat(stdin: bytes) -> str:
+        # One chat per step: each starts on an idle topic, so no question is asked
+        # (asking before stopping a running answer: test_chat_commands_e2e).
+        with trio.fail_after(30):
+            proc = await trio.run_process(
+                [sys.executable, "-m", "hostd", "chat", topic_id], stdin=stdin,
+                capture_stdout=True, capture_stderr=True, env=env, check=False,
+            )
+        out = proc.stdout.decode()
+        assert proc.returncode == 0, out + proc.stderr.decode()
+        return out
+
+    await chat(b"first question\n")
+    assert "row(s) from the history" in await chat(b"/undo\nsecond question\n")
+    assert "forked into tp" in await chat(b"/regenerate\n/fork\n")
     async with open_client(daemon.paths) as c:
         rows = (await c.history(topic_id)).rows
         # /undo cut the first exchange; /regenerate answered the second again (new rows).

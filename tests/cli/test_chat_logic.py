@@ -94,12 +94,27 @@ def test_parse_command() -> None:
     assert parse_command("/stop") == Command("stop")
     assert parse_command("/discard 2") == Command("discard", "2")
     assert parse_command("/Q") == Command("quit")
-    assert parse_command("/text hi") == Command("unknown", "text")
+    # A /word the chat does not know is the agent's (a scripted directive, a Claude Code
+    # command); one a letter away from a chat command is asked about.
+    assert parse_command("/text hi") == Command("", "/text hi")
+    assert parse_command("/text a\n/tool b") == Command("", "/text a\n/tool b")
+    assert parse_command("/compact") == Command("", "/compact")
+    assert parse_command("/stpo") == Command("unknown", "stpo", hint="stop")
+    assert parse_command("/regen") == Command("unknown", "regen", hint="regenerate")
+    assert parse_command("/fork A2") == Command("fork", "A2")
+    assert parse_command("/") == Command("help")
     assert parse_command("//text hi") == Command("", "/text hi")
     assert parse_command("y") == Command("", "y")  # no approval open: a message
     assert parse_command("y", approval_open=True) == Command("allow")
     assert parse_command("No", approval_open=True) == Command("deny")
     assert parse_command("/deny too risky", approval_open=True) == Command("deny", "too risky")
+
+
+def test_every_scripted_directive_goes_to_the_driver() -> None:
+    from hostd_scripted.script import KNOWN
+
+    for directive in KNOWN:
+        assert parse_command(f"/{directive} 1") == Command("", f"/{directive} 1"), directive
 
 
 def _row(rid: str, role: str, status: str, pos: int, turn: str = "t1") -> MessageRow:
@@ -165,3 +180,26 @@ def test_view_reserves_room_for_queue_and_prompt() -> None:
     )
     assert [r.id for r in view.unsent] == ["q"]
     assert view.max_answer_lines == 20 - 4 - 2
+
+
+def test_fork_row_takes_a_message_number_or_a_label() -> None:
+    from hostd.cli.chat_topic_ops import fork_row, undo_row
+
+    rows = [
+        _row("u1", "user", "success", 1, "t1"),
+        _row("a1", "assistant", "success", 2, "t1"),
+        _row("u2", "user", "success", 3, "t2"),
+        _row("a2", "assistant", "pending", 4, "t2"),
+        _row("q", "user", "queued", 5, ""),
+    ]
+    ids = {arg: (r.id if isinstance(r, MessageRow) else r) for arg in ("", "1", "U1", "a1", "U2")
+           for r in [fork_row(rows, arg)]}
+    assert ids == {"": "u2", "1": "a1", "U1": "u1", "a1": "a1", "U2": "u2"}
+    assert fork_row(rows, "2") == "A2 is still being answered: fork at an earlier row, or wait"
+    assert fork_row(rows, "A2") == "A2 is still being answered: fork at an earlier row, or wait"
+    assert fork_row(rows, "7") == (
+        "no row '7': give a message number (1..2) or a label as shown (U2, A2, A1a)"
+    )
+    assert fork_row(rows, "B1") == fork_row(rows, "7").replace("'7'", "'B1'")
+    assert fork_row([], "") == "nothing to fork yet"
+    assert undo_row(rows) is not None and undo_row(rows).id == "u2"  # type: ignore[union-attr]

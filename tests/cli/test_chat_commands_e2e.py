@@ -1,0 +1,103 @@
+"""`hostd chat` commands as a user types them (piped stdin, a real daemon, the scripted
+driver): `/undo` and `/regenerate` ask before they stop a running answer, `/fork N` forks
+at any row and the chat goes on in the new topic, a `/word` the chat does not know goes to
+the agent (scripted directives with one slash) and a typo of a chat command is asked about.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.cli.chat_render import row_text
+from hostd.cli.chat_topic_ops import QUESTIONS
+from hostd.cli.demo import DemoDaemon, run_daemon
+from hostd.client import open_client
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def daemon() -> AsyncIterator[DemoDaemon]:
+    home = Path(tempfile.mkdtemp(prefix="hdk", dir="/tmp"))  # short: AF_UNIX path limit
+    try:
+        async with run_daemon(home) as d:
+            yield d
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def new_topic(d: DemoDaemon, scenario: str = "/echo") -> str:
+    async with open_client(d.paths) as c:
+        topic = await c.create_topic(title="keys", driver="scripted", options={"scenario": scenario})
+    return str(topic.id)
+
+
+async def chat(d: DemoDaemon, topic_id: str, stdin: bytes) -> str:
+    env = {**os.environ, "HOSTD_HOME": str(d.paths.home), "COLUMNS": "120"}
+    with trio.fail_after(40):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", topic_id],
+            stdin=stdin, capture_stdout=True, capture_stderr=True, env=env, check=False,
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    return out
+
+
+def said(out: str, text: str) -> bool:
+    """`text` in the chat's output, however the terminal width wrapped it."""
+    return " ".join(text.split()) in " ".join(out.split())
+
+
+async def test_undo_and_regenerate_ask_before_they_stop_a_running_answer(
+    daemon: DemoDaemon,
+) -> None:
+    topic_id = await new_topic(daemon)
+    # `/wait` (one slash: the scripted driver's directive) answers until it is stopped.
+    out = await chat(daemon, topic_id, b"/wait\n/undo\nn\n/regenerate\ny\n/stop\n")
+    assert said(out, QUESTIONS["undo"])
+    assert said(out, "/undo cancelled: the answer goes on")
+    assert said(out, QUESTIONS["regenerate"])
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(topic_id)).rows
+        everything = (await c.history_all(topic_id)).rows
+    # The undo was declined: the message is still there; the regenerate stopped the first
+    # answer (superseded) and the second was stopped by /stop.
+    assert [(r.role, r.status, row_text(r)) for r in rows] == [
+        ("user", "success", "/wait"),
+        ("assistant", "stopped", ""),
+    ]
+    assert ("assistant", "stopped") in [(r.role, r.status) for r in everything if r.superseded]
+
+
+async def test_fork_at_a_row_goes_on_in_the_new_topic(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon)
+    await chat(daemon, topic_id, b"one\ntwo\n")
+    out = await chat(daemon, topic_id, b"/fork 9\n/fork 1\nthree\n")
+    assert said(out, "no row '9': give a message number (1..2)")
+    assert "forked into tp" in out
+    async with open_client(daemon.paths) as c:
+        fork = next(t for t in await c.list_topics() if t.id != topic_id)
+        forked = [(r.role, row_text(r)) for r in (await c.history(fork.id)).rows]
+        old = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
+    assert said(out, f"now in topic {fork.id}; back to this one: hostd chat {topic_id}")
+    # Message 1 and its answer, then what was typed after /fork: in the new topic.
+    assert forked == [("user", "one"), ("assistant", "one"), ("user", "three"), ("assistant", "three")]
+    assert old == [("user", "one"), ("assistant", "one"), ("user", "two"), ("assistant", "two")]
+
+
+async def test_a_directive_needs_one_slash_and_a_typo_is_asked_about(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon)
+    out = await chat(daemon, topic_id, b"/text hello from a directive\n/stpo\n")
+    assert said(out, "/stpo is not a chat command: did you mean /stop?")
+    async with open_client(daemon.paths) as c:
+        rows = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
+    assert rows == [("user", "/text hello from a directive"), ("assistant", "hello from a directive")]
