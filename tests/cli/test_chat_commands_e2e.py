@@ -101,3 +101,31 @@ async def test_a_directive_needs_one_slash_and_a_typo_is_asked_about(daemon: Dem
     async with open_client(daemon.paths) as c:
         rows = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
     assert rows == [("user", "/text hello from a directive"), ("assistant", "hello from a directive")]
+
+
+NOTICE_SCRIPT = (
+    "/text The first half of the answer\n"
+    "/notice schedule_skipped schedule sc1 skipped a run\n"
+    "/text and the second half."
+)
+
+
+async def test_a_notice_never_splits_a_streaming_answer(daemon: DemoDaemon) -> None:
+    """In `hostd chat`, `hostd send --follow` and `hostd attach`, a notice that arrives while
+    an answer's text streams is shown before or after that text, never inside it."""
+    topic_id = await new_topic(daemon, NOTICE_SCRIPT)
+    out = await chat(daemon, topic_id, b"go\n")
+    assert "The first half of the answerand the second half." in out
+    assert "schedule sc1 skipped a run" in out
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "120"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "send", topic_id, "again", "--follow"],
+            capture_stdout=True, capture_stderr=True, env=env, check=False,
+        )
+    followed = proc.stdout.decode()
+    assert proc.returncode == 0, followed + proc.stderr.decode()
+    assert followed.endswith(
+        "assistant:\nThe first half of the answerand the second half.\n\n"
+        "[warning] schedule sc1 skipped a run\n"
+    )
