@@ -17,7 +17,7 @@ import trio
 
 from hostd.cli.chat_answers import choose_row
 from hostd.cli.chat_commands import Command
-from hostd.cli.chat_render import allow_always_option
+from hostd.cli.chat_render import allow_always_option, roll_labels
 from hostd.cli.chat_state import ChatState
 from hostd.cli.chat_topic_ops import fork_row, undo_row
 from hostd_protocol.client_messages import MessageRow
@@ -197,7 +197,11 @@ class ChatRequests:
         if isinstance(row, str):
             self.note_text(row, "red")
             return
-        fork = await c.fork_topic(tid, row.id)
+        # Titled by the row's label as the chat shows it ("at A1"), not by a row count.
+        label = roll_labels(self.transcript.rows()).get(row.id, "")
+        origin = self.transcript.topic
+        title = f"Fork of {origin.title or origin.id} at {label}" if label else ""
+        fork = await c.fork_topic(tid, row.id, title=title)
         self.note_text(f"forked into {fork.id} ({fork.title}); the chat goes on there")
         raise SwitchTopic(fork.id)
 

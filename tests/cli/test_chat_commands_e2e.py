@@ -89,6 +89,7 @@ async def test_fork_at_a_row_goes_on_in_the_new_topic(daemon: DemoDaemon) -> Non
         forked = [(r.role, row_text(r)) for r in (await c.history(fork.id)).rows]
         old = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
     assert said(out, f"now in topic {fork.id}; back to this one: hostd chat {topic_id}")
+    assert fork.title == "Fork of keys at A1"
     # Message 1 and its answer, then what was typed after /fork: in the new topic.
     assert forked == [("user", "one"), ("assistant", "one"), ("user", "three"), ("assistant", "three")]
     assert old == [("user", "one"), ("assistant", "one"), ("user", "two"), ("assistant", "two")]
