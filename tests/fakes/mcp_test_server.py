@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -68,7 +69,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", required=True)
     parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    parser.add_argument(
+        "--wait-for", default="", help="answer nothing until this file exists (a late server)"
+    )
     args = parser.parse_args()
+    while args.wait_for and not Path(args.wait_for).exists():
+        time.sleep(0.02)
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
     if args.http:

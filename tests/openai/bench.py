@@ -10,7 +10,10 @@ server (tests/fakes/mcp_test_server.py), rounds interleaved. Per loop:
 - tool step: on the fake server's clock, the end of the response that asked for a tool ->
   the arrival of the request carrying its result (MCP call + loop overhead), median of 5 tool
   turns after an untimed first one (a fresh MCP server's first call pays its lazy set-up);
-- RSS of the loop process after those turns (MCP server not included).
+- RSS of the loop process after those turns (MCP server not included);
+- driver only, hung MCP: a fresh driver process with a live MCP server and one that never
+  answers (`initialize` unanswered), a send right after `Ready` -> first text chunk (the
+  issue 32 bar: within 3 s; the turn waits for servers at most `mcp_startup_wait`, 2 s).
 
     .venv/bin/python -m tests.openai.bench [--runs N] [--json]
 
@@ -49,7 +52,7 @@ from tests.openai.peer import REPO, tools_server
 HELLO = "bench hello"
 TOOL = "bench tool"
 ANSWER = "Hello from the fake server."
-METRICS = ("cold", "prewarmed", "in_session", "tool_step", "rss")
+METRICS = ("cold", "prewarmed", "in_session", "tool_step", "rss", "hung_mcp")
 #: Per round, the in-session and tool-step figures are medians of this many turns (a 2-core
 #: machine shared with other work makes single turns bimodal).
 IN_SESSION_TURNS = 7
@@ -73,6 +76,8 @@ class LoopFigures:
     in_session: list[float] = field(default_factory=list)
     tool_step: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
+    #: Driver only: send -> first chunk with a hung MCP server beside a live one.
+    hung_mcp: list[float] = field(default_factory=list)
 
     def median(self, metric: str) -> float:
         values: list[float] = getattr(self, metric)
@@ -100,7 +105,8 @@ class OpenAIBench:
             f"prewarmed {ms(d.median('prewarmed'))} vs {ms(b.median('prewarmed'))}; "
             f"in-session {ms(d.median('in_session'))} vs {ms(b.median('in_session'))}; "
             f"tool step {ms(d.median('tool_step'))} vs {ms(b.median('tool_step'))}; "
-            f"RSS {d.median('rss'):.0f} MiB vs {b.median('rss'):.0f} MiB"
+            f"RSS {d.median('rss'):.0f} MiB vs {b.median('rss'):.0f} MiB; "
+            f"hung MCP server beside a live one, send -> first chunk {ms(d.median('hung_mcp'))}"
         )
 
 
@@ -136,7 +142,14 @@ def _driver_env() -> dict[str, str]:
     }
 
 
-def _init(api: FakeOpenAI, state: Path) -> Init:
+#: An MCP server that never answers (reads its stdin to the end: it goes with the driver).
+HUNG_SERVER = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}
+
+
+def _init(api: FakeOpenAI, state: Path, *, hung: bool = False) -> Init:
+    servers: dict[str, Any] = {"t": tools_server(state)}
+    if hung:
+        servers["hung"] = HUNG_SERVER
     return Init(
         protocol_version=PROTOCOL_VERSION,
         model="fake-model",
@@ -144,7 +157,7 @@ def _init(api: FakeOpenAI, state: Path) -> Init:
         options={
             "base_url": api.base_url,
             "api_key_env": "",
-            "mcp_servers": {"t": tools_server(state)},
+            "mcp_servers": servers,
             "allowed_tools": ["*"],
         },
     )
@@ -180,6 +193,15 @@ async def _driver_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
     finally:
         cold.close()
         cold.cleanup()
+    hung = DriverProcess(_driver_env(), module="hostd_openai", cwd=str(REPO))
+    try:
+        async with hung.attach() as peer:
+            await peer.send(_init(api, root / "hung", hung=True))
+            await peer.recv()  # Ready
+            out.hung_mcp.append(await _first_chunk(peer, Send(turn_id="h", text=HELLO)))
+    finally:
+        hung.close()
+        hung.cleanup()
     warm = DriverProcess(_driver_env(), module="hostd_openai", cwd=str(REPO))
     try:
         async with warm.attach() as peer:

@@ -64,6 +64,8 @@ class Peer:
         self.reader: MessageReader[DriverEvent] = MessageReader(Codec(DriverEvent))
         self.pending: list[Any] = []
         self.log: list[Any] = []
+        #: The driver object itself (this process), for tests that wait on its MCP servers.
+        self.driver: OpenAIDriver | None = None
 
     async def send(self, cmd: HostCommand) -> None:
         await self.to_driver.send_all(self.codec.encode_frame(cmd))
@@ -119,16 +121,20 @@ async def driver(
     to_driver, driver_stdin = trio.testing.memory_stream_one_way_pair()
     driver_stdout, from_driver = trio.testing.memory_stream_one_way_pair()
     peer = Peer(to_driver, from_driver)
-    options = {"base_url": base_url, "api_key_env": "", **options}
+    # Tests want their MCP servers in the first turn, however loaded the machine: the wait
+    # ends once each server made its first attempt (the 2 s default is a latency bound).
+    options = {"base_url": base_url, "api_key_env": "", "mcp_startup_wait": 30, **options}
     async with trio.open_nursery() as outer:
 
-        async def serve() -> None:
+        async def serve(task_status: trio.TaskStatus[OpenAIDriver]) -> None:
             async with trio.open_nursery() as nursery:
-                await serve_driver(OpenAIDriver(nursery), driver_stdin, driver_stdout)
+                the_driver = OpenAIDriver(nursery)
+                task_status.started(the_driver)
+                await serve_driver(the_driver, driver_stdin, driver_stdout)
                 nursery.cancel_scope.cancel()
             await driver_stdout.aclose()
 
-        outer.start_soon(serve)
+        peer.driver = await outer.start(serve)
         await peer.send(
             Init(
                 protocol_version=PROTOCOL_VERSION,

@@ -235,6 +235,47 @@ async def test_dead_and_slow_servers_leave_their_tools_out_with_a_notice(tmp_pat
         assert set(req.tool_names) == {"time__get_current_time", "time__convert_time"}
 
 
+async def test_a_server_that_becomes_ready_mid_turn_joins_at_the_next_step(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    servers = {
+        "t": tools_server(tmp_path / "t"),
+        "late": tools_server(
+            tmp_path / "late",
+            args=[
+                "-m",
+                "tests.fakes.mcp_test_server",
+                "--state",
+                str(tmp_path / "late"),
+                "--wait-for",
+                str(gate),
+            ],
+        ),
+    }
+    rules = [
+        Rule(user_says("go"), ToolCalls([("t__echo", {"text": "first"})])),
+        Rule(after_tools("go"), Text("ok")),
+    ]
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with driver(api.base_url, mcp_servers=servers, mcp_startup_wait=0) as (peer, _):
+            assert peer.driver is not None
+            catalog = peer.driver.catalog
+            await catalog.servers["t"].wait_ready()
+
+            async def late_server_gets_ready(event: Any) -> None:
+                if isinstance(event, ApprovalRequest):
+                    gate.touch()
+                    await catalog.servers["late"].wait_ready()
+                    await peer.answer(event, allow=True)
+
+            events = await peer.turn("t1", "go", on_event=late_server_gets_ready)
+    assert end_of(events).status == "success"
+    (notice,) = [e for e in events if isinstance(e, Notice)]
+    assert notice.code == "mcp_server_unavailable" and "'late'" in notice.message
+    first, second = api.chat_requests
+    assert not any(n.startswith("late__") for n in first.tool_names)
+    assert {"t__echo", "late__echo"} <= set(second.tool_names)
+
+
 # Upstream, not ours: the mcp SDK (mcp/client/streamable_http.py,
 # StreamableHTTPTransport._handle_sse_response and handle_get_stream) leaves its `async for`
 # over httpx2's `EventSource` mid-stream (on the answer to a request, or when cancelled) without

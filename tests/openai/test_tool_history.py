@@ -123,6 +123,7 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                         "base_url": api.base_url,
                         "api_key_env": "",
                         "mcp_servers": {"t": tools_server(tmp_path / "state")},
+                        "mcp_startup_wait": 30,  # the servers in turn 1 however loaded
                     },
                 )
                 async with a.attach(topic.id) as sub:

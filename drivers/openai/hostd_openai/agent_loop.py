@@ -44,7 +44,7 @@ from hostd_openai.chat_stream import (
 )
 from hostd_openai.config import OpenAIOptions
 from hostd_openai.history import history_messages
-from hostd_openai.mcp_tools import CatalogSnapshot
+from hostd_openai.mcp_tools import CatalogSnapshot, ToolCatalog
 from hostd_openai.tool_runner import ToolRunner
 from hostd_openai.tool_search import plan
 from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, Usage
@@ -151,13 +151,16 @@ class AgentLoop:
         opts: OpenAIOptions,
         model: str,
         system_prompt: str,
+        catalog: ToolCatalog,
         snapshot: CatalogSnapshot,
     ) -> None:
         self.turn = turn
         self.client = client
         self.opts = opts
         self.model = model
+        self.catalog = catalog
         self.snapshot = snapshot
+        self._catalog_version = catalog.version
         self.messages = initial_messages(system_prompt, turn)
         self.usage = TurnUsage()
         self.plan = plan(snapshot.tools, opts.allowed_tools, opts.tool_search_over_tokens)
@@ -171,6 +174,7 @@ class AgentLoop:
             if step:
                 for steer in await turn.take_steers():
                     self.messages.append({"role": "user", "content": steer.text})
+                self._refresh_tools()
             response = await self._model_step()
             self.messages.append(response.assistant_message())
             if response.tool_calls:
@@ -198,6 +202,20 @@ class AgentLoop:
             "the turn was ended",
             driver=DRIVER_NAME,
         )
+
+    def _refresh_tools(self) -> None:
+        """Offer what the catalog holds now, if it changed (a server became ready, or broke);
+        tools this turn's `tool_search` made callable stay callable."""
+        version = self.catalog.version
+        if version == self._catalog_version:
+            return
+        self._catalog_version = version
+        self.snapshot = self.catalog.snapshot(kick=False)
+        found = list(self.plan.visible)
+        self.plan = plan(
+            self.snapshot.tools, self.opts.allowed_tools, self.opts.tool_search_over_tokens
+        )
+        self.plan.activate(found)
 
     def body(self, messages: list[dict[str, Any]], *, tools: bool = True) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}

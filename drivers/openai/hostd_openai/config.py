@@ -87,9 +87,10 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_tool_result_chars: int = 100_000
     #: Seconds between background refreshes of each MCP server's tool list.
     catalog_refresh: float = 300.0
-    #: The first turn of a driver process may wait this long for MCP servers that are still
-    #: starting (a prewarmed session never waits); later turns never wait.
-    mcp_startup_wait: float = 10.0
+    #: A turn may wait for MCP servers still making their first connection attempt until
+    #: this long after the driver process started; no turn waits longer, and a turn sent
+    #: later not at all (servers that become ready later join at the next model step).
+    mcp_startup_wait: float = 2.0
     #: On a context-overflow error: summarise the older messages with the model and retry
     #: once (compaction events); False: fail the turn with a clear reason.
     compact_on_overflow: bool = True

@@ -6,11 +6,13 @@ and approval bookkeeping; this module wires the rest:
 - `init` validates the options, reads the API key from the one variable `api_key_env` names,
   creates the HTTP client and starts one task per MCP server (connect + list tools in the
   background, in the driver's own nursery).
-- `prewarm` opens a kept-alive connection to the model server and waits (bounded) for the MCP
-  servers' first connection, so a prewarmed topic's first model request goes out at once.
-- `run_turn` takes a snapshot of the tool catalog (never waiting, except on a process's first
-  turn, bounded by `mcp_startup_wait`), says which servers are missing, and runs
-  `agent_loop.AgentLoop`.
+- `prewarm` opens a kept-alive connection to the model server; the MCP servers are already
+  connecting in the background (from `init`): prewarm waits for their first attempt only as
+  a turn would, until `mcp_startup_wait` after `init`.
+- `run_turn` waits for MCP servers still on their first connection attempt only until
+  `mcp_startup_wait` (2 s) after `init`, so no turn waits longer and a turn sent later not at
+  all; it then says which servers are not ready (a notice) and runs `agent_loop.AgentLoop`,
+  which picks up a server that becomes ready mid-turn at its next model step.
 - Stop is the harness default: cancelling the turn closes the HTTP stream and cancels running
   tool calls; the driver keeps no per-turn state, so the next send starts clean.
 """
@@ -53,8 +55,14 @@ class OpenAIDriver(DriverBase):
         self._init: Init | None = None
         self._client: ChatClient | None = None
         self._catalog = ToolCatalog()
-        self._warm = False
+        #: Until when (trio clock) a turn may wait for MCP servers' first connection.
+        self._mcp_deadline = 0.0
         self._deferred: list[Log] = []
+
+    @property
+    def catalog(self) -> ToolCatalog:
+        """The MCP servers and their tools."""
+        return self._catalog
 
     async def init(self, init: Init) -> Capabilities:
         opts, unknown = parse_options(init.options)
@@ -68,6 +76,7 @@ class OpenAIDriver(DriverBase):
         self._client = ChatClient(opts, api_key or None)
         self._catalog = ToolCatalog.from_options(opts)
         self._catalog.start(self._nursery)
+        self._mcp_deadline = trio.current_time() + opts.mcp_startup_wait
         if unknown:
             msg = f"ignored unknown openai options: {', '.join(unknown)}"
             print(f"{DRIVER_NAME}: {msg}", file=sys.stderr)
@@ -78,8 +87,9 @@ class OpenAIDriver(DriverBase):
         assert self._client is not None, "init runs first"
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._client.warm)
-            nursery.start_soon(self._catalog.wait_started, self._opts.mcp_startup_wait)
-        self._warm = True
+            # Bounded by the same deadline as a turn's wait: `Warmed` says "ready", tools
+            # included when the servers can make it, and never holds a send up longer.
+            nursery.start_soon(self._catalog.wait_started, self._mcp_deadline)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -94,18 +104,16 @@ class OpenAIDriver(DriverBase):
         for event in self._deferred:
             await turn.emit(event)
         self._deferred = []
-        if not self._warm:
-            # The first turn of a cold process: MCP servers are still starting; give them a
-            # bounded moment once. Every later turn uses whatever is connected.
-            await self._catalog.wait_started(self._opts.mcp_startup_wait)
-            self._warm = True
+        # Servers still starting get a bounded moment, counted from init: only a turn sent
+        # right after the process started waits at all, and never past the deadline.
+        await self._catalog.wait_started(self._mcp_deadline)
         snapshot = self._catalog.snapshot()
         for server, why in sorted(snapshot.missing.items()):
             await turn.emit(
                 Notice(
                     code="mcp_server_unavailable",
-                    message=f"MCP server {server!r} is unavailable ({why}); its tools are "
-                    "missing from this turn.",
+                    message=f"MCP server {server!r} is not ready ({why}); its tools are "
+                    "missing until it is (they join at the next model step).",
                     turn_id=turn.turn_id,
                 )
             )
@@ -118,6 +126,7 @@ class OpenAIDriver(DriverBase):
             opts=self._opts,
             model=model,
             system_prompt=init.system_prompt,
+            catalog=self._catalog,
             snapshot=snapshot,
         )
         await loop.run()

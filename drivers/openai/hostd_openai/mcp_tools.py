@@ -6,7 +6,10 @@ Rules this module guards:
   of the servers that are connected now, and names the others (starting, failed) so the turn
   can say which tools are missing. Each server's task connects, lists its tools, refreshes the
   list every `catalog_refresh` seconds, and reconnects with backoff when it breaks. The one
-  exception is the first turn of a process (`wait_started`, bounded by `mcp_startup_wait`).
+  wait is bounded by the driver (`wait_started`: at most `mcp_startup_wait`, 2 s, after the
+  process started). `version` changes whenever a server's state or tools do, so the agent
+  loop re-reads the catalog before a model step only when something changed: a server that
+  becomes ready mid-turn is offered at the next model step.
 - A tool call fails in one of two ways (`ToolFailure.retryable`), decided here and only here:
   retryable when the transport broke, the call timed out or the server is restarting (the
   server is then marked broken and its task reconnects); final for an unknown tool or invalid
@@ -107,6 +110,8 @@ class McpServer:
         self._kick = trio.Event()
         #: Connections made so far (a restart makes it grow; tests and logs read it).
         self.connections = 0
+        #: Grows at every change of `state` or `tools` (`ToolCatalog.version`).
+        self.generation = 0
 
     @property
     def timeout(self) -> float:
@@ -134,6 +139,7 @@ class McpServer:
                         self.state = "ready"
                         self.error = ""
                         self.connections += 1
+                        self.generation += 1
                         self._ready.set()
                         self.first_attempt_done.set()
                         delay = RECONNECT_FIRST
@@ -157,6 +163,7 @@ class McpServer:
         self.state = "failed"
         self.error = error
         self.tools = {}
+        self.generation += 1
         self._not_ready()
         self.first_attempt_done.set()
         log.warning("mcp server %s: %s", self.name, error)
@@ -165,6 +172,10 @@ class McpServer:
         # Callers may be waiting on the current event: replace it only once it has fired.
         if self._ready.is_set():
             self._ready = trio.Event()
+
+    async def wait_ready(self) -> None:
+        """Until the server is connected with its tools listed."""
+        await self._ready.wait()
 
     def kick(self) -> None:
         """Reconnect a failed server now rather than after its backoff."""
@@ -193,7 +204,9 @@ class McpServer:
                 description=tool.description or "",
                 parameters=dict(tool.input_schema or {}),
             )
-        self.tools = tools
+        if tools != self.tools:
+            self.tools = tools
+            self.generation += 1
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[ClientSession]:
@@ -253,6 +266,7 @@ class McpServer:
         self._session = None
         self._not_ready()
         self.state = "failed"
+        self.generation += 1
         self.error = _describe(exc)
         return ToolFailure(f"MCP server {self.name!r} failed: {_describe(exc)}", retryable=True)
 
@@ -301,13 +315,20 @@ class ToolCatalog:
         for server in self.servers.values():
             nursery.start_soon(server.serve, name=f"mcp:{server.name}")
 
-    async def wait_started(self, timeout: float) -> None:
-        """Wait (bounded) until every server has made its first connection attempt."""
-        with trio.move_on_after(timeout if timeout > 0 else 0):
+    async def wait_started(self, deadline: float) -> None:
+        """Wait until every server has made its first connection attempt, or `deadline`
+        (trio clock) has passed, whichever comes first."""
+        with trio.move_on_at(deadline):
             for server in self.servers.values():
                 await server.first_attempt_done.wait()
 
-    def snapshot(self) -> CatalogSnapshot:
+    @property
+    def version(self) -> int:
+        """Changes whenever a server's state or tool list does (each generation only grows)."""
+        return sum(server.generation for server in self.servers.values())
+
+    def snapshot(self, *, kick: bool = True) -> CatalogSnapshot:
+        """The ready servers' tools now; `kick`: servers not ready reconnect at once."""
         tools: dict[str, CatalogTool] = {}
         missing: dict[str, str] = {}
         for server in self.servers.values():
@@ -315,7 +336,8 @@ class ToolCatalog:
                 tools.update(server.tools)
             else:
                 missing[server.name] = server.error or "still starting"
-                server.kick()
+                if kick:
+                    server.kick()
         return CatalogSnapshot(tools=tools, missing=missing, servers=dict(self.servers))
 
     def server(self, name: str) -> McpServer | None:

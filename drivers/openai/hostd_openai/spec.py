@@ -49,7 +49,11 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ),
     ("prices", "{input, output, cached_input} USD per million tokens, for cost"),
     ("catalog_refresh", "seconds between MCP tool-list refreshes (default 300)"),
-    ("mcp_startup_wait", "a cold process's first turn waits this long for MCP servers (10 s)"),
+    (
+        "mcp_startup_wait",
+        "a turn waits for MCP servers still starting until this long after the driver "
+        "started (2 s); later ones join at the next model step",
+    ),
 )
 
 SPEC = DriverSpec(

@@ -2,7 +2,8 @@
 
 Same fake OpenAI-compatible server, same stdio MCP server, rounds interleaved (the helper is
 `tests.openai.bench`, run from the repository root as `scripts/bench` does): time to first
-chunk cold / prewarmed / in-session, one tool step on the fake server's clock, RSS. Skipped
+chunk cold / prewarmed / in-session, one tool step on the fake server's clock, RSS, and the
+driver's first chunk with a hung MCP server beside a live one. Skipped
 with a clear message when the driver, the `openai` package or the helper is missing.
 """
 
@@ -18,14 +19,24 @@ GOAL = "hostd-openai: in-session first chunk and tool step within 2 ms of a bare
 
 #: The bar from issue 17 (peers measured offline: see shared/notes/peer-runtimes.md).
 WITHIN_MS = 2.0
+#: Issue 32: a hung MCP server never holds a turn up (a fresh process, send -> first chunk).
+HUNG_MCP_MS = 3000.0
 
 
 def _missing() -> str:
-    why = first_missing((
-        ("hostd_openai", "the openai driver is not installed (scripts/setup)"),
-        ("openai", "the openai package is not installed (scripts/setup installs the test extra)"),
-        ("tests.openai.bench", "tests/openai/bench.py is not importable (run from the repo root)"),
-    ))
+    why = first_missing(
+        (
+            ("hostd_openai", "the openai driver is not installed (scripts/setup)"),
+            (
+                "openai",
+                "the openai package is not installed (scripts/setup installs the test extra)",
+            ),
+            (
+                "tests.openai.bench",
+                "tests/openai/bench.py is not importable (run from the repo root)",
+            ),
+        )
+    )
     return why
 
 
@@ -48,6 +59,13 @@ def run(ctx: Context) -> Result:
             res.add(f"bare openai SDK: {label}", "ms", value * 1000, baseline=True)
         for value in getattr(out.driver, metric):
             res.add(f"hostd-openai: {label}", "ms", value * 1000)
+    for value in out.driver.hung_mcp:
+        res.add(
+            "hostd-openai: hung MCP server beside a live one, send -> first chunk",
+            "ms",
+            value * 1000,
+            goal=("<=", HUNG_MCP_MS),
+        )
     for value in out.bare.rss:
         res.add("bare openai SDK: RSS after the turns", "MiB", value, baseline=True)
     for value in out.driver.rss:
