@@ -38,6 +38,7 @@ from hostd.core.schedule_effects import scheduled_by
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import (
     ApprovalOption,
+    PlanChunk,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -236,9 +237,42 @@ def close_open_markdown(text: str) -> str:
     return text
 
 
+#: How a plan entry's status reads in the checklist.
+_PLAN_MARKS = {"completed": ("[x] ", "green"), "in_progress": ("[~] ", "bold yellow")}
+
+
+def render_plan(plan: PlanChunk) -> Panel:
+    """The agent's plan as a checklist: [x] done, [~] in progress, [ ] to do."""
+    body = Text()
+    for i, entry in enumerate(plan.entries):
+        mark, style = _PLAN_MARKS.get(entry.status, ("[ ] ", ""))
+        if i:
+            body.append("\n")
+        body.append(mark, style=style or "dim")
+        done = entry.status == "completed"
+        body.append(terminal_safe(entry.content), style="dim strike" if done else style)
+    if not plan.entries:
+        body.append("(empty)", style="dim italic")
+    done_n = sum(e.status == "completed" for e in plan.entries)
+    title = Text.assemble(("☰ ", "magenta"), ("plan", "bold magenta"))
+    subtitle = f"{done_n}/{len(plan.entries)} done"
+    return Panel(
+        body,
+        title=title,
+        title_align="left",
+        subtitle=subtitle,
+        subtitle_align="right",
+        border_style="magenta",
+        expand=False,
+    )
+
+
 def _render_parts(row: MessageRow, *, live: bool) -> Iterable[RenderableType]:
     results = {p.call_id: p for p in row.parts if isinstance(p, ToolResult)}
     called: set[str] = set()
+    # Each plan part is the whole plan at that moment: only the newest is shown.
+    plans = [i for i, p in enumerate(row.parts) if isinstance(p, PlanChunk)]
+    last_plan = plans[-1] if plans else -1
     for i, part in enumerate(row.parts):
         if isinstance(part, TextDelta):
             text = terminal_safe(part.text)
@@ -251,6 +285,9 @@ def _render_parts(row: MessageRow, *, live: bool) -> Iterable[RenderableType]:
             called.add(part.call_id)
             tool = render_tool(part, results.get(part.call_id), row_status=row.status)
             yield Padding(tool, (0, 0, 0, 2))
+        elif isinstance(part, PlanChunk):
+            if i == last_plan:
+                yield Padding(render_plan(part), (0, 0, 0, 2))
         elif part.call_id not in called:  # a result whose call is not in this row
             yield Padding(render_tool(None, part, row_status=row.status), (0, 0, 0, 2))
 

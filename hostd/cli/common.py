@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostd.shell.paths import Paths
+from hostd_protocol.common import PlanChunk
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,6 +70,15 @@ class TerminalSafe:
               end: str = "\n") -> None:
         safe = [terminal_safe(o) if isinstance(o, str) else o for o in objects]
         self.inner.print(*safe, style=style, markup=markup, end=end)
+
+
+#: A plan entry's checkbox in plain text, by status.
+PLAN_BOXES = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+def plan_checklist(plan: PlanChunk) -> str:
+    """The agent's plan as plain-text checklist lines: `[x] done`, `[~] doing`, `[ ] to do`."""
+    return "\n".join(f"{PLAN_BOXES.get(e.status, '[ ]')} {e.content}" for e in plan.entries)
 
 
 def console() -> Console:

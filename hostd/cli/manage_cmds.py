@@ -27,7 +27,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TopicResult,
 )
-from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
+from hostd_protocol.common import PlanChunk, TextDelta, ThinkingDelta, ToolCall, ToolResult
 
 #: Rows per `History` page when exporting a whole topic.
 EXPORT_PAGE = 500
@@ -181,6 +181,13 @@ def markdown_lines(topic: TopicInfo, rows: list[MessageRow]) -> Iterator[str]:
                 label = "Tool result (error)" if part.is_error else "Tool result"
                 yield f"*{label}*"
                 yield f"{fence}\n{text}\n{fence}"
+            elif isinstance(part, PlanChunk):
+                yield "**Plan**"
+                yield "\n".join(
+                    f"- [{'x' if e.status == 'completed' else ' '}] {e.content}"
+                    + (" *(in progress)*" if e.status == "in_progress" else "")
+                    for e in part.entries
+                )
         if row.error:
             yield ""
             yield f"*Error: {row.error}*"

@@ -15,6 +15,7 @@ from hostd.cli.common import (
     console,
     fail,
     out,
+    plan_checklist,
     print_json,
     request,
     run_client,
@@ -40,7 +41,7 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
+from hostd_protocol.common import PlanChunk, TextDelta, ThinkingDelta, ToolCall, ToolResult
 
 
 def _parse_options(items: list[str]) -> dict[str, Any] | int:
@@ -218,6 +219,8 @@ def row_text(row: MessageRow) -> str:
             out.append(f"\n[tool {p.name}]\n")
         elif isinstance(p, ToolResult):
             out.append(f"[tool result{' (error)' if p.is_error else ''}]\n")
+        elif isinstance(p, PlanChunk):
+            out.append(f"\n[plan]\n{plan_checklist(p)}\n")
     return "".join(out)
 
 
@@ -321,6 +324,8 @@ class StreamPrinter:
                 c.print(ch.text, end="", markup=False)
             elif isinstance(ch, ToolCall):
                 c.print(f"\n[tool {ch.name}]", markup=False)
+            elif isinstance(ch, PlanChunk):
+                c.print(f"\n[plan]\n{plan_checklist(ch)}", markup=False)
         elif isinstance(item, RowUpdated) and item.error:
             self.errors.add(item.error)
             label = self.labels.get(item.row_id, "")

@@ -28,8 +28,11 @@ import msgspec
 from hostd_protocol.client_messages import MessageRow, RowContent, TopicInfo
 from hostd_protocol.common import (
     Chunk,
+    CommandInfo,
     CompactionAnchor,
     HistoryMessage,
+    PlanChunk,
+    PlanEntry,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -38,6 +41,7 @@ from hostd_protocol.common import (
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ChunkEvent,
+    CommandsEvent,
     CompactionComplete,
     CompactionError,
     DriverEvent,
@@ -49,6 +53,7 @@ from hostd_protocol.driver_messages import (
 from hostd_protocol.errors import InvalidArgument, PayloadTooLarge
 from hostd_protocol.limits import (
     MAX_CHUNK_CHARS,
+    MAX_COMMANDS,
     MAX_DEPTH,
     MAX_FIELD_CHARS,
     MAX_MESSAGE_CHARS,
@@ -119,7 +124,31 @@ def _bound_chunk(chunk: Chunk) -> list[Chunk]:
         if inp is chunk.input and name is chunk.name:
             return [chunk]
         return [msgspec.structs.replace(chunk, input=inp, name=name)]
+    if isinstance(chunk, PlanChunk):
+        kept = chunk.entries[:MAX_COMMANDS]
+        entries = [_bound_entry(e) for e in kept]
+        if len(kept) == len(chunk.entries) and all(
+            a is b for a, b in zip(entries, kept, strict=True)
+        ):
+            return [chunk]
+        return [PlanChunk(entries=entries)]
     return [chunk]
+
+
+def _bound_entry(entry: PlanEntry) -> PlanEntry:
+    content, priority = cut(entry.content, MAX_FIELD_CHARS), cut(entry.priority, 64)
+    if content is entry.content and priority is entry.priority:
+        return entry
+    return msgspec.structs.replace(entry, content=content, priority=priority)
+
+
+def _bound_command(command: CommandInfo) -> CommandInfo:
+    name = cut(command.name, MAX_FIELD_CHARS)
+    desc = cut(command.description, MAX_FIELD_CHARS)
+    hint = cut(command.input_hint, MAX_FIELD_CHARS)
+    if name is command.name and desc is command.description and hint is command.input_hint:
+        return command
+    return CommandInfo(name=name, description=desc, input_hint=hint)
 
 
 def _bound_anchor(anchor: CompactionAnchor | None) -> CompactionAnchor | None:
@@ -147,6 +176,9 @@ def _bound_event(ev: DriverEvent) -> list[DriverEvent]:
         if inp is ev.input and desc is ev.description and tool is ev.tool:
             return [ev]
         return [msgspec.structs.replace(ev, input=inp, description=desc, tool=tool)]
+    if isinstance(ev, CommandsEvent):
+        commands = [_bound_command(c) for c in ev.commands[:MAX_COMMANDS]]
+        return [CommandsEvent(commands=commands)]
     if isinstance(ev, CompactionComplete):
         anchor = _bound_anchor(ev.anchor)
         return [ev if anchor is ev.anchor else msgspec.structs.replace(ev, anchor=anchor)]

@@ -24,17 +24,19 @@ from hostd.core.runtime_turn import Steer, Turn
 from hostd.core.vendor_session import with_checkpoint
 from hostd_protocol.client_messages import (
     ApprovalInfo,
+    CommandsChanged,
     DriverReady,
     RowAppended,
     TopicInfo,
     UsageUpdated,
 )
-from hostd_protocol.common import Capabilities, Chunk, TurnStatus, Usage
+from hostd_protocol.common import Capabilities, Chunk, CommandInfo, TurnStatus, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
     Checkpoint,
     ChunkEvent,
+    CommandsEvent,
     CompactionComplete,
     CompactionError,
     CompactionStart,
@@ -73,6 +75,7 @@ class DriverEventOps:
     _book: RowBook
     _approvals: ApprovalBook
     _turn: Turn | None
+    _commands: list[CommandInfo]
 
     if TYPE_CHECKING:  # provided by TopicRuntime
 
@@ -246,6 +249,12 @@ class DriverEventOps:
     def _on_notice(self, ev: Notice, turn: Turn | None, now: float) -> None:
         self._out.notice(ev.code, ev.message, "warning")
 
+    def _on_commands(self, ev: CommandsEvent, turn: Turn | None, now: float) -> None:
+        if ev.commands == self._commands:
+            return  # agents repeat the list (every session start): windows hear of changes
+        self._commands = list(ev.commands)
+        self._out.event(CommandsChanged, commands=self._commands)
+
     def _on_turn_end(self, ev: TurnEnd, turn: Turn, now: float) -> None:
         error, code = ev.error, ev.error_code
         if ev.status == "error":
@@ -277,6 +286,7 @@ _DRIVER_TABLE: dict[type[Any], tuple[_Handler, _TurnRule]] = {
     Checkpoint: (DriverEventOps._on_checkpoint, "match"),
     ApiRetry: (DriverEventOps._on_api_retry, "none"),
     Notice: (DriverEventOps._on_notice, "none"),
+    CommandsEvent: (DriverEventOps._on_commands, "none"),
     DriverFatal: (DriverEventOps._on_fatal, "none"),
     ChunkEvent: (DriverEventOps._on_chunk, "match"),
     SteerInjected: (DriverEventOps._on_injected, "match"),

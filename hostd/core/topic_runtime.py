@@ -68,6 +68,7 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.common import (
     AnswerTarget,
     Capabilities,
+    CommandInfo,
     SendIntent,
     TextDelta,
     TopicState,
@@ -153,6 +154,9 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         self._book = RowBook(rows)
         self._approvals = ApprovalBook(topic.id, approvals, approval_timeout)
         self._turn: Turn | None = None
+        #: The commands the driver offers, as last reported (kept in memory: a driver
+        #: reports them again when its session starts).
+        self._commands: list[CommandInfo] = []
         #: The row `send_now` picked to run when the current turn has ended.
         self._next_up: str | None = None
         self._announced: TopicState = "idle"
@@ -211,6 +215,7 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
             approvals=self._approvals.open(),
             active_turn_id=self._turn.id if self._turn else "",
             truncated=truncated,
+            commands=self._commands,
         )
 
     def row(self, row_id: str) -> MessageRow | None:

@@ -35,6 +35,7 @@ from hostd_protocol.client_messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalResolved,
+    CommandsChanged,
     MessageRow,
     NoticeEvent,
     ReplayEnd,
@@ -54,7 +55,7 @@ from hostd_protocol.client_messages import (
     TurnStarted,
     UsageUpdated,
 )
-from hostd_protocol.common import Chunk, TopicState, Usage
+from hostd_protocol.common import Chunk, CommandInfo, TopicState, Usage
 from hostd_protocol.errors import EventGap
 from hostd_protocol.limits import TRUNCATED_META
 
@@ -70,6 +71,7 @@ class Transcript:
         active_turn_id: The running turn, "" when none.
         usage: The last `UsageUpdated` per turn id.
         notices: The `NoticeEvent`s seen, oldest first (the last `max_notices`).
+        commands: The commands the topic's agent offers (`CommandsChanged`).
     """
 
     def __init__(self, snapshot: Snapshot, *, max_notices: int = 100) -> None:
@@ -82,6 +84,7 @@ class Transcript:
         self.usage: dict[str, Usage] = {}
         self.notices: list[NoticeEvent] = []
         self._max_notices = max_notices
+        self.commands: list[CommandInfo] = list(snapshot.commands)
         self._rows: dict[str, LiveRow] = {r.id: LiveRow(r) for r in snapshot.rows}
         self._approvals: dict[str, ApprovalInfo] = {a.id: a for a in snapshot.approvals}
 
@@ -143,6 +146,8 @@ class Transcript:
         elif isinstance(event, NoticeEvent):
             self.notices.append(event)
             del self.notices[: -self._max_notices]
+        elif isinstance(event, CommandsChanged):
+            self.commands = list(event.commands)
         elif isinstance(event, TopicChanged):
             self.topic = event.topic
         elif isinstance(event, TopicDeleted):
@@ -208,6 +213,7 @@ class Transcript:
             approvals=self.approvals(),
             active_turn_id=self.active_turn_id,
             truncated=truncated,
+            commands=self.commands,
         )
 
 

@@ -16,7 +16,7 @@ import msgspec
 
 #: The protocol version both channels speak. Bump the major on an incompatible change; the
 #: handshake refuses a different major with `VersionMismatch`.
-PROTOCOL_VERSION: tuple[int, int] = (1, 3)
+PROTOCOL_VERSION: tuple[int, int] = (1, 4)
 
 RowStatus = Literal["queued", "pending", "success", "error", "stopped", "draft"]
 RowRole = Literal["user", "assistant", "marker"]
@@ -60,7 +60,36 @@ class ToolResult(_Frozen, frozen=True, tag="tool-result"):
     is_error: bool = False
 
 
-Chunk = TextDelta | ThinkingDelta | ToolCall | ToolResult
+PlanStatus = Literal["pending", "in_progress", "completed"]
+
+
+class PlanEntry(_Frozen, frozen=True):
+    """One step of a `PlanChunk`. `priority` is "high", "medium", "low", or "" (not given)."""
+
+    content: str
+    status: PlanStatus = "pending"
+    priority: str = ""
+
+
+class PlanChunk(_Frozen, frozen=True, tag="plan"):
+    """The agent's plan (a to-do list) as it stands now: the WHOLE plan, replacing any earlier
+    one of the answer for display (a Claude Code `TodoWrite`, an ACP `plan` update). A part
+    of its own in the row, never merged; a row may hold one per update, in order."""
+
+    entries: list[PlanEntry] = []
+
+
+Chunk = TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk
+
+
+class CommandInfo(_Frozen, frozen=True):
+    """A command the topic's agent offers (a slash command: the user sends `/name input`)."""
+
+    #: Without the leading "/".
+    name: str
+    description: str = ""
+    #: What to type after the name ("" = the command takes no input).
+    input_hint: str = ""
 
 
 # --- capabilities, usage, compaction ------------------------------------------------------------

@@ -24,7 +24,7 @@ import itertools
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -189,6 +189,16 @@ class DriverBase:
 
     name: str = "driver"
     version: str = "0"
+    #: Set by the harness that runs this driver (`emit` sends through it).
+    _harness_emit: Callable[[DriverEvent], Awaitable[None]] | None = None
+
+    async def emit(self, event: DriverEvent) -> None:
+        """Send an event that belongs to no turn (e.g. `CommandsEvent` when the vendor
+        session reports its commands between turns). Dropped while no harness runs the
+        driver. Inside a turn, use `TurnContext.emit` (same channel, same order)."""
+        emit = self._harness_emit
+        if emit is not None:
+            await emit(event)
 
     async def init(self, init: Init) -> Capabilities:
         """Configure the session. Raise `HostdError` (or any exception) to refuse it."""
@@ -228,6 +238,7 @@ class _Harness:
         self.turn_done = trio.Event()
         self.turn_done.set()
         self.exit_code = 0
+        driver._harness_emit = self.emit
 
     async def emit(self, event: DriverEvent) -> None:
         """Queue `event` for the host (see `FrameOutput.send`: returns at once unless the

@@ -31,6 +31,7 @@ from hostd_protocol.common import (
     ApprovalOption,
     Capabilities,
     Chunk,
+    CommandInfo,
     CompactionAnchor,
     HistoryMessage,
     SessionSource,
@@ -232,6 +233,13 @@ class Notice(_Frozen, frozen=True, tag="notice"):
     turn_id: str = ""
 
 
+class CommandsEvent(_Frozen, frozen=True, tag="commands"):
+    """The commands the agent offers now (the whole list, replacing the previous one); any
+    time, also outside a turn (e.g. right after the vendor session opened)."""
+
+    commands: list[CommandInfo] = []
+
+
 class Log(_Frozen, frozen=True, tag="log"):
     """A log line for the daemon's log (never shown as answer text)."""
 
@@ -272,6 +280,7 @@ DriverEvent = (
     | UsageEvent
     | ApiRetry
     | Notice
+    | CommandsEvent
     | Log
     | TurnEnd
     | DriverFatal
@@ -302,6 +311,7 @@ DRIVER_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
     UsageEvent,
     ApiRetry,
     Notice,
+    CommandsEvent,
     Log,
     TurnEnd,
     DriverFatal,

@@ -22,6 +22,7 @@ from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "MAX_CHUNK_CHARS",
+    "MAX_COMMANDS",
     "MAX_DEPTH",
     "MAX_DRIVER_HISTORY_BYTES",
     "MAX_FIELD_CHARS",
@@ -60,6 +61,9 @@ MAX_MESSAGE_CHARS = 16 * 1024
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 #: Containers (maps, arrays) nested in any request: deeper is refused (`invalid_argument`).
 MAX_DEPTH = 32
+#: Entries of one plan chunk, and commands of one command list (more are dropped); each
+#: entry's or command's texts are cut at `MAX_FIELD_CHARS`.
+MAX_COMMANDS = 256
 #: A request's free-form `options` map, encoded (bytes).
 MAX_OPTIONS_BYTES = 64 * 1024
 #: Any other string field of a request (titles, names, paths, ids, reasons), in characters;

@@ -44,6 +44,16 @@ import trio
 PROTOCOL = 1
 
 
+#: The command list the agent sends after `session/new`.
+COMMANDS_UPDATE: dict[str, Any] = {
+    "sessionUpdate": "available_commands_update",
+    "availableCommands": [
+        {"name": "review", "description": "Review the changes", "input": {"hint": "path"}},
+        {"name": "init", "description": "Write AGENTS.md"},
+    ],
+}
+
+
 class Agent:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -130,6 +140,8 @@ class Agent:
             await self.reply(
                 rid, {"sessionId": sid, "models": self._models(sid), "modes": self._modes(sid)}
             )
+            # As claude-agent-acp does: the command list right after the answer.
+            await self.update(sid, COMMANDS_UPDATE)
         elif method in ("session/load", "session/resume"):
             sid = params.get("sessionId", "")
             if not self._load(sid):
@@ -250,6 +262,14 @@ class Agent:
             await self.say(
                 sid, f"error: {answer['error']['message']}" if "error" in answer else "written"
             )
+        elif word == "plan":
+            for statuses in (("in_progress", "pending"), ("completed", "in_progress")):
+                entries = [
+                    {"content": step, "status": status, "priority": "high"}
+                    for step, status in zip(("read", "write"), statuses, strict=True)
+                ]
+                await self.update(sid, {"sessionUpdate": "plan", "entries": entries})
+                await self.say(sid, f"{statuses[0]}. ")
         elif word == "mode":
             await self.say(sid, f"mode: {self.modes.get(sid, '')}")
         elif word == "model":

@@ -16,11 +16,19 @@ from hostd.core.delta_merge import coalesce_deltas
 from hostd.shell.drivers.supervisor import DriverSession
 from hostd.testing.conformance import ConformanceProfile, TurnResult, serving
 from hostd_acp.spec import make_spec
-from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult
+from hostd_protocol.common import (
+    CommandInfo,
+    PlanChunk,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+)
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
     ChunkEvent,
+    CommandsEvent,
     Log,
     Notice,
     ResumeToken,
@@ -101,6 +109,32 @@ async def test_handshake_names_the_agent_and_a_turn_maps_updates(
     assert len(tokens) == 1 and tokens[0].token.startswith("sess-")
     usage = [e for e in result.events if isinstance(e, UsageEvent)]
     assert usage and usage[-1].usage.input_tokens == 10 and usage[-1].turn_id == "t1"
+
+
+async def test_plans_are_plan_chunks_and_the_command_list_comes_between_turns(
+    prof: ConformanceProfile, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with serving(prof, tmp_path) as sup:
+            session = await sup.open("t", prof.options())
+            result = await turn(session, "t1", "plan")
+    assert result.end is not None and result.end.status == "success", result.end
+    plans = [c for c in chunks(result) if isinstance(c, PlanChunk)]
+    assert [[(e.content, e.status, e.priority) for e in p.entries] for p in plans] == [
+        [("read", "in_progress", "high"), ("write", "pending", "high")],
+        [("read", "completed", "high"), ("write", "in_progress", "high")],
+    ]
+    # Sent right after session/new, before the prompt: a CommandsEvent of no turn.
+    commands = [e for e in result.events if isinstance(e, CommandsEvent)]
+    assert commands == [
+        CommandsEvent(
+            commands=[
+                CommandInfo(name="review", description="Review the changes", input_hint="path"),
+                CommandInfo(name="init", description="Write AGENTS.md"),
+            ]
+        )
+    ]
+    assert "late update" not in logs(result) and "unknown session" not in logs(result)
 
 
 @pytest.mark.parametrize(("allow", "option"), [(True, ""), (False, ""), (True, "always")])

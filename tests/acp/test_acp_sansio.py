@@ -18,9 +18,16 @@ from hostd_acp.jsonrpc import (
     encode_request,
     encode_result,
 )
-from hostd_acp.translate import UpdateTranslator
-from hostd_protocol.common import TextDelta, ToolCall, ToolResult
-from hostd_protocol.driver_messages import Log, Notice
+from hostd_acp.translate import UpdateTranslator, commands_event
+from hostd_protocol.common import (
+    CommandInfo,
+    PlanChunk,
+    PlanEntry,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+)
+from hostd_protocol.driver_messages import CommandsEvent, Log
 
 STREAM = (
     encode_request(1, "session/request_permission", {"a": 1})
@@ -107,9 +114,32 @@ def test_a_call_without_input_is_announced_before_other_output() -> None:
 
 def test_plans_unknown_kinds_and_garbage() -> None:
     t = UpdateTranslator()
-    plan = t.feed(update(sessionUpdate="plan", entries=[{"content": "step", "status": "done"}]))
-    assert plan == [Notice(code="plan", message="[done] step")]
-    assert t.feed(update(sessionUpdate="available_commands_update", availableCommands=[])) == []
+    plan = t.feed(
+        update(
+            sessionUpdate="plan",
+            entries=[
+                {"content": "a", "status": "completed", "priority": "high"},
+                {"content": "b", "status": "brand_new_status", "priority": "low"},
+            ],
+        )
+    )
+    assert plan == [
+        PlanChunk(
+            entries=[
+                PlanEntry(content="a", status="completed", priority="high"),
+                PlanEntry(content="b", status="pending", priority="low"),
+            ]
+        )
+    ]
+    commands = update(
+        sessionUpdate="available_commands_update",
+        availableCommands=[{"name": "r", "description": "d", "input": {"hint": "h"}}, {"name": "x"}],
+    )
+    assert t.feed(commands) == []  # session-level: the driver emits it whenever it comes
+    assert commands_event(commands) == CommandsEvent(
+        commands=[CommandInfo(name="r", description="d", input_hint="h"), CommandInfo(name="x")]
+    )
+    assert isinstance(commands_event(b'{"availableCommands": 3}'), Log)
     unknown = t.feed(update(sessionUpdate="brand_new_kind"))
     assert len(unknown) == 1 and isinstance(unknown[0], Log) and unknown[0].level == "debug"
     bad = t.feed(b'{"sessionUpdate": "tool_call"}')

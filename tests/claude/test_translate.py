@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -26,7 +27,10 @@ from hostd_claude_code.translate import (
     tool_result_text,
 )
 from hostd_protocol.common import (
+    CommandInfo,
     CompactionAnchor,
+    PlanChunk,
+    PlanEntry,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -35,6 +39,7 @@ from hostd_protocol.common import (
 )
 from hostd_protocol.driver_messages import (
     ApiRetry,
+    CommandsEvent,
     CompactionComplete,
     CompactionError,
     CompactionStart,
@@ -322,3 +327,41 @@ def test_an_interrupted_turn_counts_the_streamed_tokens() -> None:
                         is_error=True, subtype="error_during_execution"))
     assert out == [UsageEvent(turn_id="t1", usage=Usage(
         input_tokens=900, output_tokens=42, cache_read_tokens=50, cost_usd=0.01))]
+
+
+def test_todowrite_is_followed_by_the_plan_and_init_names_the_commands() -> None:
+    t = Translator("t1", session_id="s")
+    todos = {
+        "todos": [
+            {"content": "Read", "status": "completed", "activeForm": "Reading"},
+            {"content": "Write", "status": "in_progress", "activeForm": "Writing"},
+            {"content": "Test", "status": "pending", "activeForm": "Testing"},
+        ]
+    }
+    streamed = feed_all(
+        t,
+        start(),
+        block_start(0, {"type": "tool_use", "id": "c1", "name": "TodoWrite"}),
+        delta(0, {"type": "input_json_delta", "partial_json": json.dumps(todos)}),
+        stop(0),
+    )
+    plan = PlanChunk(
+        entries=[
+            PlanEntry(content="Read", status="completed"),
+            PlanEntry(content="Write", status="in_progress"),
+            PlanEntry(content="Test", status="pending"),
+        ]
+    )
+    assert streamed[-2:] == [ToolCall(call_id="c1", name="TodoWrite", input=todos), plan]
+    # Not streamed: the whole message gives the same.
+    whole = AssistantMessage(
+        content=[ToolUseBlock(id="c2", name="TodoWrite", input=todos)], model="m"
+    )
+    assert Translator("t2").feed(whole) == [
+        ToolCall(call_id="c2", name="TodoWrite", input=todos),
+        plan,
+    ]
+    init = SystemMessage("init", {"session_id": "s", "slash_commands": ["compact", "/review"]})
+    assert t.feed(init) == [
+        CommandsEvent(commands=[CommandInfo(name="compact"), CommandInfo(name="review")])
+    ]

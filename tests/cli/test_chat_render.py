@@ -29,6 +29,8 @@ from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
 from hostd_protocol.common import (
     Chunk,
     CompactionAnchor,
+    PlanChunk,
+    PlanEntry,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -487,3 +489,21 @@ def test_a_scheduled_run_is_labelled_with_its_schedule_not_you() -> None:
     console.print(render_row(typed, label="U1"))
     console.print(render_row(ran, label="U2"))
     assert clean(console.export_text()) == "U1  you ❯ hello\nU2  schedule sc4 ❯ daily report"
+
+
+def test_a_plan_is_a_checklist_and_only_the_newest_is_shown() -> None:
+    old = PlanChunk(entries=[PlanEntry(content="read the config", status="in_progress")])
+    new = PlanChunk(
+        entries=[
+            PlanEntry(content="read the config", status="completed"),
+            PlanEntry(content="write the parser", status="in_progress"),
+            PlanEntry(content="add tests"),
+        ]
+    )
+    out = screen(render_row(row("a1", "assistant", [old, TextDelta(text="Reading."), new])))
+    assert out.count("plan") == 1  # the older plan is not drawn again
+    assert "[x] read the config" in out
+    assert "[~] write the parser" in out
+    assert "[ ] add tests" in out
+    assert "1/3 done" in out
+    assert out.index("Reading.") < out.index("[x] read the config")

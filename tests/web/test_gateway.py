@@ -137,7 +137,7 @@ async def test_websocket_bridges_json_frames(gateway: tuple[Gateway, object]) ->
             await ws.send(json.dumps({"type": "hello", "protocol_version": [1, 0], "client": "test"}))
             welcome = json.loads(await ws.receive())
             assert welcome["type"] == "welcome"
-            assert welcome["protocol_version"] == [1, 3]
+            assert welcome["protocol_version"] == [1, 4]
             await ws.send(json.dumps({"type": "create-topic", "id": 1, "title": "t", "driver": "scripted"}))
             reply = json.loads(await ws.receive())
             assert reply["type"] == "reply" and reply["id"] == 1

@@ -29,10 +29,10 @@ from hostd_acp.schema import (
     WriteTextFileParams,
     permission_selected,
 )
-from hostd_acp.translate import Output, UpdateTranslator
+from hostd_acp.translate import Output, UpdateTranslator, commands_event
 from hostd_protocol.common import ApprovalOption, Usage
 from hostd_protocol.driver_harness import TurnContext
-from hostd_protocol.driver_messages import Log
+from hostd_protocol.driver_messages import DriverEvent, Log
 
 __all__ = ["AgentMessages", "choose_option"]
 
@@ -62,11 +62,15 @@ _SESSION_LEVEL = frozenset(
 _kind_decoder = msgspec.json.Decoder(UpdateKind)
 
 
-def _is_session_level(update: msgspec.Raw) -> bool:
+def _kind_of(update: msgspec.Raw) -> str:
     try:
-        return _kind_decoder.decode(update).session_update in _SESSION_LEVEL
+        return _kind_decoder.decode(update).session_update
     except msgspec.DecodeError:
-        return False
+        return ""
+
+
+def _is_session_level(update: msgspec.Raw) -> bool:
+    return _kind_of(update) in _SESSION_LEVEL
 
 
 class _Prompt:
@@ -108,7 +112,9 @@ class AgentMessages:
     _drops: dict[str, int]
     _malformed_in_a_row: int
 
-    if TYPE_CHECKING:  # provided by AcpDriver
+    if TYPE_CHECKING:  # provided by AcpDriver (and its DriverBase)
+
+        async def emit(self, event: DriverEvent) -> None: ...
 
         async def _deliver(
             self, turn: TurnContext, out: Output, prompt: _Prompt | None = None
@@ -146,7 +152,16 @@ class AgentMessages:
         except msgspec.DecodeError as exc:
             await self._dropped("malformed update", str(exc))
             return
-        if note.session_id != self._session_id:
+        known = self._session_id
+        if _kind_of(note.update) == "available_commands_update" and known in (
+            None,
+            note.session_id,
+        ):
+            # Any time, also between prompts. Agents send it right after answering
+            # session/new, so it can be read before the answer's session id is stored.
+            await self.emit(commands_event(note.update))
+            return
+        if note.session_id != known:
             await self._dropped("update for an unknown session", repr(note.session_id[:80]))
             return
         if self._loading:

@@ -77,6 +77,7 @@ from hostd_acp.session_fork import SessionFork, prompt_text
 from hostd_acp.translate import Output
 from hostd_protocol.common import (
     Capabilities,
+    PlanChunk,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -408,7 +409,7 @@ class AcpDriver(AcpSession, AgentMessages, SessionFork, DriverBase):
         ]
 
     async def _deliver(self, turn: TurnContext, out: Output, prompt: _Prompt | None = None) -> None:
-        if isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult)):
+        if isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult, PlanChunk)):
             await turn.chunk(out)
         elif isinstance(out, UsageEvent):
             if prompt is None:

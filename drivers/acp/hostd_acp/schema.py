@@ -210,6 +210,22 @@ class PlanUpdate(_In):
     entries: list[PlanEntry] = []
 
 
+class CommandInput(_In):
+    hint: str = ""
+
+
+class AvailableCommand(_In):
+    name: str
+    description: str = ""
+    input: CommandInput | None = None
+
+
+class CommandsUpdate(_In):
+    """`available_commands_update`: the agent's whole command list."""
+
+    available_commands: list[AvailableCommand] = []
+
+
 class ModeUpdate(_In):
     current_mode_id: str = ""
 

@@ -13,8 +13,9 @@ Mapping:
   update with input, a permission request, a terminal status, any other output, `finish()`.
 - `tool_call_update` with status `completed` / `failed` -> `ToolResult` (content blocks as
   text, diffs as a small unified header plus the new text); one result per call.
-- `plan` -> `Notice(code="plan")`; `current_mode_update` -> `Notice(code="mode")`;
-  `usage_update` -> `UsageEvent` (cost); `available_commands_update`,
+- `plan` -> a `PlanChunk` (the whole plan); `current_mode_update` -> `Notice(code="mode")`;
+  `usage_update` -> `UsageEvent` (cost); `available_commands_update` -> nothing here (a
+  session-level update: `commands_event` turns it into a `CommandsEvent` whenever it comes);
   `config_option_update`, `session_info_update`, `user_message_chunk` -> nothing (logged
   at debug by the caller); unknown kinds -> `Log(debug)`.
 - A malformed update -> `Log(warning)`; never an exception.
@@ -32,6 +33,7 @@ from typing import Any, TypeAlias
 import msgspec
 
 from hostd_acp.schema import (
+    CommandsUpdate,
     ContentChunk,
     ModeUpdate,
     PlanUpdate,
@@ -39,10 +41,22 @@ from hostd_acp.schema import (
     UpdateKind,
     UsageUpdate,
 )
-from hostd_protocol.common import TextDelta, ThinkingDelta, ToolCall, ToolResult, Usage
-from hostd_protocol.driver_messages import Log, Notice, UsageEvent
+from hostd_protocol.common import (
+    CommandInfo,
+    PlanChunk,
+    PlanEntry,
+    PlanStatus,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from hostd_protocol.driver_messages import CommandsEvent, Log, Notice, UsageEvent
 
-Output: TypeAlias = TextDelta | ThinkingDelta | ToolCall | ToolResult | Notice | UsageEvent | Log
+Output: TypeAlias = (
+    TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk | Notice | UsageEvent | Log
+)
 
 #: Bound on one rendered tool result / notice text.
 DEFAULT_MAX_TEXT = 64 * 1024
@@ -63,6 +77,45 @@ _tool_decoder = msgspec.json.Decoder(ToolCallFields)
 _plan_decoder = msgspec.json.Decoder(PlanUpdate)
 _mode_decoder = msgspec.json.Decoder(ModeUpdate)
 _usage_decoder = msgspec.json.Decoder(UsageUpdate)
+_commands_decoder = msgspec.json.Decoder(CommandsUpdate)
+_PLAN_STATUSES: dict[str, PlanStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "completed": "completed",
+}
+
+
+def commands_event(raw_update: msgspec.Raw | bytes) -> CommandsEvent | Log:
+    """An `available_commands_update` as the host's `CommandsEvent` (a malformed one: a
+    warning `Log`)."""
+    try:
+        update = _commands_decoder.decode(raw_update)
+    except msgspec.DecodeError as exc:
+        return Log(level="warning", message=f"dropped a malformed command list: {exc}")
+    return CommandsEvent(
+        commands=[
+            CommandInfo(
+                name=c.name,
+                description=c.description,
+                input_hint=c.input.hint if c.input is not None else "",
+            )
+            for c in update.available_commands
+        ]
+    )
+
+
+def plan_chunk(entries: list[Any]) -> PlanChunk:
+    """ACP plan entries as hostd's plan (an unknown status reads as pending)."""
+    return PlanChunk(
+        entries=[
+            PlanEntry(
+                content=e.content,
+                status=_PLAN_STATUSES.get(e.status, "pending"),
+                priority=e.priority,
+            )
+            for e in entries
+        ]
+    )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -200,9 +253,9 @@ class UpdateTranslator:
         if kind == "tool_call_update":
             return self._tool_update(_tool_decoder.decode(raw))
         if kind == "plan":
-            plan = _plan_decoder.decode(raw)
-            lines = [f"[{e.status or 'pending'}] {e.content}" for e in plan.entries]
-            return [Notice(code="plan", message=_clip("\n".join(lines), self.max_text))]
+            out = self._flush_pending()
+            self.produced = True
+            return [*out, plan_chunk(_plan_decoder.decode(raw).entries)]
         if kind == "current_mode_update":
             mode = _mode_decoder.decode(raw)
             return [Notice(code="mode", message=f"mode: {mode.current_mode_id}")]

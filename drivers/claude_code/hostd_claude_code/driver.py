@@ -51,6 +51,7 @@ from hostd_claude_code.prompt import prompt_of
 from hostd_claude_code.sdk_callbacks import SdkCallbacks
 from hostd_protocol.common import (
     Capabilities,
+    PlanChunk,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -535,7 +536,7 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
     async def _deliver(turn: TurnContext, out: Any, marker: object) -> None:
         if out is marker:
             await turn.message_start()
-        elif isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult)):
+        elif isinstance(out, (TextDelta, ThinkingDelta, ToolCall, ToolResult, PlanChunk)):
             await turn.chunk(out)
         else:
             await turn.emit(out)

@@ -20,6 +20,9 @@ Rules this module guards:
   summary message follows); a success without a boundary -> `CompactionComplete` without
   anchor; a failure -> `CompactionError`. Nothing of the summary is ever a chunk.
 - The `ResultMessage` ends the turn; `is_error` decides success (never `subtype`).
+- A `TodoWrite` tool call is followed by a `PlanChunk` (its todos as the plan); the
+  `system/init` message's `slash_commands` become a `CommandsEvent` (names only: the CLI
+  gives no descriptions there).
 """
 
 from __future__ import annotations
@@ -43,7 +46,11 @@ from claude_agent_sdk import (
 
 from hostd_protocol.common import (
     Chunk,
+    CommandInfo,
     CompactionAnchor,
+    PlanChunk,
+    PlanEntry,
+    PlanStatus,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -52,6 +59,7 @@ from hostd_protocol.common import (
 )
 from hostd_protocol.driver_messages import (
     ApiRetry,
+    CommandsEvent,
     CompactionComplete,
     CompactionError,
     CompactionStart,
@@ -84,6 +92,41 @@ class _ToolBlock:
     call_id: str
     name: str
     parts: list[str] = field(default_factory=list)
+
+
+_PLAN_STATUSES: dict[object, PlanStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "completed": "completed",
+}
+
+
+def with_plan(call: ToolCall) -> list[Output]:
+    """A tool call, followed by the plan it sets when it is Claude Code's `TodoWrite`."""
+    todos = call.input.get("todos") if call.name == "TodoWrite" else None
+    if not isinstance(todos, list):
+        return [call]
+    entries = [
+        PlanEntry(
+            content=str(t.get("content", "")),
+            status=_PLAN_STATUSES.get(t.get("status"), "pending"),
+        )
+        for t in todos
+        if isinstance(t, dict)
+    ]
+    return [call, PlanChunk(entries=entries)]
+
+
+def commands_of(data: dict[str, Any]) -> list[Output]:
+    """The `system/init` message's slash commands as the agent's command list."""
+    names = data.get("slash_commands")
+    if not isinstance(names, list):
+        return []
+    return [
+        CommandsEvent(
+            commands=[CommandInfo(name=n.lstrip("/")) for n in names if isinstance(n, str) and n]
+        )
+    ]
 
 
 def _trigger(value: object) -> Literal["manual", "auto", "reactive"]:
@@ -287,7 +330,9 @@ class Translator:
             tool = self._blocks.pop(_int(ev.get("index")), None)
             if tool is None:
                 return []
-            return [ToolCall(call_id=tool.call_id, name=tool.name, input=_parse_input(tool.parts))]
+            return with_plan(
+                ToolCall(call_id=tool.call_id, name=tool.name, input=_parse_input(tool.parts))
+            )
         return []
 
     # --- whole messages ---------------------------------------------------------------------
@@ -312,7 +357,9 @@ class Translator:
             elif isinstance(block, ThinkingBlock) and block.thinking:
                 out.append(ThinkingDelta(text=block.thinking))
             elif isinstance(block, ToolUseBlock):
-                out.append(ToolCall(call_id=block.id, name=block.name, input=dict(block.input)))
+                out += with_plan(
+                    ToolCall(call_id=block.id, name=block.name, input=dict(block.input))
+                )
         return out
 
     def _user(self, msg: UserMessage) -> list[Output]:
@@ -346,11 +393,12 @@ class Translator:
         data = msg.data
         sub = msg.subtype
         if sub == "init":
+            out = commands_of(data)
             sid = data.get("session_id")
             if isinstance(sid, str) and sid and sid != self.session_id:
                 self.session_id = sid
-                return [ResumeToken(token=sid)]
-            return []
+                out.append(ResumeToken(token=sid))
+            return out
         if sub == "status":
             return self._status(data)
         if sub == "compact_boundary":

@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from hostd_protocol.common import (
+    CommandInfo,
     CompactionAnchor,
+    PlanChunk,
+    PlanEntry,
+    PlanStatus,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -28,6 +32,7 @@ from hostd_protocol.common import (
 from hostd_protocol.driver_harness import TurnContext, TurnFailed
 from hostd_protocol.driver_messages import (
     ChunkEvent,
+    CommandsEvent,
     CompactionComplete,
     CompactionError,
     CompactionStart,
@@ -253,6 +258,31 @@ class Player:
         await self.turn.emit(
             Notice(code=code or "scripted", message=message, turn_id=self.turn.turn_id)
         )
+
+    async def do_plan(self, step: Step) -> None:
+        """`/plan [x] done; [~] doing; [ ] to do`: one plan chunk (the whole plan)."""
+        entries = []
+        for item in step.rest().split(";"):
+            item = item.strip()
+            if not item:
+                continue
+            status: PlanStatus = "pending"
+            for box, named in _PLAN_BOXES.items():
+                if item.startswith(box):
+                    status, item = named, item[len(box) :].strip()
+                    break
+            entries.append(PlanEntry(content=item, status=status))
+        await self.turn.chunk(PlanChunk(entries=entries))
+
+    async def do_commands(self, step: Step) -> None:
+        """`/commands NAME[:HINT] ...`: the agent's command list (empty: no commands)."""
+        commands = []
+        for arg in step.args:
+            name, _, hint = arg.partition(":")
+            commands.append(
+                CommandInfo(name=name, description=f"the scripted {name}", input_hint=hint)
+            )
+        await self.turn.emit(CommandsEvent(commands=commands))
 
     async def do_whoami(self, step: Step) -> None:
         d = self.driver
@@ -486,6 +516,13 @@ async def _late_event(turn: TurnContext) -> None:
         await turn.emit(ChunkEvent(turn_id=turn.turn_id, chunk=TextDelta(text="late")))
     except (trio.ClosedResourceError, trio.BrokenResourceError):
         pass
+
+
+_PLAN_BOXES: dict[str, PlanStatus] = {
+    "[x]": "completed",
+    "[~]": "in_progress",
+    "[ ]": "pending",
+}
 
 
 def _errno_name(exc: OSError) -> str:

@@ -80,6 +80,8 @@ KNOWN: dict[str, int | None] = {
     "envkeys": 0,
     "usage": 2,
     "notice": None,
+    "plan": None,
+    "commands": 64,
     "bench": 1,
     "echo": 0,
     "stderr": None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 from hostd_protocol.client_messages.events import (
     ApprovalRequested,
     ApprovalResolved,
+    CommandsChanged,
     DriverReady,
     ErrorReply,
     NoticeEvent,
@@ -134,6 +135,7 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
     "ApprovalStatus",
+    "CommandsChanged",
     "AssistantInfo",
     "AssistantListResult",
     "Attach",

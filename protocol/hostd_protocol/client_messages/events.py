@@ -17,6 +17,7 @@ from hostd_protocol.common import (
     AnswerTarget,
     Capabilities,
     Chunk,
+    CommandInfo,
     RowStatus,
     TopicState,
     TurnStatus,
@@ -27,6 +28,7 @@ from hostd_protocol.common import (
 __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
+    "CommandsChanged",
     "DriverReady",
     "ErrorReply",
     "NoticeEvent",
@@ -235,6 +237,16 @@ class NoticeEvent(_Frozen, frozen=True, tag="notice"):
     level: Literal["info", "warning", "error"] = "info"
 
 
+class CommandsChanged(_Frozen, frozen=True, tag="commands-changed"):
+    """The commands the topic's agent offers changed (the whole list, replacing the previous
+    one; `Snapshot.commands` is the list at attach time). A user runs one by sending
+    `/name input` as an ordinary message."""
+
+    topic_id: str
+    seq: int
+    commands: list[CommandInfo] = []
+
+
 class TopicChanged(_Frozen, frozen=True, tag="topic-changed"):
     topic_id: str
     seq: int
@@ -289,6 +301,7 @@ TopicEvent = (
     | ApprovalResolved
     | UsageUpdated
     | NoticeEvent
+    | CommandsChanged
     | TopicChanged
     | TopicDeleted
     | ReplayEnd
@@ -318,4 +331,5 @@ ServerMessage = (
     | Resync
     | DriverReady
     | TopicsChanged
+    | CommandsChanged
 )

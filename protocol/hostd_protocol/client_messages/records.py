@@ -10,6 +10,7 @@ from hostd_protocol.common import (
     AnswerTarget,
     ApprovalOption,
     Chunk,
+    CommandInfo,
     CompactionAnchor,
     RowRole,
     RowStatus,
@@ -118,6 +119,8 @@ class Snapshot(_Frozen, frozen=True):
     active_turn_id: str = ""
     #: True when older rows exist than the ones included (page with `History`).
     truncated: bool = False
+    #: The commands the topic's agent offers, as last reported (see `CommandsChanged`).
+    commands: list[CommandInfo] = []
 
 
 class DriverInfo(_Frozen, frozen=True):

@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 3];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 4];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -124,12 +124,32 @@ export interface ToolResult {
   readonly output: string;
 }
 
+/** One step of a `PlanChunk`. `priority` is "high", "medium", "low", or "" (not given). */
+export interface PlanEntry {
+  readonly content: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly priority?: string;
+  /** Default: `"pending"` (omitted on the wire). */
+  readonly status?: "completed" | "in_progress" | "pending";
+}
+
+/**
+ * The agent's plan (a to-do list) as it stands now: the WHOLE plan, replacing any earlier
+ * one of the answer for display (a Claude Code `TodoWrite`, an ACP `plan` update). A part
+ * of its own in the row, never merged; a row may hold one per update, in order.
+ */
+export interface PlanChunk {
+  readonly type: "plan";
+  /** Default: `[]` (omitted on the wire). */
+  readonly entries?: PlanEntry[];
+}
+
 /** One message of conversation history, as sent to stateless drivers or by clients. */
 export interface HistoryMessage {
   /** Default: `""` (omitted on the wire). */
   readonly id?: string;
   /** Default: `[]` (omitted on the wire). */
-  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult>;
+  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk>;
   readonly role: "assistant" | "system" | "user";
   readonly text: string;
 }
@@ -530,6 +550,15 @@ export interface ApprovalInfo {
   readonly turn_id: string;
 }
 
+/** A command the topic's agent offers (a slash command: the user sends `/name input`). */
+export interface CommandInfo {
+  /** Default: `""` (omitted on the wire). */
+  readonly description?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly input_hint?: string;
+  readonly name: string;
+}
+
 /** Where a compaction happened and what it did; stored as a marker row. */
 export interface CompactionAnchor {
   /** Default: `0` (omitted on the wire). */
@@ -583,7 +612,7 @@ export interface MessageRow {
   /** Default: `{}` (omitted on the wire). */
   readonly meta?: Record<string, unknown>;
   /** Default: `[]` (omitted on the wire). */
-  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult>;
+  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk>;
   readonly position: number;
   readonly role: "assistant" | "marker" | "user";
   readonly status: "draft" | "error" | "pending" | "queued" | "stopped" | "success";
@@ -606,6 +635,8 @@ export interface Snapshot {
   readonly active_turn_id?: string;
   /** Default: `[]` (omitted on the wire). */
   readonly approvals?: ApprovalInfo[];
+  /** Default: `[]` (omitted on the wire). */
+  readonly commands?: CommandInfo[];
   /** Default: `[]` (omitted on the wire). */
   readonly rows?: MessageRow[];
   readonly seq: number;
@@ -673,7 +704,7 @@ export interface RowContent {
   readonly offset?: number;
   /** Default: `0` (omitted on the wire). */
   readonly part?: number;
-  readonly parts: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult>;
+  readonly parts: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk>;
   readonly row_id: string;
 }
 
@@ -871,7 +902,7 @@ export interface RowOpened {
 /** Content for an open row. Consecutive text deltas may arrive merged. */
 export interface RowAppended {
   readonly type: "row-appended";
-  readonly chunk: TextDelta | ThinkingDelta | ToolCall | ToolResult;
+  readonly chunk: TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk;
   readonly row_id: string;
   readonly seq: number;
   readonly topic_id: string;
@@ -891,7 +922,7 @@ export interface RowUpdated {
   /** Default: `null` (omitted on the wire). */
   readonly meta?: Record<string, unknown> | null;
   /** Default: `null` (omitted on the wire). */
-  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult> | null;
+  readonly parts?: Array<TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk> | null;
   /** Default: `null` (omitted on the wire). */
   readonly position?: number | null;
   readonly row_id: string;
@@ -1108,6 +1139,19 @@ export interface TopicsChanged {
   readonly topic_id: string;
 }
 
+/**
+ * The commands the topic's agent offers changed (the whole list, replacing the previous
+ * one; `Snapshot.commands` is the list at attach time). A user runs one by sending
+ * `/name input` as an ordinary message.
+ */
+export interface CommandsChanged {
+  readonly type: "commands-changed";
+  /** Default: `[]` (omitted on the wire). */
+  readonly commands?: CommandInfo[];
+  readonly seq: number;
+  readonly topic_id: string;
+}
+
 export type ClientMessage =
   | Hello
   | CreateTopic
@@ -1208,7 +1252,8 @@ export type ServerMessage =
   | ReplayEnd
   | Resync
   | DriverReady
-  | TopicsChanged;
+  | TopicsChanged
+  | CommandsChanged;
 
 /** Every `type` tag of ServerMessage. */
 export const SERVER_MESSAGE_TYPES = [
@@ -1234,6 +1279,7 @@ export const SERVER_MESSAGE_TYPES = [
   "resync",
   "driver-ready",
   "topics-changed",
+  "commands-changed",
 ] as const;
 
 /** The `type` tags of topic events (server messages with a topic's `seq`). */
@@ -1256,4 +1302,5 @@ export const TOPIC_EVENT_TYPES = [
   "replay-end",
   "resync",
   "driver-ready",
+  "commands-changed",
 ] as const;

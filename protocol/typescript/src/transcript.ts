@@ -9,7 +9,7 @@
  *   included (replay overlap with the snapshot) and is skipped; a gap, or a `resync`, throws
  *   `EventGap` (re-attach with `since`, or take a new snapshot).
  * - Row parts merge the same way everywhere: consecutive `text` chunks merge into one part,
- *   consecutive `thinking` chunks into one part, tool calls and results stay separate parts;
+ *   consecutive `thinking` chunks into one part, tool calls, results and plans stay separate parts;
  *   empty text/thinking chunks are dropped.
  * - Rows are ordered by `position` (ties keep arrival order). `row-updated` fields that are
  *   null or absent are unchanged.
@@ -19,6 +19,7 @@ import { EventGap } from "./errors.js";
 import type {
   ApprovalInfo,
   Capabilities,
+  CommandInfo,
   MessageRow,
   NoticeEvent,
   RowUpdated,
@@ -144,7 +145,7 @@ const UPDATABLE = [
  * A window's copy of one topic, kept current by applying topic events.
  *
  * `topic`, `seq`, `state`, `activeTurnId`, `capabilities`, `usage` (last `usage-updated` per
- * turn id), `notices` (the last `maxNotices`), `deleted`.
+ * turn id), `notices` (the last `maxNotices`), `commands` (the agent's command list), `deleted`.
  */
 export class Transcript {
   topic: TopicInfo;
@@ -160,6 +161,8 @@ export class Transcript {
   capabilities: Capabilities | null = null;
   readonly usage = new Map<string, Usage>();
   readonly notices: NoticeEvent[] = [];
+  /** The commands the topic's agent offers (`snapshot.commands`, then `commands-changed`). */
+  commands: CommandInfo[];
   private readonly maxNotices: number;
   private readonly liveRows = new Map<string, LiveRow>();
   private readonly openApprovals = new Map<string, ApprovalInfo>();
@@ -171,6 +174,7 @@ export class Transcript {
     this.activeTurnId = snapshot.active_turn_id ?? "";
     this.truncated = snapshot.truncated ?? false;
     this.maxNotices = options.maxNotices ?? 100;
+    this.commands = [...(snapshot.commands ?? [])];
     for (const row of snapshot.rows ?? []) this.liveRows.set(row.id, new LiveRow(row));
     for (const approval of snapshot.approvals ?? []) this.openApprovals.set(approval.id, approval);
   }
@@ -244,6 +248,9 @@ export class Transcript {
         if (this.notices.length > this.maxNotices) {
           this.notices.splice(0, this.notices.length - this.maxNotices);
         }
+        break;
+      case "commands-changed":
+        this.commands = [...(event.commands ?? [])];
         break;
       case "topic-changed":
         this.topic = event.topic;
@@ -323,6 +330,7 @@ export class Transcript {
       approvals: this.approvals(),
       active_turn_id: this.activeTurnId,
       truncated,
+      ...(this.commands.length > 0 ? { commands: [...this.commands] } : {}),
     };
   }
 }

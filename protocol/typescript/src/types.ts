@@ -12,7 +12,7 @@ import type {
   Welcome,
 } from "./protocol.gen.js";
 
-/** One piece of an answer: text, thinking, tool call, tool result. */
+/** One piece of an answer: text, thinking, tool call, tool result, plan. */
 export type Chunk = NonNullable<MessageRow["parts"]>[number];
 /** What a `reply` carries, tagged by `type`. */
 export type Result = Reply["result"];
