@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: 
     p.add_argument("--new-token", action="store_true",
                    help="with --port: replace the kept token (open pages must load the new URL)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument("--app", action="store_true",
+                   help="open the page as an app window (no tabs, no address bar) of a "
+                        "Chromium-family browser (HOSTD_WEB_BROWSER names one)")
     p.add_argument("--token-file", default=None,
                    help="where to write the URL with the token, mode 0600 "
                         "(default: web-url in the hostd runtime folder)")
@@ -43,6 +46,7 @@ def cmd_web(args: argparse.Namespace) -> int:
     except HostdError as exc:
         return fail(exc.message)
     token_file = Path(args.token_file) if args.token_file else paths.runtime_dir / "web-url"
+    app_page = paths.runtime_dir / "web-open.html"
     token = None
     if args.port:
         try:
@@ -63,7 +67,18 @@ def cmd_web(args: argparse.Namespace) -> int:
         print(f"hostd web: {gateway.url}", flush=True)
         print(f"hostd web: the URL is also in {token_file} (mode 0600); Ctrl-C stops",
               file=sys.stderr, flush=True)
-        if args.open:
+        if args.app:
+            from hostd.web.app_window import find_chromium, open_app_window, write_redirect
+
+            browser = find_chromium()
+            if browser is not None:
+                write_redirect(app_page, gateway.url)
+                open_app_window(browser, app_page)
+                return
+            print("hostd web: no Chromium-family browser found for --app (chromium, google-chrome, "
+                  "microsoft-edge, brave-browser, vivaldi; or set HOSTD_WEB_BROWSER); "
+                  "opening the page in the default browser", file=sys.stderr, flush=True)
+        if args.open or args.app:
             import webbrowser
 
             webbrowser.open(gateway.url)
@@ -85,6 +100,8 @@ def cmd_web(args: argparse.Namespace) -> int:
             leaf = leaf.exceptions[0]
         assert isinstance(leaf, OSError)
         return fail(f"cannot serve on 127.0.0.1:{args.port}: {leaf.strerror or leaf}")
+    finally:
+        app_page.unlink(missing_ok=True)
     return 0
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +58,58 @@ def test_open_hands_the_url_to_the_browser(home: Path) -> None:
             proc.stdout.close()
     assert opened.read_text() == url
     assert not (home / "run" / "web-url").exists()  # removed on the way out
+
+
+def run_web_app(home: Path, env: dict[str, str]) -> tuple[str, str, str]:
+    """`hostd web --app` with a stand-in browser that writes its argument to a FIFO; returns
+    the printed URL, the browser's argument and the redirect page it was given (read while
+    the gateway runs: it is removed on exit)."""
+    fifo = home / "browser-args"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--home", str(home), "web", "--app"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().removeprefix("hostd web: ").rstrip("\n")
+        ready, _, _ = select.select([reader], [], [], 60)
+        assert ready, "the browser was not started"
+        arg = os.read(reader, 4096).decode()
+        page = home / "run" / "web-open.html"
+        assert stat.S_IMODE(page.stat().st_mode) == 0o600
+        return url, arg, page.read_text()
+    finally:
+        os.close(reader)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
+        assert not (home / "run" / "web-open.html").exists()  # removed on the way out
+
+
+def test_app_opens_a_chromium_app_window_without_the_token_on_its_command_line(home: Path) -> None:
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "chromium"  # found before the machine's own (PATH order)
+    fake.write_text(f'#!/bin/sh\nprintf %s "$*" > {home / "browser-args"}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/bin", "HOSTD_WEB_BROWSER": ""}
+    url, arg, page = run_web_app(home, env)
+    token = url.split("token=", 1)[1]
+    assert arg == f"--app={(home / 'run' / 'web-open.html').resolve().as_uri()}"
+    assert token not in arg
+    assert f'content="0;url={url}"' in page
+
+
+def test_find_chromium_takes_the_family_in_order_or_the_named_one(tmp_path: Path) -> None:
+    from hostd.web.app_window import find_chromium
+
+    assert find_chromium({"PATH": str(tmp_path)}) is None
+    for name in ("vivaldi", "microsoft-edge"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    assert find_chromium({"PATH": str(tmp_path)}) == str(tmp_path / "microsoft-edge")
+    named = {"PATH": str(tmp_path), "HOSTD_WEB_BROWSER": str(tmp_path / "vivaldi")}
+    assert find_chromium(named) == str(tmp_path / "vivaldi")

@@ -78,6 +78,19 @@ export function askConfirm(opts: { title: string; message: ComponentChildren; co
   });
 }
 
+/** Show something to read (the keyboard shortcuts); Esc or Close dismisses it. */
+export function showInfo(title: string, body: ComponentChildren): void {
+  const close = () => show(null);
+  show(
+    <Dialog key={++serial} title={title} onClose={close}>
+      {body}
+      <div class="form-buttons">
+        <button type="button" class="primary" autoFocus onClick={close}>Close</button>
+      </div>
+    </Dialog>,
+  );
+}
+
 /** Ask for one line or a few lines of text (rename, edit and resend). */
 function TextDialog({ title, label, initial, submit, multiline = false, onDone }: {
   title: string;

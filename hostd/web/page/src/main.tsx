@@ -13,7 +13,9 @@ import { session } from "./app_session";
 import { Approvals, Composer, Unsent } from "./composer";
 import { DialogHost } from "./dialogs";
 import { RemovedSwitch, rowActions } from "./row_menu";
+import { maybeNotify, notifySupported, notifyWanted, setNotify } from "./notify";
 import { SchedulesPanel } from "./schedules";
+import { installShortcuts, showShortcuts } from "./shortcuts";
 import type { ViewState } from "./session";
 import { Sidebar } from "./topics";
 import { TranscriptView } from "./transcript_view";
@@ -81,6 +83,25 @@ function ThemeToggle() {
     </button>
   );
 }
+
+/** Notifications in a background tab: on / off (the browser asks for permission on "on"). */
+function NotifyToggle() {
+  const [on, setOn] = useState(notifyWanted);
+  if (!notifySupported()) return null;
+  return (
+    <button class="ghost" aria-pressed={on} aria-label="Notifications" data-testid="notify"
+      title="Notify me when an answer finishes or an approval waits in a background tab"
+      onClick={async () => setOn(await setNotify(!on))}>
+      <svg class="icon" viewBox="0 0 16 16" aria-hidden="true">
+        <path d="M8 1.5a4 4 0 0 0-4 4v3L2.5 11h11L12 8.5v-3a4 4 0 0 0-4-4zM6.5 12.5a1.5 1.5 0 0 0 3 0" />
+        {!on && <path d="M2 2l12 12" />}
+      </svg>
+      <span class="wide-only"> Notifications</span>
+    </button>
+  );
+}
+
+session.onEvent = (item) => maybeNotify(item, session.state.topics.find((t) => t.id === session.state.topicId));
 
 // --- header ----------------------------------------------------------------------------------
 
@@ -159,6 +180,10 @@ function App() {
   // is picked.
   const [drawer, setDrawer] = useState(false);
   useEffect(() => setDrawer(false), [s.topicId]);
+  useEffect(() => installShortcuts(() => {
+    if (matchMedia("(max-width: 900px)").matches) setDrawer(true);
+    requestAnimationFrame(() => document.querySelector<HTMLInputElement>("[data-testid=topic-search]")?.focus());
+  }), []);
   useEffect(() => {
     const onHash = () => void session.open(topicFromHash());
     window.addEventListener("hashchange", onHash);
@@ -181,6 +206,8 @@ function App() {
         <span class="brand">hostd</span>
         <ConnIndicator s={s} />
         <span class="spacer" />
+        <NotifyToggle />
+        <button class="ghost" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)" onClick={showShortcuts}>?</button>
         <ThemeToggle />
       </header>
       {s.conn === "offline" && s.connReason && (

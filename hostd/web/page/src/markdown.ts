@@ -56,7 +56,9 @@ function makeMarked(highlight: boolean): Marked {
             ? hljs.highlight(token.text, { language: lang, ignoreIllegals: true }).value
             : escapeHtml(token.text);
         const cls = lang ? ` language-${escapeHtml(lang)}` : "";
-        return `<pre class="code"><code class="hljs${cls}">${body}</code></pre>`;
+        // tabindex: a scrolling block must be reachable by keyboard; the button copies it.
+        return `<div class="code-block"><button type="button" class="ghost small copy-code" aria-label="Copy code">Copy</button>`
+          + `<pre class="code" tabindex="0"><code class="hljs${cls}">${body}</code></pre></div>`;
       },
       link(token: Tokens.Link): string {
         const text = this.parser.parseInline(token.tokens);

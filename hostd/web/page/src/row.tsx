@@ -3,6 +3,7 @@ import type { Chunk, MessageRow, ToolCall, ToolResult } from "hostd-client";
 import type { ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 
+import { CopyButton, onCodeCopy } from "./copy";
 import { renderMarkdown } from "./markdown";
 
 export function rowText(row: MessageRow): string {
@@ -14,7 +15,7 @@ export function rowText(row: MessageRow): string {
 
 function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
   const html = useMemo(() => renderMarkdown(text, streaming), [text, streaming]);
-  return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
+  return <div class="md" onClick={onCodeCopy} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
 type ToolState = "running" | "waiting for approval" | "no result" | "error" | "done";
@@ -96,6 +97,17 @@ function AssistantParts({ row, waiting }: { row: MessageRow; waiting: readonly s
   );
 }
 
+/** When a row was written: the time today, else the date too; the full date as tooltip. */
+export function Stamp({ at }: { at?: number }) {
+  if (!at) return null;
+  const d = new Date(at * 1000);
+  const today = d.toDateString() === new Date().toDateString();
+  const short = today
+    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : d.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  return <time class="stamp" dateTime={d.toISOString()} title={d.toLocaleString()}>{short}</time>;
+}
+
 /** Buttons a row shows under its head (rewind here, fork, edit), or null. */
 export type RowActions = (row: MessageRow) => ComponentChildren;
 
@@ -149,8 +161,12 @@ export function Row({ row, label, actions, removed = false, who, extra, dim = fa
         {row.status === "stopped" && <span class="badge">stopped</span>}
         {row.status === "error" && <span class="badge err">error</span>}
         {removed && <span class="badge">removed</span>}
+        <Stamp at={row.created_at} />
         {extra}
-        {!removed && actions?.(row)}
+        <span class="row-tools">
+          {text && <CopyButton text={() => rowText(row)} what={`${label || "message"}`} />}
+          {!removed && actions?.(row)}
+        </span>
       </div>
       {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} waiting={waiting} />}
       {row.error && <div class="row-error">{row.error}</div>}

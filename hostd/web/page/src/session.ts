@@ -15,6 +15,7 @@ import {
   type ApprovalInfo,
   type MessageRow,
   type Subscription,
+  type SubscriptionItem,
   type TopicInfo,
   type Transcript,
   type Transport,
@@ -132,6 +133,8 @@ export class Session {
   private sub: Subscription | null = null;
   private transcript: Transcript | null = null;
   private listeners = new Set<() => void>();
+  /** Called with each event of the open topic as it arrives (notifications watch these). */
+  onEvent: ((item: SubscriptionItem) => void) | null = null;
   private attachAbort: AbortController | null = null;
   private wantTopic = "";
   private failures = 0;
@@ -264,6 +267,7 @@ export class Session {
       for await (const item of sub) {
         if (this.sub !== sub) break;
         this.transcript = sub.transcript;
+        this.onEvent?.(item);
         if (item.type === "topic-deleted") {
           void this.refreshTopics();
           void this.open("");

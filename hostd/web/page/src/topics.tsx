@@ -69,9 +69,9 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
   );
 }
 
-function TopicItem({ topic, current }: { topic: TopicInfo; current: boolean }) {
+function TopicItem({ topic, current, state }: { topic: TopicInfo; current: boolean; state?: string }) {
   const name = topic.title || "(untitled)";
-  const busy = topic.state && topic.state !== "idle";
+  const busy = state && state !== "idle";
   const rename = async () => {
     const title = await askText({ title: "Rename topic", label: "Title", initial: topic.title ?? "", submit: "Rename" });
     if (title === null) return;
@@ -91,7 +91,7 @@ function TopicItem({ topic, current }: { topic: TopicInfo; current: boolean }) {
       <a href={`#topic=${topic.id}`} class="topic-title" aria-current={current ? "page" : undefined} title={name}>
         {name}
       </a>
-      {busy && <span class={`badge state-${topic.state}`}>{topic.state}</span>}
+      {busy && <span class={`badge state-${state}`}>{state}</span>}
       <span class="topic-actions">
         <button class="ghost small" title="rename" aria-label={`Rename ${name}`} onClick={() => void rename()}>
           ✎
@@ -138,7 +138,8 @@ export function Sidebar({ s, open, close }: { s: ViewState; open: boolean; close
       <nav aria-label="Topics" onClick={(e) => (e.target as Element).closest("a") && close()}>
         <ul class="topic-list">
           {shown.map((t) => (
-            <TopicItem key={t.id} topic={t} current={t.id === s.topicId} />
+            // The open topic's state is live (its events); the others' as last listed.
+            <TopicItem key={t.id} topic={t} current={t.id === s.topicId} state={t.id === s.topicId ? s.topicState : t.state} />
           ))}
         </ul>
         {s.topics.length === 0 && <p class="empty">No topics yet.</p>}

@@ -4,7 +4,7 @@
  */
 import type { ApprovalInfo, MessageRow, TopicInfo } from "hostd-client";
 import type { ComponentChildren } from "preact";
-import { useEffect, useMemo, useRef } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
 import { AnswerGroup } from "./answers";
 import { rollLabels } from "./labels";
@@ -70,11 +70,18 @@ export function TranscriptView({
   const labels = useMemo(() => rollLabels(rows), [rows]);
   const waiting = useMemo(() => waitingTools(rows, approvals), [rows, approvals]);
   const end = useRef<HTMLDivElement>(null);
+  // Follows the end while the reader is there; scrolled up, it stays put and offers a way back.
   const stick = useRef(true);
+  const [away, setAway] = useState(false);
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (stick.current) end.current?.scrollIntoView({ block: "end" });
   }, [rows]);
+  const toEnd = () => {
+    stick.current = true;
+    setAway(false);
+    end.current?.scrollIntoView({ block: "end" });
+  };
   return (
     // A `log`: a screen reader announces rows as they are added. While a turn runs the log is
     // busy: a streaming answer's Markdown is re-rendered every frame, and announcing each
@@ -89,7 +96,9 @@ export function TranscriptView({
       ref={box}
       onScroll={() => {
         const el = box.current;
-        if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+        if (!el) return;
+        stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+        if (away === stick.current) setAway(!stick.current);
       }}
     >
       {older}
@@ -113,6 +122,12 @@ export function TranscriptView({
         ),
       )}
       <div ref={end} />
+      {away && (
+        <button class="to-end" data-testid="to-end" onClick={toEnd}
+          aria-label={busyTurn ? "Scroll to the answer being written" : "Scroll to the latest message"}>
+          ↓ {busyTurn ? "Follow the answer" : "Latest"}
+        </button>
+      )}
     </div>
   );
 }
