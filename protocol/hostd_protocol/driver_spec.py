@@ -104,7 +104,7 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
         module, _, name = self.options_type.partition(":")
         try:
             struct = getattr(importlib.import_module(module), name)
-            known = list(struct.__struct_fields__)
+            known = list(struct.__struct_encode_fields__)  # as options spell them
         except Exception:
             return  # the driver checks its options itself at init
         unknown = sorted(k for k in options if k not in known)

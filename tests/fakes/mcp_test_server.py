@@ -69,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", required=True)
     parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    parser.add_argument("--sse", type=int, default=0, help="serve SSE on this port")
     parser.add_argument(
         "--wait-for", default="", help="answer nothing until this file exists (a late server)"
     )
@@ -79,6 +80,8 @@ def main() -> None:
     state.mkdir(parents=True, exist_ok=True)
     if args.http:
         build(state).run("streamable-http", host="127.0.0.1", port=args.http)
+    elif args.sse:
+        build(state).run("sse", host="127.0.0.1", port=args.sse)
     else:
         build(state).run("stdio")
 

@@ -149,8 +149,8 @@ def test_options() -> None:
         parse_options({"base_url": "ftp://x"})
     with pytest.raises(InvalidArgument, match=r"needs exactly one of 'command'"):
         parse_options({"mcp_servers": {"s": {}}})
-    with pytest.raises(InvalidArgument, match=r"mcp server name 'a_b' must be"):
-        parse_options({"mcp_servers": {"a_b": {"command": "x"}}})
+    with pytest.raises(InvalidArgument, match=r"mcp server name 'a.b' must be"):
+        parse_options({"mcp_servers": {"a.b": {"command": "x"}}})
     with pytest.raises(InvalidArgument, match=r"^invalid openai option: Expected `int`"):
         parse_options({"max_steps": "many"})
 

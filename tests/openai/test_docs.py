@@ -20,7 +20,7 @@ README = Path(__file__).resolve().parents[2] / "drivers" / "openai" / "README.md
 
 def test_options_help_names_every_option() -> None:
     assert [o for o, _ in OPTIONS_HELP] != []
-    assert {o for o, _ in OPTIONS_HELP} == set(OpenAIOptions.__struct_fields__)
+    assert {o for o, _ in OPTIONS_HELP} == set(OpenAIOptions.__struct_encode_fields__)
 
 
 def test_readme_assistants_are_valid() -> None:

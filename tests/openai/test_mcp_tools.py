@@ -336,3 +336,44 @@ async def _until_listening(port: int) -> None:
             continue
         await stream.aclose()
         return
+
+
+# The SSE client of the mcp SDK reads httpx2's EventSource the same way (see above).
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <async_generator object "
+    "(EventSource|Response|PoolByteStream|HTTP11ConnectionByteStream)[.]"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
+async def test_an_sse_mcp_server(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    rules = [
+        Rule(user_says("echo"), ToolCalls([("old_sse__echo", {"text": "over sse"})])),
+        Rule(after_tools("echo"), Text("ok")),
+    ]
+    argv = [sys.executable, "-m", "tests.fakes.mcp_test_server", "--state", str(tmp_path)]
+    with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [*argv, "--sse", str(port)],
+                    cwd=str(REPO),
+                    stderr=subprocess.DEVNULL,
+                    check=False,
+                )
+            )
+            try:
+                await _until_listening(port)
+                async with driver(
+                    api.base_url,
+                    mcpServers={"old_sse": {"type": "sse", "url": f"http://127.0.0.1:{port}/sse"}},
+                    allowed_tools=["old_sse__*"],
+                ) as (peer, _):
+                    events = await peer.turn("t1", "echo")
+            finally:
+                server.terminate()
+    assert end_of(events).status == "success"
+    assert [r.output for r in tool_results(events)] == ["over sse"]
+    assert api.chat_requests[-1].tool_results == ["over sse"]

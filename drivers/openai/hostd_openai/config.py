@@ -8,13 +8,18 @@ Rules this module guards:
   `DriverFatal`, so a misconfigured assistant fails at connect, not in the middle of a turn.
 - Tool names the model sees are `<server>__<tool>`, restricted to the characters and length
   the Chat Completions API accepts; two servers can never collide.
+- MCP servers are written the way Claude Desktop, Cursor and VS Code `mcp.json` files write
+  them (`command`/`args`/`env`, `url`/`headers`, `type`), under `mcp_servers` or
+  `mcpServers`, names of letters, digits, `-` and `_`; an unknown key is an error naming it
+  (`transport = "sse"` never quietly becomes something else). A file holding such an object
+  (`mcp_config`) is read by `mcp_config`, not here.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -22,13 +27,28 @@ from hostd_protocol.errors import InvalidArgument
 
 #: What OpenAI accepts as a function name; local servers are laxer, so this is the safe set.
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,24}$")
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 NAMESPACE_SEP = "__"
 
+Transport = Literal["stdio", "sse", "http"]
+#: `type` as the mcp.json files of the tools people use spell it.
+TRANSPORTS: dict[str, Transport] = {
+    "stdio": "stdio",
+    "sse": "sse",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamableHttp": "http",
+}
 
-class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """One MCP server: a stdio subprocess (`command`) or a streamable HTTP endpoint (`url`)."""
 
+class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One MCP server, as an `mcp.json` entry: a stdio subprocess (`command`), or an HTTP
+    endpoint (`url`: streamable HTTP, or SSE with `type = "sse"`)."""
+
+    #: "stdio", "sse", "http" (also "streamable-http", "streamableHttp"); "" = from the
+    #: other keys (`command`: stdio, `url`: streamable HTTP).
+    type: str = ""
     command: str = ""
     args: list[str] = []
     #: Extra environment for a stdio server (over the MCP SDK's minimal default environment).
@@ -40,6 +60,12 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     connect_timeout: float = 15.0
     #: Bound on one tool call of this server (overrides `tool_timeout`); 0: use `tool_timeout`.
     tool_timeout: float = 0.0
+
+    @property
+    def transport(self) -> Transport:
+        if self.type:
+            return TRANSPORTS[self.type]
+        return "stdio" if self.command else "http"
 
 
 class Prices(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +102,13 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
     retry_base_delay: float = 0.5
     retry_max_delay: float = 20.0
     mcp_servers: dict[str, McpServerConfig] = {}
+    #: The same, under the key mcp.json files use, so their object can be pasted as is.
+    mcp_servers_json: dict[str, McpServerConfig] = msgspec.field(
+        default_factory=dict, name="mcpServers"
+    )
+    #: Path of a Claude Desktop / Cursor / VS Code `mcp.json` file whose `mcpServers` (or
+    #: VS Code's `servers`) object adds servers (read when the driver starts).
+    mcp_config: str = ""
     #: Tool names (`server__tool`, shell-style patterns like `time__*` or `*`) that run
     #: without asking the user. Every other tool call goes through hostd approvals.
     allowed_tools: list[str] = []
@@ -106,8 +139,12 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_options(raw: dict[str, Any]) -> tuple[OpenAIOptions, list[str]]:
     """Validate `Init.options`; returns the options and the names of ignored keys."""
-    known = set(OpenAIOptions.__struct_fields__)
+    known = set(OpenAIOptions.__struct_encode_fields__)
     unknown = sorted(k for k in raw if k not in known)
+    for key in ("mcp_servers", "mcpServers"):
+        servers = raw.get(key)
+        if isinstance(servers, dict):
+            check_server_keys(servers, "invalid openai option: ")
     try:
         opts = msgspec.convert(
             {k: v for k, v in raw.items() if k in known}, OpenAIOptions, strict=False
@@ -131,18 +168,57 @@ def parse_options(raw: dict[str, Any]) -> tuple[OpenAIOptions, list[str]]:
     for name in ("read_timeout", "connect_timeout", "tool_timeout", "catalog_refresh"):
         if getattr(opts, name) <= 0:
             raise InvalidArgument(f"invalid openai option: {name} must be > 0")
-    for server, cfg in opts.mcp_servers.items():
-        if not SERVER_NAME_RE.match(server):
-            raise InvalidArgument(
-                f"invalid openai option: mcp server name {server!r} must be 1-24 letters, "
-                "digits or '-' (it prefixes the tool names the model sees)"
-            )
-        if bool(cfg.command) == bool(cfg.url):
-            raise InvalidArgument(
-                f"invalid openai option: mcp server {server!r} needs exactly one of "
-                "'command' (stdio) or 'url' (streamable HTTP)"
-            )
+    for servers in (opts.mcp_servers, opts.mcp_servers_json):
+        for server, cfg in servers.items():
+            check_server(server, cfg, "invalid openai option: ")
+    both = sorted(set(opts.mcp_servers) & set(opts.mcp_servers_json))
+    if both:
+        raise InvalidArgument(
+            f"invalid openai option: mcp server {both[0]!r} is in both mcp_servers and "
+            "mcpServers; keep one"
+        )
     return opts, unknown
+
+
+def check_server_keys(servers: dict[str, Any], prefix: str) -> None:
+    """Raise `InvalidArgument` naming the first unknown key of a server entry (before the
+    conversion, whose message would not name the server)."""
+    known = McpServerConfig.__struct_encode_fields__
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            continue
+        for key in entry:
+            if key not in known:
+                raise InvalidArgument(
+                    f"{prefix}mcp server {name!r}: unknown key {key!r} (known: "
+                    f"{', '.join(known)})"
+                )
+
+
+def check_server(name: str, cfg: McpServerConfig, prefix: str) -> None:
+    """Raise `InvalidArgument` (message starting with `prefix`) for a bad server entry."""
+    if not SERVER_NAME_RE.match(name):
+        raise InvalidArgument(
+            f"{prefix}mcp server name {name!r} must be 1-32 letters, digits, '-' or '_' "
+            "(it prefixes the tool names the model sees)"
+        )
+    if cfg.type and cfg.type not in TRANSPORTS:
+        raise InvalidArgument(
+            f"{prefix}mcp server {name!r}: unknown type {cfg.type!r} (use stdio, sse or http)"
+        )
+    if bool(cfg.command) == bool(cfg.url):
+        raise InvalidArgument(
+            f"{prefix}mcp server {name!r} needs exactly one of 'command' (stdio) or 'url' "
+            "(http, sse)"
+        )
+    if cfg.command and cfg.transport != "stdio":
+        raise InvalidArgument(
+            f"{prefix}mcp server {name!r}: type {cfg.type!r} needs a 'url', not a 'command'"
+        )
+    if cfg.url and cfg.transport == "stdio":
+        raise InvalidArgument(
+            f"{prefix}mcp server {name!r}: type 'stdio' needs a 'command', not a 'url'"
+        )
 
 
 def namespaced(server: str, tool: str) -> str | None:

@@ -30,6 +30,7 @@ from hostd_openai import __version__
 from hostd_openai.agent_loop import DRIVER_NAME, AgentLoop
 from hostd_openai.chat_client import ChatClient
 from hostd_openai.config import OpenAIOptions, parse_options
+from hostd_openai.mcp_config import configured_servers
 from hostd_openai.mcp_tools import ToolCatalog
 from hostd_protocol.common import Capabilities, TurnStatus
 from hostd_protocol.driver_harness import DriverBase, TurnContext, serve_driver
@@ -74,7 +75,7 @@ class OpenAIDriver(DriverBase):
         self._init = init
         api_key = os.environ.get(opts.api_key_env) if opts.api_key_env else None
         self._client = ChatClient(opts, api_key or None)
-        self._catalog = ToolCatalog.from_options(opts)
+        self._catalog = ToolCatalog.from_options(opts, configured_servers(opts))
         self._catalog.start(self._nursery)
         self._mcp_deadline = trio.current_time() + opts.mcp_startup_wait
         if unknown:

@@ -213,7 +213,7 @@ class McpServer:
         from mcp import ClientSession
 
         cfg = self.config
-        if cfg.command:
+        if cfg.transport == "stdio":
             from mcp import StdioServerParameters, stdio_client
 
             params = StdioServerParameters(
@@ -223,6 +223,12 @@ class McpServer:
                 cwd=cfg.cwd or None,
             )
             async with stdio_client(params, errlog=sys.stderr) as (read, write):
+                async with ClientSession(read, write) as session:
+                    yield session
+        elif cfg.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            async with sse_client(cfg.url, headers=dict(cfg.headers)) as (read, write):
                 async with ClientSession(read, write) as session:
                     yield session
         else:
@@ -304,8 +310,11 @@ class ToolCatalog:
     _started: bool = False
 
     @classmethod
-    def from_options(cls, opts: OpenAIOptions) -> ToolCatalog:
-        return cls({name: McpServer(name, cfg, opts) for name, cfg in opts.mcp_servers.items()})
+    def from_options(
+        cls, opts: OpenAIOptions, servers: dict[str, McpServerConfig]
+    ) -> ToolCatalog:
+        """One `McpServer` per entry of `servers` (`mcp_config.configured_servers`)."""
+        return cls({name: McpServer(name, cfg, opts) for name, cfg in servers.items()})
 
     def start(self, nursery: trio.Nursery) -> None:
         """Start each server's task (idempotent)."""

@@ -21,8 +21,14 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("api_key_env", 'name of the variable holding the key (default OPENAI_API_KEY; "": none)'),
     (
         "mcp_servers",
-        "name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP); "
-        "also connect_timeout, tool_timeout",
+        "name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP; type = \"sse\" "
+        "for SSE), as in mcp.json; also connect_timeout, tool_timeout. ${NAME} in env or "
+        "headers values: a secret (see below)",
+    ),
+    ("mcpServers", "the same, under the name mcp.json files use (paste their object as is)"),
+    (
+        "mcp_config",
+        "path of a Claude Desktop / Cursor / VS Code mcp.json whose mcpServers are added",
     ),
     ("allowed_tools", "tool names / patterns (time__*, *) that run without an approval"),
     ("max_steps", "model calls per turn (default 25)"),
