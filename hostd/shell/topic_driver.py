@@ -17,7 +17,7 @@ Rules it guards (see `hostd.shell.topic_host` for the host's own):
   session replaced on purpose (a rewind) or closed with the host is no failure.
 - A session that died between turns fails nothing: the next turn's `Send` goes to a new
   process that resumes the vendor session (the topic's resume token), once; also when that
-  `Send` was already on its way to the dead one (`NotDelivered`: it never got it).
+  `Send` was already on its way to the dead one (`DriverSession.send`: it never got it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from hostd.core.delta_merge import coalesce_deltas
 from hostd.core.effects import Effect, ResetSession
 from hostd.core.vendor_session import feeds_history
 from hostd.shell import trace
-from hostd.shell.drivers.session_end import NotDelivered
 from hostd.shell.turns import TurnRunner, turn_failure
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_messages import (
@@ -261,7 +260,7 @@ class DriverLink:
                     trace.send_out(self.topic_id)
                 await self._send_early_steers(self.topic_id, session, cmd.turn_id)
                 return
-            except NotDelivered as exc:
+            except DriverCrashed as exc:  # gone before the Send reached it
                 if attempt == 2:
                     self._lost(exc)
                     return

@@ -23,7 +23,6 @@ import trio
 import trio.testing
 
 from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.session import NotDelivered
 from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
 from hostd.testing.processes import child_pids, no_new_children
@@ -448,8 +447,8 @@ async def test_a_send_to_a_driver_dead_between_turns_is_not_delivered(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
     """Issue 31 item 7: the process died between turns and a Send is written before the
-    session noticed. The Send never reached it: `NotDelivered` (so the owner may give the turn
-    to a new process), and the session's end names no turn (it was not during one)."""
+    session noticed. The Send never reached it: `DriverCrashed` (so the owner may give the
+    turn to a new process), and the session's end names no turn (it was not during one)."""
     async with serving(tmp_path, base_env) as sup:
         session = await sup.open("t", opts())
         done = await turn(session, "a", "hi")
@@ -460,7 +459,7 @@ async def test_a_send_to_a_driver_dead_between_turns_is_not_delivered(
             assert select.select([fd], [], [], 10.0)[0], "the driver did not die"
         finally:
             os.close(fd)
-        with pytest.raises(NotDelivered, match=r"^driver 'scripted' was killed by SIGKILL \(exit code -9\)$"):
+        with pytest.raises(DriverCrashed, match=r"^driver 'scripted' was killed by SIGKILL \(exit code -9\)$"):
             await session.send(Send(turn_id="b", text="hi"))
         await session.ended.wait()
         assert session.end_error is not None

@@ -52,7 +52,6 @@ from hostd.shell.drivers.session_end import (
     EXIT_AFTER_EOF,
     READ_SIZE,
     Failure,
-    NotDelivered,
     SessionEnd,
     SessionEnded,
     clone_error,
@@ -90,7 +89,6 @@ __all__ = [
     "MINIMAL_ENV",
     "DriverSession",
     "EventBatch",
-    "NotDelivered",
     "SessionEnded",
     "StderrTail",
     "clone_error",
@@ -190,9 +188,7 @@ class DriverSession(SessionEnd):
         self._stdout_eof = trio.Event()
         self._stderr_eof = trio.Event()
         self._turn_waiters: dict[str, trio.Event] = {}
-        #: Turns sent and not ended, in order; True once the Send was written whole (the
-        #: driver may run it), False while it is being written.
-        self._turns: dict[str, bool] = {}
+        self._turns: dict[str, bool] = {}  # see SessionEnd.active_turn
         self._init_frame = b""
 
     # --- public -------------------------------------------------------------------------------
@@ -203,27 +199,13 @@ class DriverSession(SessionEnd):
         return not self.ended.is_set() and not self._closing and self._failure is None
 
     @property
-    def active_turn(self) -> str | None:
-        """The latest turn sent whose `TurnEnd` has not been read yet."""
-        return next(reversed(self._turns), None)
-
-    @property
-    def running_turn(self) -> str | None:
-        """The latest turn whose `Send` reached the driver and whose `TurnEnd` has not been
-        read: the turn a death of the process fails (a Send that never got through fails
-        none, `NotDelivered`)."""
-        return next((t for t in reversed(self._turns) if self._turns[t]), None)
-
-    @property
     def stderr_tail(self) -> str:
         return self._tail.text()
 
     async def send(self, cmd: HostCommand) -> None:
-        """Write one command. Raises `NotDelivered` (a `DriverCrashed`) if the process is gone
-        or going: nothing of `cmd` reached it.
-
-        Commands from concurrent tasks are written whole, one after the other.
-        """
+        """Write one command (whole, after any a concurrent task is writing). Raises
+        `DriverCrashed` only when the process is gone or going: nothing of `cmd` reached it
+        (a `Send`'s turn never ran there, so it may go to a new process)."""
         if self.ended.is_set() or self._proc is None or self._proc.stdin is None:
             raise self._gone_error()
         try:
@@ -247,9 +229,7 @@ class DriverSession(SessionEnd):
                 await self._proc.stdin.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if turn is not None:
-                # It never got this turn (the process died before it, e.g. between turns):
-                # its death fails no turn, and the turn may go to a new process.
-                self._turn_ended(turn)
+                self._turn_ended(turn)  # it never got the turn (e.g. it died between turns)
             # The pipe broke because the process is dying: give the reader a moment to see
             # the exit, so the error carries the exit code and the stderr tail.
             with trio.move_on_after(EXIT_AFTER_EOF):

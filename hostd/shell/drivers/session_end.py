@@ -27,7 +27,7 @@ from hostd_protocol.errors import DriverCrashed, DriverError, DriverTimeout
 if TYPE_CHECKING:
     from hostd.shell.drivers.session import DriverSession
 
-__all__ = ["Failure", "NotDelivered", "SessionEnd", "SessionEnded", "clone_error"]
+__all__ = ["Failure", "SessionEnd", "SessionEnded", "clone_error"]
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,6 @@ class SessionEnded:
 Failure = tuple[type[DriverError], str]
 
 
-class NotDelivered(DriverCrashed):
-    """`DriverSession.send` found the process gone or going: nothing of the command reached
-    it. For a `Send` that means the turn never ran there, so its owner may give the turn to a
-    new process (a driver that died between turns); the code on the wire is `driver_crashed`."""
-
-
 class SessionEnd:
     """The end of `DriverSession`'s life (a mixin: one concept, kept beside its rules)."""
 
@@ -83,10 +77,21 @@ class SessionEnd:
     _turn_waiters: dict[str, trio.Event]
     _send_events: trio.MemorySendChannel[list[DriverEvent] | SessionEnded]
 
-    if TYPE_CHECKING:  # provided by DriverSession
+    #: Turns sent and not ended, in order; True once their Send was written whole.
+    _turns: dict[str, bool]
 
-        @property
-        def running_turn(self) -> str | None: ...
+    @property
+    def active_turn(self) -> str | None:
+        """The latest turn sent whose `TurnEnd` has not been read yet."""
+        return next(reversed(self._turns), None)
+
+    @property
+    def running_turn(self) -> str | None:
+        """The latest turn whose `Send` reached the driver, `TurnEnd` not read: the one a
+        death of the process fails (a Send that never got through fails none)."""
+        return next((t for t in reversed(self._turns) if self._turns[t]), None)
+
+    if TYPE_CHECKING:  # provided by DriverSession
 
         def _call_hook(self, hook: Callable[[DriverSession], None] | None) -> None: ...
 
@@ -235,19 +240,19 @@ class SessionEnd:
             except ProcessLookupError:
                 pass
 
-    def _gone_error(self) -> NotDelivered:
+    def _gone_error(self) -> DriverCrashed:
         end = self.end_error
         if end is not None:
             # A fresh instance per raise: one exception object raised in several tasks
             # would grow one traceback from all of them.
-            return NotDelivered(
+            return DriverCrashed(
                 end.message,
                 driver=self.driver,
                 exit_code=end.exit_code,
                 stderr_tail=end.stderr_tail,
             )
         state = "is closing" if self._closing else "is gone"
-        return NotDelivered(
+        return DriverCrashed(
             f"driver {self.driver!r} session {state}",
             driver=self.driver,
             exit_code=self.exit_code,
