@@ -4,12 +4,14 @@ back to the end of a streaming answer, topic search, and the keyboard-shortcut o
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.web.browser import BROWSER_TEST_MARKS, WAIT_MS, WebStack, type_and_send, wait_rows
+from tests.web.browser import BROWSER_TEST_MARKS, WAIT_MS, WebStack, row_text, type_and_send, wait_rows
+from tests.web.test_browser_a11y import assert_no_serious_violations
 
 pytestmark = BROWSER_TEST_MARKS
 
@@ -140,3 +142,41 @@ def test_the_page_is_an_installable_app(stack: WebStack, pages: Callable[[str], 
     assert '"display": "standalone"' in parsed and '"name": "hostd"' in parsed
     icon = page.request.get(stack.base + "/icon-192.png")
     assert icon.status == 200 and icon.headers["content-type"] == "image/png"
+
+
+PLAN_SCRIPT = (
+    "/commands review:path fix\n"
+    "/plan [x] Read the config; [~] Write the parser; [ ] Add tests\n/text Working on it.\n"
+    "/plan [x] Read the config; [x] Write the parser; [~] Add tests\n/text Nearly there."
+)
+
+
+def test_the_plan_is_a_checklist_and_the_agents_commands_are_offered_in_the_composer(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    topic = stack.create_topic("plans", PLAN_SCRIPT)
+    page = pages(topic)
+    type_and_send(page, "go")
+    wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+    # The answer's last plan, as a checklist a screen reader can count.
+    plan = page.get_by_role("article", name="A1, Assistant").get_by_role("region", name="Plan, 2 of 3 done")
+    said = ["done: Read the config", "done: Write the parser", "in progress: Add tests"]
+    expect(plan.get_by_role("listitem")).to_have_text([re.compile(re.escape(s) + "$") for s in said])
+    # The agent's commands: "/" lists them, typing filters, Enter takes one, its hint shows.
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("/")
+    commands = page.get_by_role("listbox", name="Commands")
+    expect(commands.get_by_role("option")).to_have_count(2)
+    assert_no_serious_violations(page)
+    box.press("ArrowDown")
+    expect(commands.get_by_role("option", name="/fix")).to_have_attribute("aria-selected", "true")
+    box.fill("/re")
+    expect(commands.get_by_role("option")).to_have_count(1)
+    box.press("Enter")
+    expect(box).to_have_value("/review ")
+    expect(page.get_by_text("input: path")).to_be_visible()
+    box.press_sequentially("src/parser.py")
+    box.press("Enter")  # the list is closed: this sends (the scripted driver knows no /review)
+    wait_rows(page, "rows.length === 4 && rows[3].status !== 'pending'")
+    sent = stack.history(topic)[2]
+    assert (sent.role, row_text(sent)) == ("user", "/review src/parser.py")

@@ -10,6 +10,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { AlsoPicker } from "./also_picker";
 import { targetLabel } from "./answers";
 import { session } from "./app_session";
+import { useCommandMenu } from "./commands";
 import type { ViewState } from "./session";
 import { rowText } from "./transcript_view";
 
@@ -148,20 +149,31 @@ export function Composer({ s }: { s: ViewState }) {
     if (result === undefined) update(body); // not sent: give the text back
   };
   const stop = () => void session.call((c) => c.stop(s.topicId));
+  const menu = useCommandMenu(s.commands, text, update);
   return (
     <>
-    {s.multiAnswer && (
+    {(s.multiAnswer || s.commands.length > 0) && (
       <div class="composer-extras">
-        <AlsoPicker session={session} also={also} setAlso={setAlso} />
+        {s.multiAnswer && <AlsoPicker session={session} also={also} setAlso={setAlso} />}
+        {s.commands.length > 0 && (
+          <button class="ghost small" data-testid="commands" title="The commands this topic's agent offers"
+            onClick={() => { update("/"); area.current?.focus(); }}>
+            / commands ({s.commands.length})
+          </button>
+        )}
+        {menu.hint && <span class="command-input-hint" id="command-input-hint">input: {menu.hint}</span>}
       </div>
     )}
     <div class="composer">
+      {menu.list}
       <label for="composer" class="sr-only">Message</label>
       <textarea
         ref={area}
         id="composer"
         data-testid="composer"
         rows={3}
+        {...menu.areaProps}
+        aria-describedby={menu.hint ? "command-input-hint" : undefined}
         placeholder={
           busy
             ? noSteer
@@ -174,6 +186,7 @@ export function Composer({ s }: { s: ViewState }) {
         value={text}
         onInput={(e) => update((e.target as HTMLTextAreaElement).value)}
         onKeyDown={(e) => {
+          if (menu.onKey(e)) return;
           if (e.key === "Enter" && !e.shiftKey) {
             e.preventDefault();
             void send(e.altKey ? "queue" : "auto");

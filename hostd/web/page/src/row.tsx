@@ -1,5 +1,5 @@
 /** One transcript row: Markdown answers, folded thinking, tool cards, status badges. */
-import type { Chunk, MessageRow, ToolCall, ToolResult } from "hostd-client";
+import type { Chunk, MessageRow, PlanChunk, ToolCall, ToolResult } from "hostd-client";
 import type { ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 
@@ -46,6 +46,33 @@ function ToolCard({ call, result, state }: { call: ToolCall; result?: ToolResult
   );
 }
 
+const PLAN_MARK = { completed: "✓", in_progress: "◐", pending: "○" } as const;
+const PLAN_SAY = { completed: "done", in_progress: "in progress", pending: "to do" } as const;
+
+/** The agent's plan as a checklist (each plan part is the whole plan at that moment; the
+ * row's last one is drawn, where it stood in the answer). */
+function Plan({ plan }: { plan: PlanChunk }) {
+  const entries = plan.entries ?? [];
+  const done = entries.filter((e) => e.status === "completed").length;
+  return (
+    <section class="plan" aria-label={`Plan, ${done} of ${entries.length} done`} data-testid="plan">
+      <ul>
+        {entries.map((e, i) => {
+          const status = e.status ?? "pending";
+          return (
+            <li key={i} class={`plan-${status}`} data-status={status}>
+              <span class="plan-mark" aria-hidden="true">{PLAN_MARK[status]}</span>
+              <span class="sr-only">{PLAN_SAY[status]}: </span>
+              {e.content}
+              {e.priority && e.priority !== "medium" && <span class="badge">{e.priority}</span>}
+            </li>
+          );
+        })}
+      </ul>
+    </section>
+  );
+}
+
 /**
  * Each tool call's state. An open approval names its tool, not its call: the last call of that
  * tool still without a result is the one waiting (a driver asks right after announcing it).
@@ -74,6 +101,10 @@ function AssistantParts({ row, waiting }: { row: MessageRow; waiting: readonly s
   for (const p of parts) if (p.type === "tool-result") results.set(p.call_id, p);
   const open = row.status === "pending";
   const states = toolStates(parts, results, open, waiting);
+  let lastPlan = -1;
+  parts.forEach((p, i) => {
+    if (p.type === "plan") lastPlan = i;
+  });
   return (
     <>
       {parts.map((p, i) => {
@@ -89,6 +120,8 @@ function AssistantParts({ row, waiting }: { row: MessageRow; waiting: readonly s
             );
           case "tool-call":
             return <ToolCard key={i} call={p} result={results.get(p.call_id)} state={states.get(p.call_id)!} />;
+          case "plan":
+            return i === lastPlan ? <Plan key={i} plan={p} /> : null;
           default:
             return null; // tool results are drawn inside their call's card
         }

@@ -13,6 +13,7 @@ import {
   HostdError,
   omittedOf,
   type ApprovalInfo,
+  type CommandInfo,
   type MessageRow,
   type Subscription,
   type SubscriptionItem,
@@ -49,6 +50,8 @@ export interface ViewState {
   multiAnswer: boolean;
   /** The daemon speaks protocol 1.2: one answer of a multi-answer turn can be stopped alone. */
   stopOneAnswer: boolean;
+  /** The commands the topic's agent offers (typed as `/name args`; protocol 1.4). */
+  commands: CommandInfo[];
   /** The last error of a request, one line. */
   error: string;
   /** Bumped on every change (cheap change detection for the view). */
@@ -70,6 +73,7 @@ const EMPTY: ViewState = {
   removed: null,
   multiAnswer: false,
   stopOneAnswer: false,
+  commands: [],
   error: "",
   version: 0,
 };
@@ -159,6 +163,7 @@ export class Session {
       topicState: t.state,
       activeTurnId: t.activeTurnId,
       usage: sumUsage(t.usage),
+      commands: t.commands,
     });
   }
 
@@ -231,7 +236,7 @@ export class Session {
     }
     this.transcript = null;
     this.set({
-      topicId, rows: [], older: [], hasOlder: false, approvals: [], usage: null, removed: null,
+      topicId, rows: [], older: [], hasOlder: false, approvals: [], usage: null, removed: null, commands: [],
       topicState: "idle", activeTurnId: "", error: "",
     });
     // A topic made elsewhere since the list was read (another window, the CLI): read it now,
