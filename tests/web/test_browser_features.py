@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.web.browser import BROWSER_TEST_MARKS, WAIT_MS, WebStack, row_text, type_and_send, wait_rows
+from tests.web.browser import (
+    BROWSER_TEST_MARKS,
+    WAIT_MS,
+    WebStack,
+    row_text,
+    type_and_send,
+    wait_rows,
+)
 from tests.web.test_browser_a11y import assert_no_serious_violations
 
 pytestmark = BROWSER_TEST_MARKS
