@@ -109,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
             credential = info.credential
         else:
             credential = f"NONE: {info.credential}"
-        rows.append((info.name, "yes" if info.credential_ok else "no login", credential,
+        # Not ready: no login (claude-code), no agent found (acp), ...: the credential
+        # column and the fix line say which.
+        rows.append((info.name, "yes" if info.credential_ok else "no", credential,
                      info.description))
     o = out()
     o.print(text_table(("driver", "ready", "credential", "description / reason"), rows),

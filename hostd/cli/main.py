@@ -7,12 +7,16 @@ needs (CLI start-up time is a benchmark target).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from hostd import __version__
 
 Handler = Callable[[argparse.Namespace], int]
+
+_NEGATIVE_VALUE = re.compile(r"^-(\d+\.?\d*|\.\d+)[A-Za-z]*$")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -27,6 +31,29 @@ class CommandParser(argparse.ArgumentParser):
     """
 
     _intermixing = False
+    #: Set when a value failed its option's check (`_get_value`): said in one line.
+    _bad_value = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `-1d`, `-5m`, `-2.5` are values (a wrong one gets its option's own message), not
+        # options: argparse's default takes only plain negative numbers for values, and
+        # `--every -1d` read "expected one argument".
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError:
+            self._bad_value = True
+            raise
+
+    def error(self, message: str) -> NoReturn:
+        """A value its option refused is one line (what is wrong with it, and the help to
+        read); any other usage error shows this command's usage, as argparse does."""
+        if self._bad_value:
+            self.exit(2, f"hostd: {message}; see `{self.prog} --help`\n")
+        super().error(message)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

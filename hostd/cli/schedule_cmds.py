@@ -26,14 +26,17 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 
 def parse_duration(text: str) -> float:
     """`90`, `90s`, `5m`, `2h`, `1d` -> seconds (argparse `type`: a bad one is a usage error)."""
-    m = _DURATION.match(text)
+    negative = text.strip().startswith("-")
+    m = _DURATION.match(text.strip().removeprefix("-"))
     if m is None:
         raise argparse.ArgumentTypeError(
             f"invalid interval {text!r}: use a number with an optional unit s, m, h or d (5m)"
         )
     seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: it must be longer than 0 s")
+    if negative or seconds <= 0:
+        raise argparse.ArgumentTypeError(
+            f"invalid interval {text!r}: it must be longer than 0 s"
+        )
     return seconds
 
 

@@ -9,7 +9,9 @@ Rules this module guards:
 - Framing errors (garbage, oversized length, truncated stream) get an `ErrorReply` with no id
   and the connection is closed: the byte stream can no longer be trusted. A frame that decodes
   but does not fit the schema (unknown request, wrong types) gets a typed `ErrorReply` naming
-  the request id when it can be recovered, and the connection stays.
+  its request id, and the connection stays; one without a request id is closed after its
+  error, like a framing error (`hostd.shell.client_frames`). So an `ErrorReply` without an
+  id is always the connection's last frame (a second hello too).
 - Requests of one connection are served one after the other, in the order sent.
 - Writing never blocks the daemon: `send_message` / `push_event` only queue bytes. The writer
   task (or `flush`, for a batch the fan-out published) joins everything queued into one
@@ -37,6 +39,7 @@ import trio
 from hostd import __version__
 from hostd.core.payload_bounds import check_request
 from hostd.shell import trace
+from hostd.shell.client_frames import client_codec, refusal
 from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd.shell.partial_frames import PartialFrames
 from hostd_protocol.client_messages import (
@@ -61,7 +64,6 @@ from hostd_protocol.errors import (
     ProtocolError,
     TooManyConnections,
     TruncatedFrame,
-    UnknownRequest,
     VersionMismatch,
 )
 from hostd_protocol.framing import (
@@ -94,30 +96,6 @@ FRAME_TIMEOUT = 60.0
 #: daemon buffer megabytes before it even said who it is. A hello and a big request in one
 #: write are fine (only the first frame has this limit).
 HELLO_MAX_FRAME = 64 * 1024
-
-_CLIENT_CODECS: dict[tuple[Encoding, int], Codec[ClientMessage]] = {}
-
-
-def client_codec(encoding: Encoding, max_frame_size: int) -> Codec[ClientMessage]:
-    """Decoders are expensive to build: one per (encoding, limit) per process."""
-    key = (encoding, max_frame_size)
-    codec = _CLIENT_CODECS.get(key)
-    if codec is None:
-        codec = _CLIENT_CODECS[key] = Codec(ClientMessage, encoding, max_frame_size)
-    return codec
-
-
-def _client_tags() -> frozenset[str]:
-    tags = set()
-    for cls in ClientMessage.__args__:
-        tags.add(cls.__struct_config__.tag)
-    return frozenset(tags)
-
-
-CLIENT_TAGS = _client_tags()
-_raw_msgpack = msgspec.msgpack.Decoder()
-_raw_json = msgspec.json.Decoder()
-
 
 def error_reply(exc: BaseException, request_id: int | None) -> ErrorReply:
     """The one place an exception becomes a wire error. Unknown exceptions are bugs: logged
@@ -516,12 +494,14 @@ class Connection:
         try:
             msg = self._codec.decode(body)
         except InvalidMessage as exc:
-            rid = exc.details.get("id")
-            request_id = rid if isinstance(rid, int) else None
             if not self.welcomed:
                 self._fatal(HandshakeError(f"expected hello as the first message: {exc.message}"))
                 return False
-            self.send_message(error_reply(self._refine_invalid(body, exc), request_id))
+            refused = refusal(body, exc, self._encoding)
+            if refused.close:
+                self._fatal(refused.error)
+                return False
+            self.send_message(error_reply(refused.error, refused.request_id))
             return True
         except ProtocolError as exc:  # MalformedFrame
             self._fatal(exc)
@@ -529,26 +509,13 @@ class Connection:
         if not self.welcomed:
             return self._handshake(msg)
         if isinstance(msg, Hello):
-            self.send_message(error_reply(HandshakeError("hello was already received"), None))
-            return True
+            # An error without a request id ends the connection, whatever its cause.
+            self._fatal(HandshakeError("hello was already received; closing the connection"))
+            return False
         if trace.ENABLED and isinstance(msg, SendMessage):
             trace.send_in(msg.topic_id)
         await self._serve(msg)
         return not self._closing
-
-    def _refine_invalid(self, body: bytes, exc: InvalidMessage) -> HostdError:
-        """An unknown tag is an unknown request, not just a malformed one."""
-        try:
-            raw = (_raw_json if self._encoding == "json" else _raw_msgpack).decode(body)
-        except (msgspec.DecodeError, RecursionError):
-            return exc
-        if isinstance(raw, dict):
-            tag = raw.get("type")
-            if isinstance(tag, str) and tag not in CLIENT_TAGS:
-                return UnknownRequest(
-                    f"unknown request type {tag!r}", details={"type": tag}
-                )
-        return exc
 
     def _handshake(self, msg: Any) -> bool:
         if not isinstance(msg, Hello):

@@ -41,6 +41,7 @@ from hostd.shell.connection import (
 from hostd.shell.drivers.environment import check_env_options
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import encoded_size
+from hostd.shell.lanes import refused_target
 from hostd.shell.paths import Paths
 from hostd.shell.schedule_service import (
     schedule_handlers,
@@ -369,12 +370,17 @@ class RequestHandlers:
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
         check_send(msg.text, msg.history)  # refused: nothing is stored
-        for target in msg.also:
-            # An unknown or unusable driver or assistant is refused now, not mid-turn.
-            if target.driver:
-                self.registry.require_ready(target.driver, self.supervisor.driver_environ)
-            if target.assistant:
-                await self.turns.config.load(target.assistant)  # unknown or broken: ConfigError
+        for n, target in enumerate(msg.also, 1):
+            # An unknown or unusable driver or assistant (a typo, most likely) refuses the
+            # whole message now, nothing stored: the user fixes it and sends again, instead
+            # of paying for the other answers and getting an error row to ignore.
+            try:
+                if target.driver:
+                    self.registry.require_ready(target.driver, self.supervisor.driver_environ)
+                if target.assistant:
+                    await self.turns.config.load(target.assistant)  # unknown: ConfigError
+            except HostdError as exc:
+                raise refused_target(exc, n, target) from None
         # An extra answer by the built-in `default` runs where a bare topic would.
         also = [
             msgspec.structs.replace(t, driver=await self.bare_driver(t.model))

@@ -32,8 +32,9 @@ import trio
 from hostd.core.runtime_lanes import lane_topic
 from hostd.shell.topic_driver import route_events
 from hostd.shell.turns import TurnRunner
+from hostd_protocol.common import AnswerTarget
 from hostd_protocol.driver_messages import DriverEvent, HostCommand, TurnEnd
-from hostd_protocol.errors import DriverCrashed, HostdError
+from hostd_protocol.errors import DriverCrashed, DriverError, HostdError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from hostd_protocol.client_messages import TopicInfo
     from hostd_protocol.common import TurnStatus
 
-__all__ = ["LaneHost", "Lanes"]
+__all__ = ["LaneHost", "Lanes", "refused_target"]
 
 log = logging.getLogger(__name__)
 
@@ -255,3 +256,16 @@ class Lanes:
     async def aclose(self) -> None:
         for host in self.by_lane.values():
             await host.aclose()
+
+
+def refused_target(exc: HostdError, n: int, target: AnswerTarget) -> HostdError:
+    """`exc` (why extra answer `n`'s target cannot run) said as the refusal of the whole
+    send: which target, and that nothing was sent. Same class and code."""
+    who = f"@{target.assistant}" if target.assistant else "/".join(
+        x for x in (target.driver, target.model) if x
+    )
+    message = f"extra answer {n} ({who}): {exc.message}; nothing was sent"
+    if isinstance(exc, DriverError):
+        kept = {k: v for k, v in exc.details.items() if k not in ("driver", "exit_code")}
+        return type(exc)(message, driver=exc.driver, details={**kept, "lane": n})
+    return type(exc)(message, details={**exc.details, "lane": n})

@@ -58,6 +58,8 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: the option has in one of the user's assistant files (else `PermissionDenied`).
     env_options: tuple[str, ...] = ()
     #: (option, one-line help) pairs for `Init.options`, shown by `hostd drivers NAME`.
+    #: Without `options_type` these names are the options the daemon accepts for a topic;
+    #: a driver that declares neither takes no options (`check_options`).
     options_help: tuple[tuple[str, str], ...] = ()
     #: Optional "module:Struct": the msgspec Struct of `Init.options`. The daemon then checks a
     #: topic's options when it is created (unknown names, wrong types, values outside a
@@ -94,20 +96,32 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     check: str = ""
 
     def check_options(self, options: Mapping[str, Any]) -> None:
-        """Raise `InvalidArgument` when `options` do not fit `options_type` (nothing to check
-        without one): an unknown name lists the known ones (and the closest), a bad value
-        says which and why."""
-        if not self.options_type or not options:
+        """Raise `InvalidArgument` when `options` are not what this driver declares: with
+        `options_type`, an unknown name (listing the known ones and the closest) or a bad
+        value; with only `options_help`, an unknown name; with neither, any option at all (a
+        driver that declares none takes none, rather than silently ignoring a typo)."""
+        if not options:
             return
         from hostd_protocol.errors import InvalidArgument
 
-        module, _, name = self.options_type.partition(":")
-        try:
-            struct = getattr(importlib.import_module(module), name)
-            known = list(struct.__struct_encode_fields__)  # as options spell them
-        except Exception:
-            return  # the driver checks its options itself at init
+        struct: Any = None
+        if self.options_type:
+            module, _, name = self.options_type.partition(":")
+            try:
+                struct = getattr(importlib.import_module(module), name)
+                known = list(struct.__struct_encode_fields__)  # as options spell them
+            except Exception:
+                return  # the driver checks its options itself at init
+        else:
+            known = [option for option, _ in self.options_help]
         unknown = sorted(k for k in options if k not in known)
+        if unknown and not known:
+            raise InvalidArgument(
+                f"driver {self.name!r} takes no options (it declares none), so "
+                f"{', '.join(repr(k) for k in unknown)} would be ignored; remove "
+                f"{'it' if len(unknown) == 1 else 'them'}",
+                details={"driver": self.name, "unknown": unknown, "known": []},
+            )
         if unknown:
             import difflib
 
@@ -118,6 +132,8 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
                 f"{', '.join(sorted(known))} (`hostd drivers {self.name}` explains them)",
                 details={"driver": self.name, "unknown": unknown, "known": sorted(known)},
             )
+        if struct is None:
+            return
         try:
             msgspec.convert(dict(options), struct, strict=False)
         except msgspec.ValidationError as exc:

@@ -68,8 +68,9 @@ class TruncatedFrame(ProtocolError):
 class InvalidMessage(ProtocolError):
     """A frame decoded, but its content is not a known message of the right shape.
 
-    Raised for an unknown tag, a missing field or a field of the wrong type. The connection
-    stays open; if the message had a request id, the error reply names it.
+    Raised for an unknown tag, a missing field or a field of the wrong type. If the message
+    had a request id, the error reply names it and the connection stays open; without one
+    the daemon closes the connection after the error (nothing could be answered by it).
     """
 
     code = "invalid_message"

@@ -125,6 +125,42 @@ async def test_wrong_types_and_unknown_request_keep_the_connection(running: Runn
         await raw.aclose()
 
 
+_NO_ID = ("; it names no request id, so nothing can be answered by it: the connection is "
+          "closed (every request needs an integer id)")
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        ({"type": "get-topic", "topic_id": "x"}, "invalid_message",
+         "invalid message: Object missing required field `id`" + _NO_ID),
+        ({"type": "launch-rockets"}, "unknown_request",
+         "unknown request type 'launch-rockets'" + _NO_ID),
+        ({"type": "ping", "id": "seven"}, "invalid_message",
+         "invalid message: Expected `int`, got `str` - at `$.id`" + _NO_ID),
+        ({"type": "hello", "protocol_version": [1, 0]}, "handshake_error",
+         "hello was already received; closing the connection"),
+    ],
+)
+async def test_a_bad_message_without_a_request_id_closes_the_connection(
+    running: Running, body: dict[str, object], code: str, message: str
+) -> None:
+    """Issue 36: nothing can be answered by a message that names no request id (the client
+    cannot tell which request failed), so like a framing error it gets its typed error, with
+    no id, and the connection closes; the daemon serves others as before. An error without
+    an id is always a connection's last frame (a second hello's too)."""
+    with trio.fail_after(10):
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        await raw.send_body(msgspec.msgpack.encode(body))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and (err.code, err.id) == (code, None), err
+        assert err.message == message
+        await raw.expect_eof()
+        await raw.aclose()
+        await still_serving(running.paths)
+
+
 async def test_request_before_hello(running: Running) -> None:
     with trio.fail_after(10):
         raw = await Raw.connect(running.paths)

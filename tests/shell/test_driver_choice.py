@@ -80,7 +80,28 @@ def test_options_are_checked_against_the_declared_type() -> None:
         SPEC.check_options({"mdoe": "slow"})
     with pytest.raises(InvalidArgument, match=r"^invalid option for driver 'claude-code': "):
         SPEC.check_options({"level": "high"})
-    SCRIPTED.check_options({"anything": 1})  # no declared type: the driver decides
+
+
+
+def test_a_driver_declaring_no_options_takes_none_and_help_names_are_the_known_ones() -> None:
+    """Issue 36: an option for a driver that declares none was accepted and then ignored (a
+    typo nobody heard of). Now it is refused; a driver that only documents its options
+    (`options_help`, no type) has those names checked."""
+    SCRIPTED.check_options({})
+    with pytest.raises(
+        InvalidArgument,
+        match=r"^driver 'scripted' takes no options \(it declares none\), so 'anything', "
+        r"'more' would be ignored; remove them$",
+    ):
+        SCRIPTED.check_options({"anything": 1, "more": 2})
+    helped = DriverSpec(name="helped", module="nowhere", options_help=(("speed", "how fast"),))
+    helped.check_options({"speed": "whatever"})  # names only: the driver checks the value
+    with pytest.raises(
+        InvalidArgument,
+        match=r"^unknown option 'sped' for driver 'helped' \(did you mean 'speed'\?\); known "
+        r"options: speed \(`hostd drivers helped` explains them\)$",
+    ):
+        helped.check_options({"sped": 1})
 
 
 def test_an_unknown_name_rescans_the_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -235,7 +235,9 @@ def agent_env(agent: AgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class AcpOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """`Init.options` understood by this driver. Unknown keys are ignored (and logged)."""
+    """`Init.options` understood by this driver (its spec's `options_type`: the daemon
+    refuses other names for a topic). Unknown keys that still arrive (an assistant file's
+    options) are ignored and logged. `spec.OPTIONS_HELP` explains each."""
 
     #: The agent to run, by name in the agents file (or built-in).
     agent: str = ""

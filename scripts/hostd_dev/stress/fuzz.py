@@ -7,7 +7,8 @@ daemon closes. The daemon must:
 
 - answer only with frames that decode as server messages, in the encoding the client picked;
 - answer errors with a known, typed code, never `internal_error` (an unhandled exception);
-- close the connection after a framing error, and after our end of stream, promptly;
+- close the connection after a framing error (and after any error without a request id),
+  and after our end of stream, promptly;
 - keep serving everything else (the harness pings it between cases) and leave stored data
   unchanged (the fuzz frames name only topics, rows and approvals that do not exist, or read
   existing topics without changing them).
@@ -226,8 +227,11 @@ async def run_case(socket_path: Path, case: Case, *, timeout: float = 10.0) -> C
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     pass  # the daemon closed on us (after a framing error): fine
                 await received.wait()
+    # An error without a request id ends the connection (framing, handshake, a message that
+    # names no request); anything else must leave it usable.
+    closing = any(isinstance(r, ErrorReply) and r.id is None for r in result.replies)
     if (case.hello and _well_framed(case) and not result.ping_answered
-            and not FATAL_CODES & set(result.error_codes)):
+            and not closing and not FATAL_CODES & set(result.error_codes)):
         result.problems.append("the connection stayed usable but the follow-up ping got no answer")
     return result
 
