@@ -33,7 +33,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from hostd.cli.chat_answers import also_note, parse_also
-from hostd.cli.chat_commands import HELP, Command, parse_command
+from hostd.cli.chat_commands import HELP, Command, agent_help, parse_command
 from hostd.cli.chat_input import (
     EndOfInput,
     InputEvent,
@@ -419,7 +419,11 @@ class ChatApp(ChatRequests):
             if self.confirming is not None:
                 await self._on_answer(self.confirming, event.text)
                 return
-            cmd = parse_command(event.text, approval_open=bool(self.transcript.approvals()))
+            cmd = parse_command(
+                event.text,
+                approval_open=bool(self.transcript.approvals()),
+                agent_commands=[c.name for c in self.transcript.commands],
+            )
             await self._on_command(cmd)
 
     async def _on_answer(self, asked: Command, text: str) -> None:
@@ -457,6 +461,9 @@ class ChatApp(ChatRequests):
             raise Quit(0)
         if cmd.name == "help":
             self.note(Text.from_markup(HELP))
+            agent = agent_help([(c.name, c.description) for c in self.transcript.commands])
+            if agent:
+                self.note_text(agent)
             return
         if cmd.name == "unknown":
             self.note_text(

@@ -4,16 +4,18 @@ lists them.
 A line starting with `/` is a chat command when its word is one (`/stop`, `/undo`, ...).
 Any other `/word` goes to the topic's agent as a message, because agents have slash commands
 of their own (Claude Code's `/compact`, the scripted driver's `/text` and `/tool`
-directives); only a word a letter or two away from a chat command (`/stpo`) is taken for a
-typo and asked about rather than sent. `//` at the start always sends the line as a message.
+directives; the ones an agent reports, `Transcript.commands`, are listed by `/help`); only a
+word a letter or two away from a chat command (`/stpo`), and not one the agent reported, is
+taken for a typo and asked about rather than sent. `//` at the start always sends the line.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "HELP", "Command", "parse_command"]
+__all__ = ["COMMANDS", "HELP", "Command", "agent_help", "parse_command"]
 
 HELP = """\
 [bold]Type[/bold] a message and press Enter. While an answer streams, what you type steers it
@@ -33,6 +35,16 @@ HELP = """\
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
   [bold cyan]/other[/bold cyan]         any other /word goes to the agent as a message (its own slash
                  commands, the scripted driver's directives); //text always sends text"""
+
+
+def agent_help(commands: Sequence[tuple[str, str]]) -> str:
+    """The agent's own commands (name, description) for `/help` ("" when it reported none)."""
+    if not commands:
+        return ""
+    lines = ["The agent's own commands (sent to it as messages):"]
+    for name, description in commands:
+        lines.append(f"  /{name}" + (f"  {description}" if description else ""))
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,9 @@ COMMANDS = frozenset(
 _ALIASES = {"exit": "quit", "q": "quit", "?": "help", "h": "help"}
 
 
-def parse_command(line: str, *, approval_open: bool = False) -> Command:
+def parse_command(
+    line: str, *, approval_open: bool = False, agent_commands: Collection[str] = ()
+) -> Command:
     """What a submitted line asks for: a chat command, a likely typo of one ("unknown"), or a
     message (plain text, `//text`, or a `/word` the chat does not know: the agent's)."""
     text = line.strip()
@@ -91,6 +105,8 @@ def parse_command(line: str, *, approval_open: bool = False) -> Command:
         return Command("help")  # a lone `/`
     if name in COMMANDS:
         return Command(name, arg.strip())
+    if name in {c.lower() for c in agent_commands}:
+        return Command("", line)  # one the agent says it offers: never taken for a typo
     names = COMMANDS | {a for a in _ALIASES if len(a) > 2}
     near = [c for c in sorted(names) if len(name) >= 3 and c.startswith(name)]
     near = near or difflib.get_close_matches(name, COMMANDS, n=1, cutoff=_TYPO_CUTOFF)

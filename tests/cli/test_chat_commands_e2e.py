@@ -130,3 +130,16 @@ async def test_a_notice_never_splits_a_streaming_answer(daemon: DemoDaemon) -> N
         "assistant:\nThe first half of the answerand the second half.\n\n"
         "[warning] schedule sc1 skipped a run\n"
     )
+
+
+async def test_help_lists_the_agents_commands_and_they_go_to_it(daemon: DemoDaemon) -> None:
+    topic_id = await new_topic(daemon, "/echo")
+    await chat(daemon, topic_id, b"/commands sned:TEXT review\n")  # the agent reports two
+    out = await chat(daemon, topic_id, b"/help\n/sned hi\n")
+    assert said(out, "The agent's own commands (sent to it as messages): /sned the scripted sned")
+    assert said(out, "/review the scripted review")
+    assert "did you mean" not in out
+    async with open_client(daemon.paths) as c:
+        rows = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
+    # Sent to the agent (the scripted driver itself knows no /sned: its answer fails).
+    assert rows[-2] == ("user", "/sned hi")

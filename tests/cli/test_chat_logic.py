@@ -110,6 +110,11 @@ def test_parse_command() -> None:
     assert parse_command("/deny too risky", approval_open=True) == Command("deny", "too risky")
 
 
+def test_a_command_the_agent_offers_is_never_taken_for_a_typo() -> None:
+    assert parse_command("/sned a", agent_commands=["Sned"]) == Command("", "/sned a")
+    assert parse_command("/stop", agent_commands=["stop"]) == Command("stop")  # chat's first
+
+
 def test_every_scripted_directive_goes_to_the_driver() -> None:
     from hostd_scripted.script import KNOWN
 
