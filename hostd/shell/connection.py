@@ -170,6 +170,8 @@ class Connection:
         self._encoding: Encoding = "msgpack"
         self.client_name = ""
         self.welcomed = False
+        #: The protocol version its client declared in `hello` (what events it is sent).
+        self.protocol_version: tuple[int, int] = (0, 0)
         #: Topic streams this window is subscribed to.
         self.attached: dict[str, TopicStream] = {}
         # Outbound queue: (frame, is_event). Events may be dropped on overflow, replies never.
@@ -537,6 +539,7 @@ class Connection:
             )
             return False
         self.welcomed = True
+        self.protocol_version = (major, msg.protocol_version[1])
         if self._slot is not None:
             self._slot.welcomed()
         self.client_name = msg.client

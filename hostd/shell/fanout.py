@@ -12,6 +12,9 @@ Rules this module guards:
   stream by itself (it sends its window `Resync`); publishing never waits for anyone.
 - `replay_since(seq)` answers exactly the events after `seq` when the buffer still reaches
   back that far, else None (the window must resync).
+- A window never gets an event newer than the protocol its client declared when it cannot
+  skip it safely (`SINCE_VERSION`: `rows-removed`): it is sent `Resync` instead, live and in
+  replays (`too_new_for`), and attaches again for a snapshot that is right.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Protocol
 import msgspec
 
 from hostd.shell import trace
-from hostd_protocol.client_messages import ServerMessage, TopicEvent
+from hostd_protocol.client_messages import SINCE_VERSION, ServerMessage, TopicEvent
 from hostd_protocol.errors import FrameTooLarge
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, Encoding
 
@@ -57,6 +60,10 @@ class Subscriber(Protocol):
 
     @property
     def encoding(self) -> Encoding: ...
+
+    @property
+    def protocol_version(self) -> tuple[int, int]:
+        """The version its client declared in `hello`."""
 
     def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
         """Queue one encoded event frame; never blocks. May unsubscribe itself. `wake=False`:
@@ -189,7 +196,11 @@ class TopicStream:
         if not self._subscribers:
             return
         frames: dict[Encoding, bytes | None] = {}
+        since = SINCE_VERSION.get(type(event))  # None for nearly every event: one lookup
         for sub in list(self._subscribers):
+            if since is not None and sub.protocol_version < since:
+                sub.resync(self, _too_old(event, since, sub.protocol_version))
+                continue
             enc = sub.encoding
             if enc in frames:
                 frame = frames[enc]
@@ -215,3 +226,21 @@ class TopicStream:
 
     def replay_since(self, seq: int) -> list[TopicEvent] | None:
         return self.buffer.since(seq)
+
+
+def too_new_for(sub: Subscriber, events: list[TopicEvent]) -> str:
+    """Why `sub` cannot be replayed `events` (one is newer than its client's protocol and
+    cannot be skipped), or "" when it can."""
+    for event in events:
+        since = SINCE_VERSION.get(type(event))
+        if since is not None and sub.protocol_version < since:
+            return _too_old(event, since, sub.protocol_version)
+    return ""
+
+
+def _too_old(event: TopicEvent, since: tuple[int, int], have: tuple[int, int]) -> str:
+    tag = type(event).__struct_config__.tag
+    return (
+        f"{tag} (seq {event.seq}) needs protocol {since[0]}.{since[1]} and this window's client "
+        f"speaks {have[0]}.{have[1]}; attach without since for a fresh snapshot"
+    )

@@ -60,7 +60,7 @@ from hostd.core.effects import (
 )
 from hostd.core.payload_bounds import fit_rows
 from hostd.shell.connection import Connection
-from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size
+from hostd.shell.fanout import DEFAULT_REPLAY_SIZE, TopicStream, encoded_size, too_new_for
 from hostd.shell.lanes import Lanes
 from hostd.shell.runtime_protocol import Runtime
 from hostd.shell.store import store as st
@@ -464,7 +464,8 @@ class TopicHost(DriverLink):
                     f"back to {self.stream.buffer.floor}); attach without since for a fresh "
                     "snapshot"
                 )
-            elif not conn.push_events(missed):
+            # A client too old for one of them (rows-removed) takes a snapshot instead.
+            elif not (reason := too_new_for(conn, missed)) and not conn.push_events(missed):
                 reason = (
                     f"the {len(missed)} events after seq {since} exceed this window's send "
                     "queue; attach without since for a fresh snapshot"

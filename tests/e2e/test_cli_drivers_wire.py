@@ -2,7 +2,7 @@
 driver does not take, `hostd drivers` for the ACP driver without agents, a negative
 `--every`, and `--also` naming a driver that does not exist. Real `hostd` commands, real
 daemon (scripted driver). The wire items are in tests/shell/test_bad_input.py and
-tests/shell/test_old_clients.py."""
+tests/reliability/test_old_clients.py."""
 
 from __future__ import annotations
 

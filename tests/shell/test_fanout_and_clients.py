@@ -10,7 +10,7 @@ import trio
 from hostd.client import SyncClient, open_client
 from hostd.shell.fanout import SERVER_CODECS, TopicStream
 from hostd_protocol.client_messages import RowAppended, TurnEnded
-from hostd_protocol.common import TextDelta
+from hostd_protocol.common import PROTOCOL_VERSION, TextDelta
 from hostd_protocol.framing import Encoding
 from tests.shell.conftest import Running
 
@@ -18,6 +18,7 @@ from tests.shell.conftest import Running
 class Counting:
     def __init__(self, encoding: Encoding) -> None:
         self.encoding = encoding
+        self.protocol_version = PROTOCOL_VERSION
         self.frames: list[bytes] = []
 
         self.written: list[list[bytes]] = []

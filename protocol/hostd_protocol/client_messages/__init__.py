@@ -25,6 +25,7 @@ channel's public surface and the modules behind it may move.
 from __future__ import annotations
 
 from hostd_protocol.client_messages.events import (
+    SINCE_VERSION,
     ApprovalRequested,
     ApprovalResolved,
     CommandsChanged,
@@ -187,6 +188,7 @@ __all__ = [
     "RowRemoved",
     "RowUpdated",
     "RowsRemoved",
+    "SINCE_VERSION",
     "RunScheduleNow",
     "ScheduleBusy",
     "ScheduleInfo",

@@ -41,6 +41,7 @@ __all__ = [
     "RowRemoved",
     "RowUpdated",
     "RowsRemoved",
+    "SINCE_VERSION",
     "ServerMessage",
     "StateChanged",
     "TopicChanged",
@@ -128,7 +129,8 @@ class RowRemoved(_Frozen, frozen=True, tag="row-removed"):
 
 class RowsRemoved(_Frozen, frozen=True, tag="rows-removed"):
     """Rows left the visible history (`reason` "rewind"); they are kept in the store as
-    superseded. Drop them from the window's transcript."""
+    superseded. Drop them from the window's transcript. Sent to clients whose hello declared
+    protocol 1.4 or later; an older one gets `Resync` in its place (`SINCE_VERSION`)."""
 
     topic_id: str
     seq: int
@@ -276,6 +278,14 @@ class ReplayEnd(_Frozen, frozen=True, tag="replay-end"):
 
     topic_id: str
     seq: int
+
+
+#: Events a window is sent only when its hello declared at least this protocol version; an
+#: older window is sent `Resync` in their place (it attaches again and its snapshot is right),
+#: which every version understands. Only events a window cannot skip safely are here:
+#: `rows-removed` came with rewind without a version of its own, and a window that skips it
+#: as unknown (the documented rule) would keep showing the rows a rewind cut.
+SINCE_VERSION: dict[type, tuple[int, int]] = {RowsRemoved: (1, 4)}
 
 
 class Resync(_Frozen, frozen=True, tag="resync"):
