@@ -12,6 +12,8 @@ harness owns everything else:
 - steering bookkeeping (`TurnContext.take_steers` / `message_start`), so `SteerInjected`,
   `SteerBoundary` and `SteerUndelivered` are always consistent;
 - approvals (`TurnContext.request_approval` waits for the host's answer; an interrupt denies);
+- model calls (`TurnContext.model_call_start` / `model_call_end`): reported only when the
+  host asked for them (`Init.report_model_calls`, a tracing host), free otherwise;
 - stray `print()`s: fd 1 is moved aside for frames and pointed at stderr, so a library that
   prints cannot corrupt the channel.
 
@@ -35,6 +37,7 @@ from hostd_protocol.common import (
     Capabilities,
     Chunk,
     TurnStatus,
+    Usage,
 )
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
@@ -47,6 +50,8 @@ from hostd_protocol.driver_messages import (
     Init,
     Interrupt,
     Log,
+    ModelCallEnd,
+    ModelCallStart,
     Prewarm,
     Ready,
     Redirect,
@@ -87,7 +92,14 @@ class TurnContext:
         self._injected_since_boundary: list[str] = []
         self._approvals: dict[str, tuple[trio.Event, list[ApprovalResponse]]] = {}
         self._approval_ids = itertools.count(1)
+        self._model_call_ids = itertools.count(1)
         self.emitted_output = False
+
+    @property
+    def traceparent(self) -> str:
+        """The host's W3C trace context for this turn ("" when the host does not trace): pass
+        it on as the `traceparent` header of vendor requests, or parent your own spans on it."""
+        return self.send.traceparent
 
     async def emit(self, event: DriverEvent) -> None:
         """Send any event to the host (waits if the host is reading slowly)."""
@@ -97,6 +109,50 @@ class TurnContext:
         """Send one content chunk of this turn."""
         self.emitted_output = True
         await self._harness.emit(ChunkEvent(turn_id=self.turn_id, chunk=chunk))
+
+    # --- model calls (tracing) ----------------------------------------------------------------
+
+    @property
+    def reports_model_calls(self) -> bool:
+        """Whether the host asked for model-call events (a driver that builds them itself,
+        rather than through `model_call_start` / `model_call_end`, sends them only then)."""
+        return self._harness.report_model_calls
+
+    async def model_call_start(self, model: str = "", provider: str = "") -> str:
+        """Call when a request goes to the model; returns the call's id for `model_call_end`.
+        Emits `ModelCallStart` only when the host asked for model calls (else costs nothing)."""
+        call_id = f"m{next(self._model_call_ids)}"
+        if self._harness.report_model_calls:
+            await self._harness.emit(
+                ModelCallStart(
+                    turn_id=self.turn_id, call_id=call_id, model=model, provider=provider
+                )
+            )
+        return call_id
+
+    async def model_call_end(
+        self,
+        call_id: str,
+        *,
+        finish_reason: str = "",
+        usage: Usage | None = None,
+        response_model: str = "",
+        response_id: str = "",
+        error: str = "",
+    ) -> None:
+        """Call when that model call's answer is complete (or it failed: `error`)."""
+        if self._harness.report_model_calls:
+            await self._harness.emit(
+                ModelCallEnd(
+                    turn_id=self.turn_id,
+                    call_id=call_id,
+                    finish_reason=finish_reason,
+                    usage=usage,
+                    response_model=response_model,
+                    response_id=response_id,
+                    error=error,
+                )
+            )
 
     # --- steering -----------------------------------------------------------------------------
 
@@ -234,6 +290,8 @@ class _Harness:
         self.in_codec: Codec[HostCommand] = Codec(HostCommand, "msgpack", max_frame_size)
         self.output = FrameOutput(stdout, Codec(DriverEvent, "msgpack", max_frame_size))
         self.capabilities = Capabilities()
+        #: The host traces turns: report model calls (`Init.report_model_calls`).
+        self.report_model_calls = False
         self.turn: TurnContext | None = None
         self.turn_done = trio.Event()
         self.turn_done.set()
@@ -311,6 +369,7 @@ class _Harness:
                 f"{PROTOCOL_VERSION[0]}.x: install matching versions of hostd and the driver",
             )
             return False
+        self.report_model_calls = init.report_model_calls
         try:
             self.capabilities = await self.driver.init(init)
         except HostdError as exc:

@@ -60,6 +60,9 @@ class Init(_Frozen, frozen=True, tag="init"):
     #: rewind to a `Checkpoint`); only with `resume_token` None. A driver declaring
     #: `fork_session` in its `Ready` took it; one that ignores it starts fresh.
     fork_from: SessionSource | None = None
+    #: The host traces turns (OpenTelemetry): report each vendor model call with
+    #: `ModelCallStart` / `ModelCallEnd`. False (and from an old host): send neither.
+    report_model_calls: bool = False
 
 
 class Prewarm(_Frozen, frozen=True, tag="prewarm"):
@@ -76,6 +79,10 @@ class Send(_Frozen, frozen=True, tag="send"):
     #: Conversation history for drivers whose capabilities say `needs_history`.
     history: list[HistoryMessage] = []
     options: dict[str, Any] = {}
+    #: The W3C trace context of the host's span for this turn (`00-<trace>-<span>-01`), ""
+    #: when the host does not trace: a driver that makes its own spans (or calls a vendor
+    #: that reads the `traceparent` header) puts them under it.
+    traceparent: str = ""
 
 
 class Redirect(_Frozen, frozen=True, tag="redirect"):
@@ -211,6 +218,36 @@ class UsageEvent(_Frozen, frozen=True, tag="usage"):
     usage: Usage
 
 
+class ModelCallStart(_Frozen, frozen=True, tag="model-call-start"):
+    """The driver sent one request to the model (sent only when `Init.report_model_calls`).
+
+    `call_id` is the driver's own, unique within the turn; `ModelCallEnd` names it.
+    """
+
+    turn_id: str
+    call_id: str
+    #: The model asked for ("" = the session's model).
+    model: str = ""
+    #: The vendor, as the GenAI conventions name it (`openai`, `anthropic`, ...; "" = unknown).
+    provider: str = ""
+
+
+class ModelCallEnd(_Frozen, frozen=True, tag="model-call-end"):
+    """The model call `call_id` finished (its answer streamed, or it failed)."""
+
+    turn_id: str
+    call_id: str
+    #: Why the model stopped, in the vendor's words (`stop`, `tool_calls`, `end_turn`...).
+    finish_reason: str = ""
+    #: This call's own tokens, when the vendor reported them.
+    usage: Usage | None = None
+    #: The model that answered and the vendor's id of the response, when known.
+    response_model: str = ""
+    response_id: str = ""
+    #: Set when the call failed (no `finish_reason` then).
+    error: str = ""
+
+
 class ApiRetry(_Frozen, frozen=True, tag="api-retry"):
     """The vendor API failed and the driver is retrying."""
 
@@ -278,6 +315,8 @@ DriverEvent = (
     | Checkpoint
     | ApprovalRequest
     | UsageEvent
+    | ModelCallStart
+    | ModelCallEnd
     | ApiRetry
     | Notice
     | CommandsEvent
@@ -309,6 +348,8 @@ DRIVER_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
     Checkpoint,
     ApprovalRequest,
     UsageEvent,
+    ModelCallStart,
+    ModelCallEnd,
     ApiRetry,
     Notice,
     CommandsEvent,

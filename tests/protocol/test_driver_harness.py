@@ -23,6 +23,8 @@ from hostd_protocol.driver_messages import (
     HostCommand,
     Init,
     Interrupt,
+    ModelCallEnd,
+    ModelCallStart,
     Ready,
     Redirect,
     Send,
@@ -64,6 +66,11 @@ class EchoDriver(DriverBase):
             steers = await turn.take_steers()
             await turn.message_start()
             await turn.chunk(TextDelta(text="a2:" + ",".join(s.text for s in steers)))
+            return None
+        if text == "model":
+            call = await turn.model_call_start("m-1", "acme")
+            await turn.chunk(TextDelta(text=turn.traceparent or "no trace"))
+            await turn.model_call_end(call, finish_reason="stop")
             return None
         if text == "approve":
             answer = await turn.request_approval("Bash", {"command": "ls"})
@@ -350,3 +357,29 @@ async def test_a_host_that_stops_reading_makes_the_driver_wait_and_loses_nothing
     assert 1 < len(chunks) <= driver.n
     assert "".join(chunks) == "".join(f"{i}:" + "w" * 500 for i in range(driver.n))
     assert got[-1] == TurnEnd(turn_id="t1", status="success")
+
+
+async def test_model_calls_are_reported_only_to_a_host_that_asked() -> None:
+    """`model_call_start` / `model_call_end` cost a driver nothing unless the host's `Init`
+    asked for them (a tracing host); the turn's trace context is `turn.traceparent`."""
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with running(EchoDriver()) as (peer, _):
+        await peer.send(INIT)
+        await peer.recv()
+        await peer.send(Send(turn_id="t1", text="model"))
+        assert await peer.until(TurnEnd) == [
+            ChunkEvent(turn_id="t1", chunk=TextDelta(text="no trace")),
+            TurnEnd(turn_id="t1", status="success"),
+        ]
+        await peer.send(Close())
+    async with running(EchoDriver()) as (peer, _):
+        await peer.send(Init(protocol_version=PROTOCOL_VERSION, model="m", report_model_calls=True))
+        await peer.recv()
+        await peer.send(Send(turn_id="t2", text="model", traceparent=tp))
+        assert await peer.until(TurnEnd) == [
+            ModelCallStart(turn_id="t2", call_id="m1", model="m-1", provider="acme"),
+            ChunkEvent(turn_id="t2", chunk=TextDelta(text=tp)),
+            ModelCallEnd(turn_id="t2", call_id="m1", finish_reason="stop"),
+            TurnEnd(turn_id="t2", status="success"),
+        ]
+        await peer.send(Close())
