@@ -44,6 +44,8 @@ from hostd_protocol.driver_messages import (
     CompactionError,
     CompactionStart,
     Log,
+    ModelCallEnd,
+    ModelCallStart,
     ResumeToken,
     UsageEvent,
 )
@@ -365,3 +367,48 @@ def test_todowrite_is_followed_by_the_plan_and_init_names_the_commands() -> None
     assert t.feed(init) == [
         CommandsEvent(commands=[CommandInfo(name="compact"), CommandInfo(name="review")])
     ]
+
+
+def test_a_tracing_host_gets_each_streamed_message_as_a_model_call() -> None:
+    t = Translator("t1", model_calls=True)
+    out = feed_all(
+        t,
+        ev(
+            {
+                "type": "message_start",
+                "message": {"id": "msg_1", "model": "claude-x", "usage": {"input_tokens": 9}},
+            }
+        ),
+        block_start(0, {"type": "tool_use", "id": "tu1", "name": "Bash", "input": {}}),
+        stop(0),
+        ev(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use"},
+                "usage": {"output_tokens": 4},
+            }
+        ),
+        ev({"type": "message_stop"}),
+        ev({"type": "message_start", "message": {"id": "msg_2", "model": "claude-x"}}),
+    )
+    assert out == [
+        MESSAGE_START,
+        ModelCallStart(turn_id="t1", call_id="msg_1", model="claude-x", provider="anthropic"),
+        ToolCall(call_id="tu1", name="Bash", input={}),
+        ModelCallEnd(
+            turn_id="t1",
+            call_id="msg_1",
+            finish_reason="tool_use",
+            usage=Usage(input_tokens=9, output_tokens=4),
+            response_model="claude-x",
+            response_id="msg_1",
+        ),
+        MESSAGE_START,
+        ModelCallStart(turn_id="t1", call_id="msg_2", model="claude-x", provider="anthropic"),
+    ]
+    # A turn that ends mid-message (an interrupt) still closes its call; without the flag
+    # (a host that does not trace) there are none.
+    (end,) = t.finish()
+    assert isinstance(end, ModelCallEnd) and end.call_id == "msg_2" and end.finish_reason == ""
+    plain = Translator("t2")
+    assert feed_all(plain, start(), ev({"type": "message_stop"})) == [MESSAGE_START]

@@ -94,8 +94,11 @@ class Peer:
         *,
         history: list[HistoryMessage] | None = None,
         on_event: Callable[[Any], Any] | None = None,
+        traceparent: str = "",
     ) -> list[Any]:
-        await self.send(Send(turn_id=turn_id, text=text, history=history or []))
+        await self.send(
+            Send(turn_id=turn_id, text=text, history=history or [], traceparent=traceparent)
+        )
         got: list[Any] = []
         while True:
             event = await self.recv()
@@ -115,9 +118,15 @@ class Peer:
 
 @asynccontextmanager
 async def driver(
-    base_url: str, *, model: str = "fake-model", system_prompt: str = "", **options: Any
+    base_url: str,
+    *,
+    model: str = "fake-model",
+    system_prompt: str = "",
+    report_model_calls: bool = False,
+    **options: Any,
 ) -> AsyncIterator[tuple[Peer, Ready]]:
-    """A handshaken in-process driver; closed (and its MCP servers ended) on exit."""
+    """A handshaken in-process driver; closed (and its MCP servers ended) on exit.
+    `report_model_calls`: as a tracing host asks."""
     to_driver, driver_stdin = trio.testing.memory_stream_one_way_pair()
     driver_stdout, from_driver = trio.testing.memory_stream_one_way_pair()
     peer = Peer(to_driver, from_driver)
@@ -141,6 +150,7 @@ async def driver(
                 model=model,
                 system_prompt=system_prompt,
                 options=options,
+                report_model_calls=report_model_calls,
             )
         )
         ready = await peer.recv()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd_protocol.common import HistoryMessage
+from hostd_protocol.common import HistoryMessage, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalResponse,
@@ -18,6 +18,8 @@ from hostd_protocol.driver_messages import (
     CompactionStart,
     Interrupt,
     Log,
+    ModelCallEnd,
+    ModelCallStart,
     Notice,
     Redirect,
     SteerBoundary,
@@ -299,3 +301,29 @@ async def test_a_steer_pending_when_the_steps_run_out_becomes_the_next_turn() ->
     assert undelivered.steer_ids == ["s1"]
     assert not [e for e in events if isinstance(e, SteerInjected)]
     assert len(api.chat_requests) == 1
+
+
+async def test_a_tracing_host_gets_each_model_call_and_the_server_the_trace_context() -> None:
+    """With `report_model_calls`, each request to the model (its retries inside it) is one
+    `model-call-start` / `model-call-end` pair with the call's own usage and finish reason;
+    the turn's `traceparent` goes to the server as the W3C header."""
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    rules = [Rule(user_says("hi"), [Error(429, "slow down", retry_after=0.01), Text("Hi!", usage=(12, 3))])]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        async with driver(api.base_url, report_model_calls=True, **FAST_RETRY) as (peer, _):
+            events = await peer.turn("t1", "hi", traceparent=tp)
+        async with driver(api.base_url, **FAST_RETRY) as (peer, _):
+            plain = await peer.turn("t2", "hi")
+    assert end_of(events).status == "success"
+    calls = [e for e in events if isinstance(e, ModelCallStart | ModelCallEnd | ApiRetry)]
+    assert calls == [
+        ModelCallStart(turn_id="t1", call_id="m1", model="fake-model", provider="openai"),
+        ApiRetry(turn_id="t1", attempt=1, max_retries=calls[1].max_retries, retry_delay_ms=10, error_status=429),
+        ModelCallEnd(
+            turn_id="t1", call_id="m1", finish_reason="stop",
+            usage=Usage(input_tokens=12, output_tokens=3),
+        ),
+    ]
+    assert [r.headers.get("traceparent") for r in api.chat_requests[:2]] == [tp, tp]
+    assert not [e for e in plain if isinstance(e, ModelCallStart | ModelCallEnd)]
+    assert "traceparent" not in api.chat_requests[-1].headers

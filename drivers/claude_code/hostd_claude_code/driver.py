@@ -406,6 +406,7 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
                 manual_compaction=turn.send.text.lstrip().startswith("/compact"),
                 session_id=self._announced,
                 cost_base=self._cost_base,
+                model_calls=turn.reports_model_calls,
             )
             client = await self._send_prompt(client, turn)
             try:

@@ -65,6 +65,8 @@ from hostd_protocol.driver_messages import (
     CompactionStart,
     DriverEvent,
     Log,
+    ModelCallEnd,
+    ModelCallStart,
     ResumeToken,
     UsageEvent,
 )
@@ -205,8 +207,14 @@ class Translator:
         manual_compaction: bool = False,
         session_id: str | None = None,
         cost_base: float = 0.0,
+        model_calls: bool = False,
     ) -> None:
         self.turn_id = turn_id
+        #: Report each streamed top-level message as a model call (a tracing host asked).
+        self.model_calls = model_calls
+        #: (message id, model) of the model call in progress, and why it stopped.
+        self._call: tuple[str, str] | None = None
+        self._stop_reason = ""
         self.cost_base = cost_base
         self.manual_compaction = manual_compaction
         #: The vendor session id last reported (a change emits `ResumeToken`).
@@ -262,6 +270,29 @@ class Translator:
             if isinstance(usage.get(key), int):
                 counts[key] = usage[key]
 
+    def _end_call(self) -> list[Output]:
+        """The model call in progress is over: its `ModelCallEnd` (its own tokens)."""
+        if self._call is None:
+            return []
+        (call_id, model), self._call = self._call, None
+        counts = self._stream_usage.get(call_id, {})
+        usage = Usage(
+            input_tokens=counts.get("input_tokens", 0),
+            output_tokens=counts.get("output_tokens", 0),
+            cache_read_tokens=counts.get("cache_read_input_tokens", 0),
+            cache_write_tokens=counts.get("cache_creation_input_tokens", 0),
+        )
+        return [
+            ModelCallEnd(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                finish_reason=self._stop_reason,
+                usage=usage,
+                response_model=model,
+                response_id=call_id,
+            )
+        ]
+
     def _streamed_tokens(self) -> dict[str, int]:
         def total(key: str) -> int:
             return sum(c.get(key, 0) for c in self._stream_usage.values())
@@ -281,7 +312,7 @@ class Translator:
             out.append(
                 CompactionError(turn_id=self.turn_id, message="the turn ended while compacting")
             )
-        return out
+        return out + self._end_call()
 
     # --- stream events ----------------------------------------------------------------------
 
@@ -299,10 +330,27 @@ class Translator:
             self._note_usage(message.get("usage"))
             self._blocks.clear()
             out.append(MESSAGE_START)
+            if self.model_calls:
+                out += self._end_call()
+                model = str(message.get("model") or "")
+                self._call, self._stop_reason = (self._current_message, model), ""
+                out.append(
+                    ModelCallStart(
+                        turn_id=self.turn_id,
+                        call_id=self._current_message,
+                        model=model,
+                        provider="anthropic",
+                    )
+                )
             return out
         if kind == "message_delta":
             self._note_usage(ev.get("usage"))
+            reason = (ev.get("delta") or {}).get("stop_reason")
+            if reason:
+                self._stop_reason = str(reason)
             return []
+        if kind == "message_stop":
+            return self._end_call()
         if self._compaction != "idle":
             return []  # the summary request's stream is never part of the answer
         if kind == "content_block_start":

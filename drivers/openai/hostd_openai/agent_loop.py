@@ -232,6 +232,28 @@ class AgentLoop:
         return body
 
     async def _model_step(self) -> Response:
+        """One model call (with its retries), reported to a tracing host as one."""
+        turn = self.turn
+        before = (self.usage.input_tokens, self.usage.output_tokens, self.usage.cached_tokens)
+        call = await turn.model_call_start(self.model, "openai")
+        try:
+            response = await self._model_request()
+        except Exception as exc:
+            await turn.model_call_end(call, error=str(exc) or type(exc).__name__)
+            raise
+        u = self.usage
+        await turn.model_call_end(
+            call,
+            finish_reason=response.finish_reason,
+            usage=Usage(
+                input_tokens=u.input_tokens - before[0],
+                output_tokens=u.output_tokens - before[1],
+                cache_read_tokens=u.cached_tokens - before[2],
+            ),
+        )
+        return response
+
+    async def _model_request(self) -> Response:
         attempt = 0
         while True:
             response = Response()
@@ -315,7 +337,7 @@ class AgentLoop:
     async def _stream(self, body: dict[str, Any], response: Response) -> None:
         turn = self.turn
         decoder = ChatStreamDecoder()
-        async with self.client.stream(body) as data_iter:
+        async with self.client.stream(body, traceparent=turn.traceparent) as data_iter:
             # The response has started: this is the next assistant message's start, so a
             # steer injected before this call rolls the answer here (A1a / U2 / A2).
             await turn.message_start()

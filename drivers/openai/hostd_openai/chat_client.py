@@ -139,15 +139,21 @@ class ChatClient:
         await self._client.aclose()
 
     @asynccontextmanager
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def stream(
+        self, body: dict[str, Any], *, traceparent: str = ""
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         """POST /chat/completions with `stream: true`; yields the body's byte iterator.
+        `traceparent`: the host's W3C trace context, sent on (a traced server joins it).
 
         Raises `ModelHTTPError` for a non-200 answer, `ModelTransportError` for transport
         failures (also while the body is read).
         """
         with _map_errors("the model request failed"):
             async with self._client.stream(
-                "POST", f"{self._base}/chat/completions", json=body
+                "POST",
+                f"{self._base}/chat/completions",
+                json=body,
+                headers={"traceparent": traceparent} if traceparent else None,
             ) as response:
                 if response.status_code != 200:
                     raise await self._http_error(response)

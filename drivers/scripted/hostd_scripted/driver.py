@@ -145,14 +145,20 @@ class ScriptedDriver(DriverBase):
             raise TurnFailed(f"bad script: {exc}", driver=self.name) from None
         await turn.message_start()
         player = Player(self, turn, opts, script)
+        await player.begin_call()
         only: str | None = None  # `/model NAME`: the steps below run for that model only
-        for step in script.steps:
-            if step.op == "model":
-                only = step.arg(0, "*")
-                continue
-            if only not in (None, "*") and only != self.model:
-                continue
-            await player.play(step)
+        try:
+            for step in script.steps:
+                if step.op == "model":
+                    only = step.arg(0, "*")
+                    continue
+                if only not in (None, "*") and only != self.model:
+                    continue
+                await player.play(step)
+        except Exception as exc:
+            await player.end_call(error=str(exc) or type(exc).__name__)
+            raise
+        await player.end_call("stop")
         return None
 
     # --- raw failure modes --------------------------------------------------------------------

@@ -121,6 +121,21 @@ class Player:
         self.script = script
         self.rate = _opt_float(opts, "chunk_rate", 40.0)
         self.text_offset = 0
+        #: The model call in progress (a tracing host sees one per message: the turn's
+        #: start or a boundary up to the next tool call or the end), and its usage.
+        self.call: str | None = None
+        self.call_usage: Usage | None = None
+
+    async def begin_call(self) -> None:
+        if self.call is None:
+            self.call = await self.turn.model_call_start(self.driver.model, "scripted")
+
+    async def end_call(self, finish_reason: str = "", error: str = "") -> None:
+        if self.call is not None:
+            call, usage, self.call, self.call_usage = self.call, self.call_usage, None, None
+            await self.turn.model_call_end(
+                call, finish_reason=finish_reason, usage=usage, error=error
+            )
 
     async def play(self, step: Step) -> None:
         handler = getattr(self, f"do_{step.op.replace('-', '_')}")
@@ -179,6 +194,7 @@ class Player:
         call_id = f"call-{next(self.driver._ids)}"
         tool_input: dict[str, Any] = {"file_path": "README.md"} if name == "Read" else {}
         await self.turn.chunk(ToolCall(call_id=call_id, name=name, input=tool_input))
+        await self.end_call("tool_calls")
         wait_steer = step.num("wait-steer", 0.0)
         if wait_steer > 0:
             with trio.move_on_after(wait_steer):
@@ -198,6 +214,7 @@ class Player:
         """After a tool result: inject pending steers, start the next message."""
         steers = await self.turn.take_steers()
         await self.turn.message_start()
+        await self.begin_call()
         if steers:
             said = "; ".join(s.text for s in steers)
             await self.stream(
@@ -210,6 +227,7 @@ class Player:
         call_id = f"call-{next(self.driver._ids)}"
         tool_input: dict[str, Any] = {"command": "ls"}
         await self.turn.chunk(ToolCall(call_id=call_id, name=tool, input=tool_input))
+        await self.end_call("tool_calls")
         answer = await self.turn.request_approval(tool, tool_input, f"run {tool}: ls")
         if answer.allow:
             await self.turn.chunk(
@@ -252,6 +270,7 @@ class Player:
             output_tokens=int(step.num("output", 20, pos=1)),
         )
         await self.turn.emit(UsageEvent(turn_id=self.turn.turn_id, usage=usage))
+        self.call_usage = usage
 
     async def do_notice(self, step: Step) -> None:
         code, _, message = step.rest().partition(" ")
@@ -288,6 +307,9 @@ class Player:
         d = self.driver
         text = f"resumed {d.resumed_from}" if d.resumed_from else f"new session {d.session_token}"
         await self.turn.chunk(TextDelta(text=text))
+
+    async def do_traceparent(self, step: Step) -> None:
+        await self.turn.chunk(TextDelta(text=f"traceparent {self.turn.traceparent or '(none)'}\n"))
 
     async def do_history(self, step: Step) -> None:
         # What the host sent as history (a stateless vendor, or a fresh session after a

@@ -93,6 +93,7 @@ KNOWN: dict[str, int | None] = {
     "pwd": 0,
     "freeze": 1,
     "burst": 1,
+    "traceparent": 0,
 }
 
 #: Built-in scenarios, as scripts. `default` is what `scripts/demo` shows: a streamed answer
