@@ -66,6 +66,7 @@ from hostd.shell.server import (
 )
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import TopicHost, new_id
+from hostd.shell.tracing import Tracing, tracing_from_environment
 from hostd.shell.turns import TurnServices
 from hostd_protocol.client_messages import (
     ApprovalInfo,
@@ -74,6 +75,7 @@ from hostd_protocol.client_messages import (
     ScheduleInfo,
     TopicEvent,
     TopicInfo,
+    TurnStarted,
 )
 from hostd_protocol.errors import (
     ConfigError,
@@ -174,8 +176,11 @@ class Daemon(RequestHandlers):
         runtime_factory: RuntimeFactory,
         records: list[st.TopicRecord],
         schedules: list[ScheduleInfo] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.paths = paths
+        #: OpenTelemetry spans of every turn (`hostd.shell.tracing`); None: off (default).
+        self.tracing = tracing
         self.config = config
         self.reader = reader
         self.writer = writer
@@ -378,6 +383,7 @@ class Daemon(RequestHandlers):
             replay_size=self.config.replay_size,
             services=self.turns,
             observe=self._observe,
+            tracing=self.tracing,
         )
         assert self._hosts_nursery is not None
         await self._hosts_nursery.start(self._run_host, host)
@@ -387,6 +393,9 @@ class Daemon(RequestHandlers):
     def _observe(self, topic_id: str, event: TopicEvent) -> None:
         self.turns.observe(topic_id, event)
         self.scheduler.observe(topic_id, event)
+        if self.tracing is not None:
+            host = self.hosts.get(topic_id) if type(event) is TurnStarted else None
+            self.tracing.topic_event(topic_id, event, host.info.assistant if host else "")
 
     async def _run_host(
         self, host: TopicHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -414,11 +423,14 @@ async def serve_daemon(
     supervisor_factory: SupervisorFactory = default_supervisor_factory,
     runtime_factory: RuntimeFactory = default_runtime_factory,
     peer_uid: PeerUidLookup = default_peer_uid,
+    tracing: Tracing | None = None,
     task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the daemon until a shutdown is requested (graceful) or the caller cancels."""
+    """Run the daemon until a shutdown is requested (graceful) or the caller cancels.
+    `tracing` None: as the environment and `config.toml` say (`hostd.shell.tracing`)."""
     config = config or DaemonConfig()
     paths.ensure()
+    tracing = tracing or tracing_from_environment(paths.config_path)
     lock = DaemonLock(paths.lock_path)
     lock.acquire()
     socket_bound = False
@@ -475,7 +487,9 @@ async def serve_daemon(
                     runtime_factory=runtime_factory,
                     records=records,
                     schedules=schedules,
+                    tracing=tracing,
                 )
+                supervisor.report_model_calls = tracing is not None
                 writer.on_health = daemon.store_health_changed
                 daemon.turns.seed_usage(stored_usage)
                 async with trio.open_nursery() as nursery:
@@ -530,6 +544,10 @@ async def serve_daemon(
             _unlink(paths.socket_path)
         data_lock.release()
         lock.release()
+        if tracing is not None:
+            # Spans still queued go out now (bounded); in a thread: the loop may be closing.
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tracing.shutdown)
 
 
 async def _accept(

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from hostd.shell.fanout import TopicStream
     from hostd.shell.lanes import LaneHost, Lanes
     from hostd.shell.runtime_protocol import Runtime
+    from hostd.shell.tracing import Tracing
     from hostd_protocol.client_messages import TopicInfo
 
 __all__ = ["DriverLink", "coalesce_deltas", "route_events"]
@@ -112,6 +113,7 @@ class DriverLink:
     _early_steers: list[tuple[str, Redirect]]
     stream: TopicStream
     lanes: Lanes
+    tracing: Tracing | None
 
     if TYPE_CHECKING:  # provided by TopicHost
 
@@ -243,6 +245,8 @@ class DriverLink:
         topic's vendor session; a second failure, or a death after the Send got through,
         fails the turn (the session's pump reports that one)."""
         self._supervisor.mark_busy(self.topic_id)
+        if self.tracing is not None:
+            cmd = msgspec.structs.replace(cmd, traceparent=self.tracing.traceparent(cmd.turn_id))
         for attempt in (1, 2):
             try:
                 if session is None:
@@ -390,6 +394,18 @@ class DriverLink:
 
     def feed(self, batch: list[DriverEvent], now: float) -> None:
         """One pipe read of driver events into the runtime (see `route_events`)."""
-        route_events(
-            batch, self.turns, lambda event: self.apply(self.runtime.driver_event(event, now))
-        )
+        tracing = self.tracing
+        if tracing is None:
+            route_events(
+                batch, self.turns, lambda event: self.apply(self.runtime.driver_event(event, now))
+            )
+            return
+
+        def traced(event: DriverEvent) -> None:
+            # After the runtime: spans see the driver's events and the topic events they
+            # caused in one order (a tool's result closes its span before the next model
+            # call of the same read opens one).
+            self.apply(self.runtime.driver_event(event, now))
+            tracing.driver_event(event)
+
+        route_events(batch, self.turns, traced)

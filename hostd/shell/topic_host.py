@@ -91,6 +91,7 @@ from hostd_protocol.limits import MAX_REPLY_BYTES
 if TYPE_CHECKING:
     from hostd.core.options import SessionOptions
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
+    from hostd.shell.tracing import Tracing
     from hostd.shell.turns import TurnServices
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ class TopicHost(DriverLink):
         replay_size: int = DEFAULT_REPLAY_SIZE,
         observe: Callable[[str, TopicEvent], None] | None = None,
         interrupt_grace: float = 3.0,
+        tracing: Tracing | None = None,
     ) -> None:
         self.topic_id = info.id
         self.info = info
@@ -128,8 +130,10 @@ class TopicHost(DriverLink):
         #: A vendor session the topic's next session may start from (a fork's source, a
         #: rewind's checkpoint) while the topic has no resume token of its own.
         self._fork_from: SessionSource | None = None
-        # Every emitted event (usage accounting).
+        # Every emitted event (usage accounting, tracing).
         self._observe = observe
+        #: The daemon's tracing observer (None: off): driver events, trace context.
+        self.tracing = tracing
         #: Executes the running turn machine's effects (hostd.shell.turns).
         self.turns = TurnRunner(self, services)
         #: The extra lanes of a multi-answer turn (hostd.shell.lanes).

@@ -39,8 +39,9 @@ def exists(path: object) -> bool:
     return os.path.lexists(path)  # type: ignore[arg-type]
 
 
-async def start(home: Path, *extra: str) -> DaemonProcess:
-    """Start the daemon and return once it serves (its readiness pipe says so)."""
+async def start(home: Path, *extra: str, env: dict[str, str] | None = None) -> DaemonProcess:
+    """Start the daemon and return once it serves (its readiness pipe says so); `env`:
+    its whole environment instead of this process's."""
     read_fd, write_fd = os.pipe()
     log = _open_log(home)
     try:
@@ -51,6 +52,7 @@ async def start(home: Path, *extra: str) -> DaemonProcess:
             stdout=log,
             stderr=log,
             pass_fds=(write_fd,),
+            env=env,
         )
     finally:
         os.close(write_fd)

@@ -45,6 +45,7 @@ class SessionSpawner:
     _reaper: GroupReaper
     _spawned: int
     configured_vars: ConfiguredVars
+    report_model_calls: bool
 
     if TYPE_CHECKING:  # provided by Supervisor
 
@@ -77,6 +78,7 @@ class SessionSpawner:
             options=driver_options(opts.options),
             state_dir=opts.state_dir,
             fork_from=fork_from,
+            report_model_calls=self.report_model_calls,
         )
         env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
         policy = policy_of(opts.options)

@@ -155,6 +155,8 @@ class Supervisor(WarmSpares):
         #: variable (`api_key_env`); a process whose options name another is not started
         #: (`environment.check_env_options`). The daemon wires its config cache in.
         self.configured_vars: ConfiguredVars = configured_vars or (lambda option: ())
+        #: The daemon traces turns: every session's `Init` asks for model-call events.
+        self.report_model_calls = False
         self._sandbox = sandbox or Sandbox()
         #: Loopback bridges of live sessions (by `id(session)`), cancelled when they end.
         self._bridges: dict[int, trio.CancelScope] = {}
