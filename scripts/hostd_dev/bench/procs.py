@@ -166,8 +166,11 @@ class DaemonProc:
         flush_interval: float | None = None,
         home: Path | None = None,
         python_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.python_args = python_args
+        #: Variables added to this process's environment for the daemon (e.g. OTEL_*).
+        self.env = env
         self.home = home or short_home()
         self.own_home = home is None
         self.paths = Paths.under(self.home)
@@ -216,6 +219,7 @@ class DaemonProc:
                 stderr=log,
                 pass_fds=(write_fd,),
                 start_new_session=True,
+                env={**os.environ, **self.env} if self.env else None,
             )
         finally:
             os.close(write_fd)

@@ -31,6 +31,7 @@ SCENARIOS: dict[str, str] = {
     "claude-ttft": "claude_ttft",
     "acp-ttft": "acp_ttft",
     "openai-loop": "openai_loop",
+    "otel": "otel_cost",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -45,6 +46,7 @@ DEFAULT = [
     "claude-ttft",
     "acp-ttft",
     "openai-loop",
+    "otel",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap): skipped by a
 #: bare `--quick` (the smoke test).
