@@ -60,6 +60,7 @@ def _show_one(args: argparse.Namespace) -> int:
         print_json({
             "name": spec.name, "version": spec.version, "description": spec.description,
             "module": spec.module, "env": list(spec.env), "env_options": list(spec.env_options),
+            "secret_options": [*spec.secret_options, *spec.secret_file_options],
             "options": dict(spec.options_help),
         })
         return 0
@@ -71,6 +72,19 @@ def _show_one(args: argparse.Namespace) -> int:
         named = ", ".join(f"the variable named by `{opt}`" for opt in spec.env_options)
         o.print(f"environment passed on: {', '.join(x for x in (passed, named) if x)}",
                 markup=False)
+    if spec.secret_options or spec.secret_file_options:
+        where = ", ".join(spec.secret_options)
+        files = ", ".join(spec.secret_file_options)
+        o.print(
+            f"secrets by reference: ${{NAME}} in {where}"
+            + (f" (or in the file {files} names)" if files else "")
+            + " is the value of NAME from secrets.env in the config dir (NAME=value lines, "
+            "mode 0600; `hostd paths` shows the dir), else from the daemon's environment. "
+            "It goes to this driver's environment only, redacted from all it says, never "
+            "stored in options, rows, the log or events. A topic's options may refer to "
+            "names secrets.env defines or an assistant file refers to; others are refused.",
+            markup=False,
+        )
     if not spec.options_help:
         o.print("options: (this driver documents none)", markup=False)
         return 0

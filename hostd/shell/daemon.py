@@ -208,6 +208,9 @@ class Daemon(RequestHandlers):
         # A variable an option names (`api_key_env`) must be one the user's assistant files
         # name: the supervisor asks the config cache (hostd/shell/drivers/environment.py).
         supervisor.configured_vars = self.turns.config.configured_vars
+        # `${NAME}` references in options: secrets.env and the names assistant files refer to
+        # (hostd/shell/drivers/secrets.py).
+        supervisor.secret_source = self.turns.config
         # Scheduled prompts (hostd/shell/schedule_service.py); due times before now were missed.
         self.scheduler = Scheduler(
             ScheduleBook(schedules or [], booted_at=time.time()),

@@ -40,6 +40,7 @@ from hostd.shell.connection import (
 )
 from hostd.shell.drivers.environment import check_env_options
 from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.secrets import check_references
 from hostd.shell.fanout import encoded_size
 from hostd.shell.lanes import refused_target
 from hostd.shell.paths import Paths
@@ -299,6 +300,7 @@ class RequestHandlers:
         # A window may not pick which of the daemon's variables is sent as a key.
         await self.turns.config.current()  # the assistant files as they are now
         check_env_options(spec, options, self.turns.config.configured_vars)
+        check_references(spec, options, self.turns.config)
         return stored
 
     async def _list_topics(self, conn: Connection, msg: ListTopics) -> Result:

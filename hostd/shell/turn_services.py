@@ -138,6 +138,23 @@ class ConfigCache:
     def assistant_sync(self, assistant: str) -> AssistantConfig:
         return _pick(self.load_sync(), assistant)[0]
 
+    def configured_refs(self) -> frozenset[str]:
+        """The `${NAME}` references in the assistant files' options (names the local user
+        allows options to refer to; `hostd.shell.drivers.secrets`)."""
+        from hostd_protocol.secret_refs import references
+
+        loaded = self._loaded if self._loaded is not None else self.load_sync()
+        names: set[str] = set()
+        for config in loaded.catalog.assistants.values():
+            names |= references(dict(config.options))
+        return frozenset(names)
+
+    def secrets(self) -> dict[str, str]:
+        """`<config>/secrets.env` (`hostd.shell.drivers.secrets.read_secrets`)."""
+        from hostd.shell.drivers.secrets import read_secrets
+
+        return read_secrets(self.config_dir)
+
     def configured_vars(self, option: str) -> frozenset[str]:
         """The values driver option `option` has in the assistant files (the variables the
         local user allows an `api_key_env`-like option to name; see

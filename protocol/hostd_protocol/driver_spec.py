@@ -57,6 +57,16 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: name only when the local user allowed it: a credential variable of `env`, or a value
     #: the option has in one of the user's assistant files (else `PermissionDenied`).
     env_options: tuple[str, ...] = ()
+    #: Driver options whose values (strings anywhere inside them) may refer to secrets as
+    #: `${NAME}` (`hostd_protocol.secret_refs`): the daemon passes each variable referred to,
+    #: from `<config>/secrets.env` (mode 0600) or its own environment, to this driver only,
+    #: redacts its value from everything the driver says, and never stores it; the driver
+    #: resolves the references in memory. A name is honoured only when `secrets.env` defines
+    #: it or one of the user's assistant files refers to it (else `PermissionDenied`).
+    secret_options: tuple[str, ...] = ()
+    #: Driver options naming a file (e.g. an `mcp.json`) whose `${NAME}` references count
+    #: like those of `secret_options`.
+    secret_file_options: tuple[str, ...] = ()
     #: (option, one-line help) pairs for `Init.options`, shown by `hostd drivers NAME`.
     #: Without `options_type` these names are the options the daemon accepts for a topic;
     #: a driver that declares neither takes no options (`check_options`).

@@ -16,6 +16,7 @@ streamable HTTP server on 127.0.0.1:PORT/mcp. Tools:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -56,6 +57,16 @@ def build(state: Path) -> MCPServer:
         """Sleep, then answer."""
         await anyio.sleep(seconds)
         return f"slept {seconds:g}"
+
+    @server.tool()
+    def env_sha256(name: str) -> str:
+        """The SHA-256 of environment variable `name` (to check a secret arrived unseen)."""
+        return hashlib.sha256(os.environ.get(name, "").encode()).hexdigest()
+
+    @server.tool()
+    def env_value(name: str) -> str:
+        """Environment variable `name` as is (a server that leaks a secret)."""
+        return os.environ.get(name, "")
 
     @server.tool()
     def huge(size: int = 200_000) -> str:

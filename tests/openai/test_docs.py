@@ -43,6 +43,8 @@ def test_hostd_drivers_openai_shows_the_options() -> None:
     assert "python -m hostd_openai" in out
     assert "the variable named by `api_key_env`" in out
     assert "options (an assistant's [options])" in out
+    assert "secrets by reference: ${NAME} in mcp_servers, mcpServers (or in the file" in out
+    assert "from secrets.env in the config dir" in out
     for option, _ in OPTIONS_HELP:
         assert option in out, option
     bad = subprocess.run(

@@ -24,9 +24,8 @@ import msgspec
 
 from hostd_openai.config import McpServerConfig, OpenAIOptions, check_server, check_server_keys
 from hostd_protocol.errors import InvalidArgument
+from hostd_protocol.secret_refs import SECRET_REF, references
 
-#: `${NAME}` or `${env:NAME}`.
-SECRET_REF = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
 #: An mcp.json file bigger than this is not a config file.
 MAX_FILE_BYTES = 1 << 20
 
@@ -79,15 +78,9 @@ def read_mcp_json(path_text: str) -> dict[str, McpServerConfig]:
     return servers
 
 
-def references(cfg: McpServerConfig) -> set[str]:
-    """The variable names an entry refers to (`${NAME}` in `env` and `headers` values)."""
-    values = [*cfg.env.values(), *cfg.headers.values()]
-    return {m.group(1) for v in values for m in SECRET_REF.finditer(v)}
-
-
 def resolve(name: str, cfg: McpServerConfig, environ: Mapping[str, str]) -> McpServerConfig:
     """`cfg` with its references replaced by their values (see the module docstring)."""
-    if not references(cfg):
+    if not references([*cfg.env.values(), *cfg.headers.values()]):
         return cfg
 
     def sub(value: str) -> str:

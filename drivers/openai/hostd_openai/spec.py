@@ -70,6 +70,8 @@ SPEC = DriverSpec(
     version=__version__,
     env=ENV,
     env_options=("api_key_env",),
+    secret_options=("mcp_servers", "mcpServers"),
+    secret_file_options=("mcp_config",),
     options_help=OPTIONS_HELP,
     # Checked when a topic is created (unknown names with a did-you-mean, wrong types);
     # config.py imports only msgspec and the protocol.

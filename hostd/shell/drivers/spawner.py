@@ -20,6 +20,7 @@ from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
+from hostd.shell.drivers.secrets import SecretSource, driver_secrets
 from hostd.shell.drivers.session import DriverSession, driver_env
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init
@@ -46,6 +47,7 @@ class SessionSpawner:
     _spawned: int
     configured_vars: ConfiguredVars
     report_model_calls: bool
+    secret_source: SecretSource | None
 
     if TYPE_CHECKING:  # provided by Supervisor
 
@@ -80,7 +82,15 @@ class SessionSpawner:
             fork_from=fork_from,
             report_model_calls=self.report_model_calls,
         )
-        env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
+        # `${NAME}` references: values for this driver's environment only (never in `init`).
+        referenced = (
+            driver_secrets(spec, opts.options, self.secret_source, self._base_env)
+            if self.secret_source is not None
+            else {}
+        )
+        env = driver_env(
+            spec.env_names(opts.options), self._base_env, {**referenced, **opts.secrets}
+        )
         policy = policy_of(opts.options)
         bridge: LoopbackBridge | None = None
         bridge_scope = trio.CancelScope()
@@ -122,6 +132,7 @@ class SessionSpawner:
             nice=self._driver_nice,
             redact=[
                 *opts.secrets.values(),
+                *referenced.values(),
                 *credential_values(spec.env, self._base_env),
                 *(
                     self._base_env.get(name, "")

@@ -41,6 +41,7 @@ from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
+from hostd.shell.drivers.secrets import SecretSource
 from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
@@ -157,6 +158,9 @@ class Supervisor(WarmSpares):
         self.configured_vars: ConfiguredVars = configured_vars or (lambda option: ())
         #: The daemon traces turns: every session's `Init` asks for model-call events.
         self.report_model_calls = False
+        #: Where `${NAME}` references in options are resolved (`secrets.SecretSource`); None:
+        #: no secrets file, no allowed names. The daemon wires its config cache in.
+        self.secret_source: SecretSource | None = None
         self._sandbox = sandbox or Sandbox()
         #: Loopback bridges of live sessions (by `id(session)`), cancelled when they end.
         self._bridges: dict[int, trio.CancelScope] = {}
