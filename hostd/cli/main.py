@@ -172,6 +172,12 @@ def _add_web(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
     register(sub, handlers)
 
 
+def _add_acp(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    from hostd.acp.command import register  # `hostd acp` (the agent imports on run)
+
+    register(sub, handlers)
+
+
 _GROUPS = (
     _add_own,
     _add_assistants,
@@ -182,6 +188,7 @@ _GROUPS = (
     _add_topic,
     _add_schedule,
     _add_web,
+    _add_acp,
 )
 
 #: The group that adds each command: `hostd topics` builds only its own group's parsers
@@ -212,6 +219,7 @@ COMMAND_GROUPS = {
     "attach": _add_topic,
     "schedule": _add_schedule,
     "web": _add_web,
+    "acp": _add_acp,
     "rename": _add_topic,
     "delete": _add_topic,
     "export": _add_topic,

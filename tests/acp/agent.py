@@ -65,6 +65,7 @@ class Agent:
         self.history: dict[str, list[str]] = {}
         self.models: dict[str, str] = {}
         self.modes: dict[str, str] = {}
+        self.mcp: dict[str, list[str]] = {}
         self.store = Path.cwd() / ".acp-test-agent"
 
     # --- wire -----------------------------------------------------------------------------
@@ -133,6 +134,7 @@ class Agent:
             )
         elif method == "session/new":
             sid = f"sess-{uuid.uuid4().hex[:12]}"
+            self.mcp[sid] = [s.get("name", "") for s in params.get("mcpServers") or []]
             self.history[sid] = []
             self._save(sid)
             self.models[sid] = "fast"
@@ -272,6 +274,8 @@ class Agent:
                 await self.say(sid, f"{statuses[0]}. ")
         elif word == "mode":
             await self.say(sid, f"mode: {self.modes.get(sid, '')}")
+        elif word == "mcp":
+            await self.say(sid, "mcp servers: " + ", ".join(self.mcp.get(sid, [])))
         elif word == "model":
             await self.say(sid, f"model: {self.models.get(sid, '')}")
         elif word == "recall":

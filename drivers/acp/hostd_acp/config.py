@@ -261,6 +261,10 @@ class AcpOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_message_bytes: int = 8 * 1024 * 1024
     #: Lines of the agent's stderr kept for error messages.
     stderr_tail_lines: int = 40
+    #: MCP servers for the agent's session, in ACP's own shape (`session/new`'s
+    #: `mcpServers`: stdio `{name, command, args, env}` or `{type: "http", name, url,
+    #: headers}`); `hostd acp` passes an editor's here.
+    mcp_servers: list[dict[str, Any]] = []
 
 
 def parse_options(raw: Mapping[str, Any]) -> tuple[AcpOptions, list[str]]:

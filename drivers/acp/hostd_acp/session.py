@@ -75,7 +75,11 @@ class AcpSession:
             if self._session_id is None:
                 result = await self._session_call(
                     "session/new",
-                    NewSessionParams(cwd=self._cwd, mcp_servers=[], _meta=self._session_meta()),
+                    NewSessionParams(
+                        cwd=self._cwd,
+                        mcp_servers=list(self._opts.mcp_servers),
+                        _meta=self._session_meta(),
+                    ),
                 )
                 try:
                     created = msgspec.json.decode(result, type=NewSessionResult)
@@ -172,7 +176,9 @@ class AcpSession:
         info = self._info
         assert info is not None
         caps = info.agent_capabilities
-        params = LoadSessionParams(session_id=session_id, cwd=self._cwd, mcp_servers=[])
+        params = LoadSessionParams(
+            session_id=session_id, cwd=self._cwd, mcp_servers=list(self._opts.mcp_servers)
+        )
         try:
             if "resume" in caps.session_capabilities:
                 raw = await self._session_call("session/resume", params)

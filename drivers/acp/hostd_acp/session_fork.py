@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from hostd_acp.config import AcpOptions
 from hostd_acp.schema import InitializeResult, NewSessionResult, SessionModels
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_messages import Log, Notice, ResumeToken, Send
@@ -58,6 +59,7 @@ class SessionFork:
 
     _agent_name: str
     _cwd: str
+    _opts: AcpOptions
     _info: InitializeResult | None
     _session_id: str | None
     _session_live: bool
@@ -93,7 +95,7 @@ class SessionFork:
                 ForkSessionParams(
                     session_id=source.token,
                     cwd=self._cwd,
-                    mcp_servers=[],
+                    mcp_servers=list(self._opts.mcp_servers),
                     _meta=self._session_meta(),
                 ),
             )

@@ -1,0 +1,1 @@
+"""`hostd acp`: hostd as an Agent Client Protocol agent for editors (see `hostd.acp.agent`)."""

@@ -1,0 +1,62 @@
+"""The `hostd acp` command: serve ACP on stdin/stdout for an editor (Zed, JetBrains,
+Neovim), connected to the daemon (started when it is not running)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "acp",
+        help="be an ACP agent on stdin/stdout for an editor (each session is a hostd topic)",
+    )
+    p.add_argument("--home", default=argparse.SUPPRESS, help="hostd folder (like HOSTD_HOME)")
+    p.add_argument("--assistant", default="",
+                   help="assistant of new sessions (else _meta.hostd.assistant, else default)")
+    p.add_argument("--driver", default="", help="driver of new sessions (else the assistant's)")
+    p.add_argument("--model", default="", help="model of new sessions")
+    p.add_argument("--busy-intent", choices=("steer", "queue", "auto"), default="steer",
+                   help="what a prompt sent while a turn runs does (default: steer)")
+    handlers["acp"] = cmd_acp
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    import trio
+
+    from hostd import __version__
+    from hostd.acp.agent import AcpAgent, AgentDefaults
+    from hostd.cli.common import fail, paths_from
+    from hostd.client.async_client import open_client
+    from hostd_protocol.errors import HostdError
+
+    defaults = AgentDefaults(
+        assistant=args.assistant, driver=args.driver, model=args.model,
+        busy_intent=args.busy_intent,
+    )
+    paths = paths_from(args)
+
+    async def main() -> None:
+        stdin = trio.lowlevel.FdStream(os.dup(0))
+        stdout = trio.lowlevel.FdStream(os.dup(1))
+        async with stdin, stdout, open_client(
+            paths, client_name="hostd-acp", autostart=True
+        ) as client:
+            agent = AcpAgent(client, defaults, __version__)
+
+            async def receive() -> bytes:
+                return await stdin.receive_some(65536)
+
+            await agent.serve(receive, stdout.send_all)
+
+    # stdout carries JSON-RPC only: anything printed by mistake goes to stderr.
+    sys.stdout = sys.stderr
+    try:
+        trio.run(main)
+    except HostdError as exc:
+        return fail(f"hostd acp: {exc.message}")
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,243 @@
+"""hostd rows and topic events as ACP `session/update` payloads, sans-IO.
+
+`hostd acp` shows a topic to an editor: what a window rebuilds from rows and events, the
+editor gets as ACP updates. No I/O here: `updates_for_row` (history replay at
+`session/load`), `updates_for_chunk` (live `row-appended`), `commands_update`.
+
+Mapping (docs/acp.md has the whole table):
+- text / thinking -> `agent_message_chunk` / `agent_thought_chunk` (a user row's text ->
+  `user_message_chunk`);
+- a tool call -> `tool_call` (title, kind from the tool's name, `locations` from a path in
+  its input, `diff` content for an edit or a write, `rawInput`), its result ->
+  `tool_call_update` with status `completed` / `failed`, the output as text content;
+- a plan chunk -> `plan` (entries with content, status, priority: `medium` when not given);
+- the command list -> `available_commands_update`.
+
+Rules this module guards: every payload satisfies ACP schema v1's required fields (a
+strict client validates them), and nothing here raises on odd input (a tool input that is
+not what a known tool takes just has no locations or diff).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hostd_protocol.client_messages import MessageRow
+from hostd_protocol.common import (
+    Chunk,
+    CommandInfo,
+    PlanChunk,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    TurnStatus,
+)
+
+__all__ = [
+    "DRIVER_MODES",
+    "Mode",
+    "commands_update",
+    "mode_state",
+    "stop_reason",
+    "tool_kind",
+    "updates_for_chunk",
+    "updates_for_row",
+]
+
+Update = dict[str, Any]
+
+#: Tool names (Claude Code's, and common lowercase ones) -> ACP `ToolKind`.
+_KINDS = {
+    "read": "read",
+    "notebookread": "read",
+    "edit": "edit",
+    "multiedit": "edit",
+    "write": "edit",
+    "notebookedit": "edit",
+    "bash": "execute",
+    "shell": "execute",
+    "killshell": "execute",
+    "grep": "search",
+    "glob": "search",
+    "ls": "search",
+    "websearch": "search",
+    "webfetch": "fetch",
+    "fetch": "fetch",
+    "todowrite": "think",
+    "task": "think",
+    "exitplanmode": "switch_mode",
+}
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+def tool_kind(name: str) -> str:
+    """The ACP tool kind of a tool name (`other` when unknown)."""
+    return _KINDS.get(name.lower().split("__")[-1], "other")
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _tool_call(call: ToolCall) -> Update:
+    inp = call.input
+    update: Update = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call.call_id,
+        "title": _title(call),
+        "kind": tool_kind(call.name),
+        "status": "in_progress",
+        "rawInput": inp,
+    }
+    path = next((inp[k] for k in _PATH_KEYS if isinstance(inp.get(k), str)), None)
+    if path:
+        update["locations"] = [{"path": path}]
+        diff = _diff(call.name.lower(), path, inp)
+        if diff is not None:
+            update["content"] = [diff]
+    return update
+
+
+def _title(call: ToolCall) -> str:
+    inp = call.input
+    for key in (*_PATH_KEYS, "command", "pattern", "url", "query", "description"):
+        value = inp.get(key)
+        if isinstance(value, str) and value:
+            short = " ".join(value.split())
+            return f"{call.name} {short[:120]}"
+    return call.name or "tool"
+
+
+def _diff(name: str, path: str, inp: dict[str, Any]) -> dict[str, Any] | None:
+    if name == "edit" and isinstance(inp.get("new_string"), str):
+        old = inp.get("old_string")
+        return {
+            "type": "diff",
+            "path": path,
+            "oldText": old if isinstance(old, str) else None,
+            "newText": inp["new_string"],
+        }
+    if name == "write" and isinstance(inp.get("content"), str):
+        return {"type": "diff", "path": path, "oldText": None, "newText": inp["content"]}
+    return None
+
+
+def _tool_result(result: ToolResult) -> Update:
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": result.call_id,
+        "status": "failed" if result.is_error else "completed",
+        "content": [{"type": "content", "content": _text_block(result.output)}],
+    }
+
+
+def _plan(plan: PlanChunk) -> Update:
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {
+                "content": e.content,
+                "status": e.status,
+                "priority": e.priority if e.priority in ("high", "medium", "low") else "medium",
+            }
+            for e in plan.entries
+        ],
+    }
+
+
+def updates_for_chunk(chunk: Chunk, *, user: bool = False) -> list[Update]:
+    """One chunk of a row as updates (an empty text gives none)."""
+    if isinstance(chunk, TextDelta):
+        if not chunk.text:
+            return []
+        kind = "user_message_chunk" if user else "agent_message_chunk"
+        return [{"sessionUpdate": kind, "content": _text_block(chunk.text)}]
+    if isinstance(chunk, ThinkingDelta):
+        if not chunk.text:
+            return []
+        return [{"sessionUpdate": "agent_thought_chunk", "content": _text_block(chunk.text)}]
+    if isinstance(chunk, ToolCall):
+        return [_tool_call(chunk)]
+    if isinstance(chunk, ToolResult):
+        return [_tool_result(chunk)]
+    if isinstance(chunk, PlanChunk):
+        return [_plan(chunk)]
+    return []
+
+
+def updates_for_row(row: MessageRow) -> list[Update]:
+    """A stored row as the updates that replay it (history at `session/load`). Queued and
+    draft messages are not history; markers (compaction) have no ACP form."""
+    if row.status in ("queued", "draft") or row.role == "marker":
+        return []
+    user = row.role == "user"
+    out: list[Update] = []
+    for part in row.parts:
+        out += updates_for_chunk(part, user=user)
+    return out
+
+
+def commands_update(commands: list[CommandInfo]) -> Update:
+    """The agent's command list as `available_commands_update`."""
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {
+                "name": c.name,
+                "description": c.description or c.name,
+                **({"input": {"hint": c.input_hint}} if c.input_hint else {}),
+            }
+            for c in commands
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Mode:
+    id: str
+    name: str
+    description: str = ""
+
+
+#: ACP session modes of the drivers that can switch per message, and the `Send.options` key
+#: a mode travels in. A driver not listed offers no modes.
+DRIVER_MODES: dict[str, tuple[str, tuple[Mode, ...]]] = {
+    "claude-code": (
+        "permission_mode",
+        (
+            Mode("default", "Ask", "every tool asks through hostd's approvals"),
+            Mode("acceptEdits", "Accept edits", "file edits run unasked"),
+            Mode("plan", "Plan", "plan only, change nothing"),
+            Mode("bypassPermissions", "Bypass permissions", "every tool runs unasked"),
+        ),
+    ),
+    # The test driver: its scenarios, so the mode machinery is tested end to end.
+    "scripted": (
+        "scenario",
+        (Mode("default", "Default"), Mode("echo", "Echo"), Mode("think", "Think")),
+    ),
+}
+
+
+def mode_state(driver: str, current: str) -> dict[str, Any] | None:
+    """The `modes` of a session of `driver` (None: it has none)."""
+    entry = DRIVER_MODES.get(driver)
+    if entry is None:
+        return None
+    modes = entry[1]
+    return {
+        "currentModeId": current if any(m.id == current for m in modes) else modes[0].id,
+        "availableModes": [
+            {"id": m.id, "name": m.name, **({"description": m.description} if m.description
+                                            else {})}
+            for m in modes
+        ],
+    }
+
+
+def stop_reason(status: TurnStatus) -> str:
+    """A turn's end as the prompt's `stopReason` (an error is answered as a JSON-RPC
+    error instead: ACP has no stop reason for it)."""
+    return "cancelled" if status == "stopped" else "end_turn"

@@ -1,0 +1,359 @@
+"""`hostd acp` driven by a real ACP client we did not write: the official TypeScript SDK
+(`@agentclientprotocol/sdk`, pinned in tests/acp_editor/package.json), as an editor would,
+against the real daemon and the scripted driver."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.shell.paths import Paths
+from hostd_protocol.client_messages import TurnEnded
+from hostd_protocol.common import TextDelta
+from tests.acp.support import write_agents_file
+from tests.acp_editor.editor import HOSTD, Editor, editor
+from tests.e2e import daemon_proc
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 60
+
+
+def is_update(kind: str, sid: str = "") -> object:
+    def pred(e: dict[str, object]) -> bool:
+        if e.get("ev") != "update":
+            return False
+        params = e["params"]
+        assert isinstance(params, dict)
+        return params["update"]["sessionUpdate"] == kind and (
+            not sid or params["sessionId"] == sid
+        )
+
+    return pred
+
+
+async def new_session(ed: Editor, cwd: Path) -> str:
+    result = await ed.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    sid: str = result["sessionId"]
+    return sid
+
+
+def prompt(sid: str, text: str) -> dict[str, object]:
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+def text_of(parts: list[object]) -> str:
+    return "".join(p.text for p in parts if isinstance(p, TextDelta))
+
+
+async def test_a_new_session_streams_the_answer_and_is_a_topic(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed:
+                init = await ed.initialize()
+                assert init["protocolVersion"] == 1
+                caps = init["agentCapabilities"]
+                assert caps["loadSession"] is True
+                assert caps["promptCapabilities"]["embeddedContext"] is True
+                assert "list" in caps["sessionCapabilities"]
+                sid = await new_session(ed, tmp_path)
+                script = (
+                    "/commands review:path\n/plan [x] read; [~] write\n"
+                    "/chunks 20 size=4 rate=200\n/tool Read pause=0\n/text done."
+                )
+                result = await ed.call("session/prompt", prompt(sid, script))
+                assert result == {"stopReason": "end_turn"}
+                kinds = [u["sessionUpdate"] for u in ed.updates(sid)]
+                assert kinds.count("agent_message_chunk") >= 2  # streamed, not one block
+                assert {"available_commands_update", "plan", "tool_call",
+                        "tool_call_update"} <= set(kinds)
+                plan = next(u for u in ed.updates(sid) if u["sessionUpdate"] == "plan")
+                assert [(e["content"], e["status"]) for e in plan["entries"]] == [
+                    ("read", "completed"), ("write", "in_progress")
+                ]
+                call = next(u for u in ed.updates(sid) if u["sessionUpdate"] == "tool_call")
+                assert call["kind"] == "read" and call["locations"] == [{"path": "README.md"}]
+                # The session is an ordinary topic: same answer, the editor's cwd.
+                async with open_client(Paths.under(home)) as c:
+                    topic = await c.get_topic(sid)
+                    assert topic.working_dir == str(tmp_path)
+                    rows = (await c.history(sid)).rows
+                    assert text_of(rows[-1].parts) == ed.text(sid)
+                listed = await ed.call("session/list", {})
+                assert sid in [s["sessionId"] for s in listed["sessions"]]
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_a_permission_answered_in_the_editor_then_one_answered_elsewhere_first(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed, open_client(
+                Paths.under(home)
+            ) as window:
+                await ed.initialize()
+                sid = await new_session(ed, tmp_path)
+                # 1. answered in the editor
+                tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
+                asked = await ed.wait_for(lambda e: e.get("ev") == "permission")
+                options = {o["optionId"]: o["kind"] for o in asked["params"]["options"]}
+                allow = next(k for k, v in options.items() if v == "allow_once")
+                await ed.command({"op": "answer", "key": asked["key"],
+                                  "outcome": {"outcome": {"outcome": "selected",
+                                                          "optionId": allow}}})
+                assert (await ed.result(tag))["result"] == {"stopReason": "end_turn"}
+                assert "approved: ran Bash." in ed.text(sid)
+                # 2. another window answers first; the editor's late answer changes nothing
+                tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
+                asked = await ed.wait_for(
+                    lambda e: e.get("ev") == "permission" and e["key"] != asked["key"]
+                )
+                approval_id = asked["params"]["toolCall"]["toolCallId"]
+                await window.answer_approval(sid, approval_id, False, "no from the CLI")
+                await ed.wait_for(
+                    lambda e: e.get("ev") == "update"
+                    and e["params"]["update"].get("toolCallId") == approval_id
+                    and e["params"]["update"].get("status") == "failed"
+                )
+                await ed.command({"op": "answer", "key": asked["key"],
+                                  "outcome": {"outcome": {"outcome": "selected",
+                                                          "optionId": allow}}})
+                done = await ed.result(tag)
+                assert done.get("result") == {"stopReason": "end_turn"}, done
+                assert "denied: did not run Bash (no from the CLI)." in ed.text(sid)
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_cancel_stops_the_turn_and_keeps_the_partial_answer(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed:
+                await ed.initialize()
+                sid = await new_session(ed, tmp_path)
+                tag = await ed.start_call(
+                    "session/prompt", prompt(sid, "/chunks 5000 size=8 rate=100")
+                )
+                await ed.wait_for(is_update("agent_message_chunk", sid))
+                await ed.command({"op": "notify", "method": "session/cancel",
+                                  "params": {"sessionId": sid}})
+                assert (await ed.result(tag))["result"] == {"stopReason": "cancelled"}
+                async with open_client(Paths.under(home)) as c:
+                    answer = (await c.history(sid)).rows[-1]
+                assert answer.status == "stopped"
+                assert 0 < len(text_of(answer.parts)) < 5000 * 8
+                # The next prompt works.
+                again = await ed.call("session/prompt", prompt(sid, "/text after the stop"))
+                assert again == {"stopReason": "end_turn"}
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_loading_a_topic_made_by_the_cli_replays_its_history_in_order(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            def cli(*args: str) -> str:
+                return subprocess.run(
+                    [HOSTD, "--home", str(home), *args],
+                    check=True, capture_output=True, text=True, timeout=30,
+                ).stdout.strip()
+
+            tid = await trio.to_thread.run_sync(
+                lambda: cli("new", "--driver", "scripted", "--option", "chunk_rate=0")
+            )
+            for text in ("/text first answer", "/tool Read pause=0\n/text second answer"):
+                await trio.to_thread.run_sync(lambda t=text: cli("send", tid, t, "--follow"))
+            async with editor(home) as ed:
+                await ed.initialize()
+                assert await ed.call(
+                    "session/load", {"sessionId": tid, "cwd": str(tmp_path), "mcpServers": []}
+                ) is not None
+                got = [
+                    (u["sessionUpdate"], u["content"]["text"] if "text" in str(u.get("content"))
+                     and isinstance(u["content"], dict) else "")
+                    for u in ed.updates(tid)
+                ]
+                # In order, all before the load's answer (the SDK saw them first).
+                assert got == [
+                    ("user_message_chunk", "/text first answer"),
+                    ("agent_message_chunk", "first answer"),
+                    ("user_message_chunk", "/tool Read pause=0\n/text second answer"),
+                    ("tool_call", ""),
+                    ("tool_call_update", ""),
+                    ("agent_message_chunk", "second answer"),
+                ]
+                # Then live: a prompt in the loaded session.
+                result = await ed.call("session/prompt", prompt(tid, "/text third"))
+                assert result == {"stopReason": "end_turn"}
+                assert ed.text(tid).endswith("third")
+                missing = await ed.result(await ed.start_call(
+                    "session/load", {"sessionId": "tp-none", "cwd": "/", "mcpServers": []}
+                ))
+                assert missing["error"]["code"] == -32002
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_the_editor_killed_mid_answer_leaves_the_daemon_to_finish_it(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(Paths.under(home)) as window:
+                async with editor(home, "--driver", "scripted") as ed:
+                    await ed.initialize()
+                    sid = await new_session(ed, tmp_path)
+                    async with window.attach(sid) as sub:
+                        await ed.start_call(
+                            "session/prompt", prompt(sid, "/chunks 150 size=8 rate=150")
+                        )
+                        await ed.wait_for(is_update("agent_message_chunk", sid))
+                        ed.proc.send_signal(signal.SIGKILL)  # the editor dies
+                        await ed.proc.wait()
+                        ended = None
+                        async for ev in sub:
+                            if isinstance(ev, TurnEnded):
+                                ended = ev
+                                break
+                    assert ended is not None and ended.status == "success"
+                    answer = (await window.history(sid)).rows[-1]
+                    assert answer.status == "success" and len(text_of(answer.parts)) == 150 * 8
+                    # `hostd acp` saw its stdin close and ended (no orphan left behind).
+                    await _exited(ed.agent_pid)
+        finally:
+            assert await d.terminate() == 0
+
+
+async def _exited(pid: int) -> None:
+    """Wait for a process that is not our child to exit (a pidfd turns readable)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        with trio.fail_after(10):
+            await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+async def test_garbage_and_unknown_methods_get_json_rpc_errors_and_nothing_else_breaks(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(Paths.under(home)) as window:
+                other = await window.create_topic(driver="scripted", options={"chunk_rate": 0})
+                async with editor(home, "--driver", "scripted") as ed:
+                    await ed.initialize()
+                    sid = await new_session(ed, tmp_path)
+                    unknown = await ed.result(await ed.start_call("no/such/method", {}))
+                    assert unknown["error"]["code"] == -32601
+                    bad = await ed.result(await ed.start_call("session/prompt", {"x": 1}))
+                    assert bad["error"]["code"] == -32002  # no such session
+                    await ed.command({"op": "raw", "text": "this is not json\n{\"a\": 1}\n"})
+                    result = await ed.call("session/prompt", prompt(sid, "/text still here"))
+                    assert result == {"stopReason": "end_turn"}
+                    assert ed.text(sid) == "still here"
+                # The daemon and its other topics never noticed.
+                sent = await window.send(other.id, "/text other topic fine")
+                assert sent.disposition == "started"
+                async with window.attach(other.id) as sub:
+                    async for ev in sub:
+                        if isinstance(ev, TurnEnded):
+                            break
+                assert text_of((await window.history(other.id)).rows[-1].parts) == (
+                    "other topic fine"
+                )
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_a_prompt_while_a_turn_runs_steers_it_and_modes_switch_per_prompt(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed:
+                await ed.initialize()
+                new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+                sid = new["sessionId"]
+                assert new["modes"]["currentModeId"] == "default"
+                assert "echo" in [m["id"] for m in new["modes"]["availableModes"]]
+                first = await ed.start_call(
+                    "session/prompt", prompt(sid, "/tool Read wait-steer=20\n/text first done")
+                )
+                await ed.wait_for(is_update("tool_call", sid))
+                second = await ed.start_call("session/prompt", prompt(sid, "and also this"))
+                assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
+                assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
+                assert "You said: and also this." in ed.text(sid)
+                async with open_client(Paths.under(home)) as c:
+                    rows = (await c.history(sid)).rows
+                # A1a, U2, A2: the steer went into the running answer.
+                assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
+                assert len({r.turn_id for r in rows}) == 1
+                # Modes: the scripted driver's scenarios, carried by the next prompt.
+                await ed.call("session/set_mode", {"sessionId": sid, "modeId": "echo"})
+                await ed.wait_for(is_update("current_mode_update", sid))
+                before = len(ed.text(sid))
+                await ed.call("session/prompt", prompt(sid, "say it back"))
+                assert ed.text(sid)[before:] == "say it back"
+                bad = await ed.result(await ed.start_call(
+                    "session/set_mode", {"sessionId": sid, "modeId": "nope"}
+                ))
+                assert bad["error"]["code"] == -32602
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hostd on both sides of ACP: the editor -> `hostd acp` -> the ACP driver -> an agent.
+    `_meta.hostd` picks the driver; the editor's MCP servers reach the agent's session."""
+    write_agents_file(home)
+    monkeypatch.setenv("HOSTD_HOME", str(home))  # the ACP driver reads its agents file there
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed:
+                await ed.initialize()
+                new = await ed.call("session/new", {
+                    "cwd": str(tmp_path),
+                    "mcpServers": [{"name": "files", "command": "/bin/true", "args": [],
+                                    "env": [{"name": "A", "value": "1"}]}],
+                    "_meta": {"hostd": {"driver": "acp", "options": {"agent": "test"}}},
+                })
+                sid = new["sessionId"]
+                assert "modes" not in new  # the acp driver offers none through hostd
+                await ed.call("session/prompt", prompt(sid, "mcp"))
+                assert ed.text(sid) == "mcp servers: files"
+                await ed.call("session/prompt", prompt(sid, "plan"))
+                plans = [u for u in ed.updates(sid) if u["sessionUpdate"] == "plan"]
+                assert [e["status"] for e in plans[-1]["entries"]] == ["completed", "in_progress"]
+                assert any(u["sessionUpdate"] == "available_commands_update"
+                           for u in ed.updates(sid))
+        finally:
+            assert await d.terminate() == 0
