@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from hostd_acp.agent_process import AgentProcess, RequestRefused
+from hostd_acp.agent_process import AgentProcess
 from hostd_acp.client_methods import ClientMethodError, FileAccess
 from hostd_acp.config import AcpOptions
 from hostd_acp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Dropped
+from hostd_acp.rpc_peer import RequestRefused
 from hostd_acp.schema import (
     PERMISSION_CANCELLED,
     PermissionOption,

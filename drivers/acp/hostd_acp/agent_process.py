@@ -1,7 +1,8 @@
 """One ACP agent subprocess and the JSON-RPC connection to it (the trio shell).
 
 `AgentProcess.start()` spawns the agent in its own process group; one reader task feeds
-its stdout to `jsonrpc.LineDecoder` and dispatches: responses wake the caller of
+its stdout to the JSON-RPC connection, `hostd_acp.rpc_peer.RpcPeer` (the one ACP
+implementation, also what `hostd acp` serves editors with): responses wake the caller of
 `request()`, notifications go to `on_notification` in order (so every `session/update` sent
 before a prompt's answer is delivered before the answer), requests run in their own task
 through `on_request` and are answered (or refused with a JSON-RPC error) on one write lock.
@@ -25,8 +26,6 @@ Rules this module guards:
 from __future__ import annotations
 
 import collections
-import itertools
-import logging
 import os
 import signal
 import sys
@@ -37,21 +36,8 @@ import msgspec
 import trio
 
 from hostd_acp.child import Child, spawn
-from hostd_acp.jsonrpc import (
-    INTERNAL_ERROR,
-    Dropped,
-    LineDecoder,
-    Notification,
-    Request,
-    RequestId,
-    Response,
-    encode_error,
-    encode_notification,
-    encode_request,
-    encode_result,
-)
-
-log = logging.getLogger("hostd_acp")
+from hostd_acp.jsonrpc import Dropped
+from hostd_acp.rpc_peer import PeerGone, PeerRpcError, RpcPeer
 
 #: Requests from the agent handled at once (permission prompts, file reads).
 MAX_INFLIGHT_REQUESTS = 32
@@ -71,24 +57,9 @@ class AgentGone(Exception):
         self.stderr_tail = stderr_tail
 
 
-class AgentRpcError(Exception):
-    """The agent answered a request with a JSON-RPC error."""
-
-    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{method}: {message} (code {code})")
-        self.method = method
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-class RequestRefused(Exception):
-    """Raise from `on_request` to answer the agent with this JSON-RPC error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+#: The agent answered a request with a JSON-RPC error (`hostd_acp.rpc_peer`, shared with
+#: `hostd acp`); `RequestRefused` from `on_request` answers the agent with one.
+AgentRpcError = PeerRpcError
 
 
 NotificationHandler = Callable[[str, msgspec.Raw], Awaitable[None]]
@@ -116,19 +87,18 @@ class AgentProcess:
         self.argv = list(argv)
         self._env = env
         self._cwd = cwd
-        self._on_notification = on_notification
-        self._on_request = on_request
-        self._on_drop = on_drop
-        self._decoder = LineDecoder(max_line)
         self._stderr: collections.deque[str] = collections.deque(maxlen=max(1, stderr_lines))
         self._proc: Child | None = None
-        self._ids = itertools.count(1)
-        self._pending: dict[
-            RequestId, tuple[Callable[[], None] | None, trio.Event, list[Response]]
-        ] = {}
-        self._write_lock = trio.Lock()
+        # The JSON-RPC connection (the same implementation `hostd acp` serves editors with).
+        self._peer = RpcPeer(
+            self._write,
+            on_request=on_request,
+            on_notification=on_notification,
+            on_drop=on_drop,
+            max_line=max_line,
+            max_inflight=MAX_INFLIGHT_REQUESTS,
+        )
         self._scope = trio.CancelScope()
-        self._request_slots = trio.Semaphore(MAX_INFLIGHT_REQUESTS)
         self.gone: AgentGone | None = None
         self.exited = trio.Event()
         self._closing = False
@@ -208,8 +178,7 @@ class AgentProcess:
     def _fail_pending(self, error: AgentGone) -> None:
         if self.gone is None:
             self.gone = error
-        for _on_answer, done, _box in self._pending.values():
-            done.set()
+        self._peer.close(error.message)  # pending requests raise `self.gone` (see request)
         self.exited.set()
 
     # --- reading --------------------------------------------------------------------------
@@ -244,15 +213,15 @@ class AgentProcess:
     async def _read_stdout(self, nursery: trio.Nursery) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        while True:
+        stdout = proc.stdout
+
+        async def receive() -> bytes:
             try:
-                data = await proc.stdout.receive_some(65536)
+                return await stdout.receive_some(65536)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            if not data:
-                break
-            for message in self._decoder.feed(data):
-                await self._dispatch(message, nursery)
+                return b""
+
+        await self._peer.serve(receive, nursery)
         # stdout ended: the agent exited (or closed it, which is as good as gone).
         with trio.move_on_after(EXIT_WAIT):
             await proc.wait()
@@ -270,69 +239,24 @@ class AgentProcess:
             await trio.sleep(0.05)
         self._fail_pending(self._gone_error(reason))
 
-    async def _dispatch(self, message: Any, nursery: trio.Nursery) -> None:
-        if isinstance(message, Response):
-            entry = self._pending.get(message.id)
-            if entry is None:
-                await self._on_drop(
-                    Dropped("unknown-id", 0, f"a response to unknown request id {message.id!r}")
-                )
-                return
-            on_answer, done, box = entry
-            box.append(message)
-            done.set()
-            if on_answer is not None:
-                # In the reader, before the next line is dispatched: what follows the answer
-                # is never taken for part of the request (late updates).
-                on_answer()
-        elif isinstance(message, Notification):
-            await self._on_notification(message.method, message.params)
-        elif isinstance(message, Request):
-            try:
-                self._request_slots.acquire_nowait()
-            except trio.WouldBlock:
-                await self._send(
-                    encode_error(message.id, INTERNAL_ERROR, "too many requests in flight")
-                )
-                return
-            nursery.start_soon(self._serve_request, message)
-        else:
-            await self._on_drop(message)
-
-    async def _serve_request(self, request: Request) -> None:
-        try:
-            try:
-                result = await self._on_request(request.method, request.params)
-            except RequestRefused as exc:
-                reply = encode_error(request.id, exc.code, exc.message)
-            except Exception as exc:  # a handler bug answers the agent, never kills the reader
-                log.exception("handling %s failed", request.method)
-                reply = encode_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-            else:
-                reply = encode_result(request.id, result)
-            try:
-                await self._send(reply)
-            except AgentGone:
-                pass
-        finally:
-            self._request_slots.release()
-
     # --- writing --------------------------------------------------------------------------
 
-    async def _send(self, data: bytes) -> None:
+    async def _write(self, data: bytes) -> None:
         proc = self._proc
         if proc is None or proc.stdin is None or self.gone is not None:
-            raise self.gone or self._gone_error(f"the ACP agent {self.name!r} is not running")
-        async with self._write_lock:
-            try:
-                await proc.stdin.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                raise self._gone_error(
-                    f"the ACP agent {self.name!r} stopped reading its input"
-                ) from None
+            raise trio.ClosedResourceError("the agent is not running")
+        await proc.stdin.send_all(data)
+
+    def _peer_gone(self) -> AgentGone:
+        return self.gone or self._gone_error(
+            f"the ACP agent {self.name!r} is not running or stopped reading its input"
+        )
 
     async def notify(self, method: str, params: Any) -> None:
-        await self._send(encode_notification(method, params))
+        try:
+            await self._peer.notify(method, params)
+        except PeerGone:
+            raise self._peer_gone() from None
 
     async def request(
         self, method: str, params: Any, on_answer: Callable[[], None] | None = None
@@ -341,20 +265,12 @@ class AgentProcess:
 
         `on_answer` runs in the reader task the moment the answer is read, before any later
         message is dispatched.
+
+        Raises:
+            AgentRpcError: the agent answered with a JSON-RPC error.
+            AgentGone: the agent exited (or stopped reading) first.
         """
-        request_id = next(self._ids)
-        done = trio.Event()
-        box: list[Response] = []
-        self._pending[request_id] = (on_answer, done, box)
         try:
-            await self._send(encode_request(request_id, method, params))
-            await done.wait()
-        finally:
-            del self._pending[request_id]
-        if not box:
-            raise self.gone or self._gone_error(f"the ACP agent {self.name!r} is gone")
-        response = box[0]
-        if response.error is not None:
-            err = response.error
-            raise AgentRpcError(method, err.code, err.message, err.data)
-        return response.result
+            return await self._peer.request(method, params, on_answer)
+        except PeerGone:
+            raise self._peer_gone() from None
