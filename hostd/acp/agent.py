@@ -28,6 +28,7 @@ the daemon gone); nothing the editor sends can end the process but closing stdin
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -173,10 +174,13 @@ def _mcp_option(driver: str, servers: Any) -> dict[str, Any]:
                 continue
             pairs = s.get("env") or s.get("headers") or []
             kv = {p["name"]: p["value"] for p in pairs if isinstance(p, dict) and "name" in p}
+            # The openai driver takes names of letters, digits, '-' and '_' only.
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(s["name"]))
             if s.get("url"):
-                table[s["name"]] = {"url": s["url"], "headers": kv}
+                kind = {"type": "sse"} if s.get("type") == "sse" else {}
+                table[name] = {"url": s["url"], "headers": kv, **kind}
             else:
-                table[s["name"]] = {
+                table[name] = {
                     "command": s.get("command", ""),
                     "args": list(s.get("args") or []),
                     "env": kv,
