@@ -32,6 +32,7 @@ SCENARIOS: dict[str, str] = {
     "acp-ttft": "acp_ttft",
     "openai-loop": "openai_loop",
     "otel": "otel_cost",
+    "editor-ttft": "editor_ttft",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -47,6 +48,7 @@ DEFAULT = [
     "acp-ttft",
     "openai-loop",
     "otel",
+    "editor-ttft",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap): skipped by a
 #: bare `--quick` (the smoke test).
