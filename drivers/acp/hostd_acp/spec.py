@@ -61,6 +61,8 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("fs_max_bytes", "largest file those read or write, in bytes (1 MiB)"),
     ("max_message_bytes", "largest message from the agent, in bytes (8 MiB)"),
     ("stderr_tail_lines", "lines of the agent's stderr kept for errors (40)"),
+    ("mcp_servers", "MCP servers for the agent's session, as ACP's mcpServers list "
+     "(hostd acp passes an editor's)"),
 )
 
 
