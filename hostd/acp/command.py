@@ -28,9 +28,8 @@ def cmd_acp(args: argparse.Namespace) -> int:
 
     from hostd import __version__
     from hostd.acp.agent import AcpAgent, AgentDefaults
-    from hostd.cli.common import fail, paths_from
+    from hostd.cli.common import exit_for, fail, leaves, paths_from
     from hostd.client.async_client import open_client
-    from hostd_protocol.errors import HostdError
 
     defaults = AgentDefaults(
         assistant=args.assistant, driver=args.driver, model=args.model,
@@ -55,8 +54,15 @@ def cmd_acp(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     try:
         trio.run(main)
-    except HostdError as exc:
-        return fail(f"hostd acp: {exc.message}")
-    except KeyboardInterrupt:
-        return 130
+    except BaseException as exc:
+        code = exit_for(exc)
+        if code is not None:
+            return code
+        oserr = next((e for e in leaves(exc) if isinstance(e, OSError)), None)
+        if oserr is None:
+            raise
+        return fail(
+            f"acp: cannot reach the daemon at {paths.socket_path}: "
+            f"{oserr.strerror or oserr}; check --home / HOSTD_HOME"
+        )
     return 0

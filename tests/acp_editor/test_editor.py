@@ -357,3 +357,18 @@ async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
                            for u in ed.updates(sid))
         finally:
             assert await d.terminate() == 0
+
+
+def test_a_daemon_it_cannot_reach_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = subprocess.run(
+        [HOSTD, "--home", str(blocker / "home"), "acp"],
+        input="", capture_output=True, text=True, timeout=30, check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""  # stdout is the editor's channel
+    assert proc.stderr.splitlines() == [
+        f"hostd: acp: cannot reach the daemon at {blocker}/home/run/hostd.sock: Not a "
+        "directory; check --home / HOSTD_HOME"
+    ]
