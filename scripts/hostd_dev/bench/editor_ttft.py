@@ -68,39 +68,48 @@ class RawEditor:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg["result"]
 
-    async def prompt(self, sid: str) -> float:
-        """Seconds from writing the prompt to its first answer chunk; waits for the end."""
-        t0 = time.perf_counter()
+    async def prompt(self, sid: str) -> tuple[float, float, float]:
+        """(ms from writing the prompt to its first answer chunk, ms of that to the driver's
+        emit stamp, ms from the stamp to the chunk here); waits for the prompt's end."""
+        t0 = time.monotonic_ns()
         rid = await self.write(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": SCRIPT}]}
         )
-        first = 0.0
+        first: tuple[float, float, float] | None = None
         while True:
             msg = await self.line()
             if (
-                not first
+                first is None
                 and msg.get("method") == "session/update"
                 and msg["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
             ):
-                first = time.perf_counter() - t0
+                first = _split(t0, time.monotonic_ns(), msg["params"]["update"]["content"]["text"])
             if msg.get("id") == rid:
-                if msg.get("result", {}).get("stopReason") != "end_turn":
+                if msg.get("result", {}).get("stopReason") != "end_turn" or first is None:
                     raise RuntimeError(f"prompt ended {msg}")
                 return first
 
 
-async def _direct(client: Any, topic_id: str, sub: Any) -> float:
-    from hostd_protocol.client_messages import RowAppended, TurnEnded
+def _split(sent_ns: int, got_ns: int, text: str) -> tuple[float, float, float]:
+    """A `/bench` chunk starts with the driver's CLOCK_MONOTONIC stamp at its emit."""
+    stamp = int(text.partition(":")[0])
+    return (got_ns - sent_ns) / 1e6, (stamp - sent_ns) / 1e6, (got_ns - stamp) / 1e6
 
-    first = 0.0
+
+async def _direct(client: Any, topic_id: str, sub: Any) -> tuple[float, float, float]:
+    from hostd_protocol.client_messages import RowAppended, TurnEnded
+    from hostd_protocol.common import TextDelta
+
+    first: tuple[float, float, float] | None = None
     async with trio.open_nursery() as nursery:
-        t0 = time.perf_counter()
+        t0 = time.monotonic_ns()
         nursery.start_soon(client.send, topic_id, SCRIPT, "start")
         async for ev in sub:
-            if not first and isinstance(ev, RowAppended):
-                first = time.perf_counter() - t0
+            if first is None and isinstance(ev, RowAppended) and isinstance(ev.chunk, TextDelta):
+                first = _split(t0, time.monotonic_ns(), ev.chunk.text)
             if isinstance(ev, TurnEnded):
                 break
+    assert first is not None
     return first
 
 
@@ -135,16 +144,22 @@ async def _measure(
                     await editor.prompt(sid)
                     await _direct(client, t.id, sub)
                 for _run in range(ctx.runs):
-                    acp: list[float] = []
-                    direct: list[float] = []
+                    acp: list[tuple[float, float, float]] = []
+                    direct: list[tuple[float, float, float]] = []
                     for _ in range(prompts):
-                        acp.append(await editor.prompt(sid) * 1000)
-                        direct.append(await _direct(client, t.id, sub) * 1000)
-                    a50, d50 = percentile(acp, 50), percentile(direct, 50)
+                        acp.append(await editor.prompt(sid))
+                        direct.append(await _direct(client, t.id, sub))
+                    a50, d50 = (percentile([x[0] for x in v], 50) for v in (acp, direct))
                     res.add("direct (socket): send -> first chunk, p50", "ms", d50, baseline=True)
                     res.add("hostd acp: prompt -> first agent_message_chunk, p50", "ms", a50)
-                    res.add("hostd acp: p90", "ms", percentile(acp, 90))
-                    res.add("direct: p90", "ms", percentile(direct, 90), baseline=True)
+                    res.add("direct: p90", "ms", percentile([x[0] for x in direct], 90),
+                            baseline=True)
+                    res.add("hostd acp: p90", "ms", percentile([x[0] for x in acp], 90))
+                    for i, leg in ((1, "in (-> driver emits)"), (2, "out (driver emits ->)")):
+                        da = percentile([x[i] for x in direct], 50)
+                        aa = percentile([x[i] for x in acp], 50)
+                        res.add(f"direct: {leg} p50", "ms", da, baseline=True)
+                        res.add(f"hostd acp: {leg} p50", "ms", aa)
                     res.add("added by hostd acp, p50", "ms", a50 - d50, goal=("<=", 1.0))
                     ctx.log(f"  run: acp p50 {a50:.3f} ms, direct p50 {d50:.3f} ms")
     finally:
