@@ -58,6 +58,9 @@ class ToolResult(_Frozen, frozen=True, tag="tool-result"):
     call_id: str
     output: str
     is_error: bool = False
+    #: How many times the tool ran when it was tried again after retryable failures (the
+    #: output is the last attempt's); 0: once.
+    attempts: int = 0
 
 
 PlanStatus = Literal["pending", "in_progress", "completed"]

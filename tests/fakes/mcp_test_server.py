@@ -23,8 +23,14 @@ import time
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+
+#: A 1x1 PNG.
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c4944415408d763"
+    "f8cfc000000301010018dd8db00000000049454e44ae426082"
+)
 
 
 def build(state: Path) -> MCPServer:
@@ -67,6 +73,11 @@ def build(state: Path) -> MCPServer:
     def env_value(name: str) -> str:
         """Environment variable `name` as is (a server that leaks a secret)."""
         return os.environ.get(name, "")
+
+    @server.tool()
+    def picture(caption: str = "a red dot") -> list[str | Image]:
+        """A tiny PNG and its caption."""
+        return [caption, Image(data=TINY_PNG, format="png")]
 
     @server.tool()
     def huge(size: int = 200_000) -> str:

@@ -45,7 +45,7 @@ from hostd_openai.chat_stream import (
 from hostd_openai.config import OpenAIOptions
 from hostd_openai.history import history_messages
 from hostd_openai.mcp_tools import CatalogSnapshot, ToolCatalog
-from hostd_openai.tool_runner import ToolRunner
+from hostd_openai.tool_runner import ToolRun, ToolRunner
 from hostd_openai.tool_search import plan
 from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, Usage
 from hostd_protocol.driver_harness import TurnContext, TurnFailed
@@ -130,6 +130,17 @@ class Response:
         return message
 
 
+def image_message(runs: list[ToolRun]) -> dict[str, Any] | None:
+    """The images of a step's tool results as one user message (a `tool` message may hold
+    only text), each after a line naming its call; None when there are none."""
+    parts: list[dict[str, Any]] = []
+    for run in runs:
+        for n, (mime, data) in enumerate(run.images, 1):
+            parts.append({"type": "text", "text": f"[image {n} of tool call {run.call.call_id}]"})
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}})
+    return {"role": "user", "content": parts} if parts else None
+
+
 def initial_messages(system_prompt: str, turn: TurnContext) -> list[dict[str, Any]]:
     """System prompt + the host's history + the new user message."""
     messages: list[dict[str, Any]] = []
@@ -185,6 +196,10 @@ class AgentLoop:
                     self.messages.append(
                         {"role": "tool", "tool_call_id": run.call.call_id, "content": run.output}
                     )
+                if self.opts.vision:
+                    images = image_message(runs)
+                    if images is not None:
+                        self.messages.append(images)
                 continue
             if turn.has_pending_steers and step + 1 < self.opts.max_steps:
                 continue

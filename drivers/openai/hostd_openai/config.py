@@ -118,6 +118,9 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
     tool_retry_delay: float = 0.2
     #: A tool result longer than this is cut (with a note the model can read).
     max_tool_result_chars: int = 100_000
+    #: The model takes images: image blocks of tool results go to it as image parts; False:
+    #: it reads a text placeholder for each.
+    vision: bool = False
     #: Seconds between background refreshes of each MCP server's tool list.
     catalog_refresh: float = 300.0
     #: A turn may wait for MCP servers still making their first connection attempt until

@@ -91,6 +91,9 @@ class CatalogSnapshot:
 class ToolOutput:
     text: str
     is_error: bool
+    #: Image blocks of the result, (mime type, base64 data), in order; the text holds a
+    #: placeholder for each (`[image 1: image/png]`), so a model without images reads that.
+    images: list[tuple[str, str]] = field(default_factory=list)
 
 
 class McpServer:
@@ -286,6 +289,7 @@ def _describe(exc: BaseException) -> str:
 
 def _output(result: Any) -> ToolOutput:
     parts: list[str] = []
+    images: list[tuple[str, str]] = []
     for block in result.content or ():
         kind = getattr(block, "type", "")
         if kind == "text":
@@ -293,13 +297,16 @@ def _output(result: Any) -> ToolOutput:
         elif kind == "resource":
             resource = block.resource
             parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind}: {getattr(block, 'mime_type', '')}]")
+        elif kind == "image":
+            images.append((block.mime_type, block.data))
+            parts.append(f"[image {len(images)}: {block.mime_type}]")
+        elif kind == "audio":
+            parts.append(f"[audio: {getattr(block, 'mime_type', '')}]")
         elif kind == "resource_link":
             parts.append(f"[resource {block.uri}]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content))
-    return ToolOutput(text="\n".join(parts), is_error=bool(result.is_error))
+    return ToolOutput(text="\n".join(parts), is_error=bool(result.is_error), images=images)
 
 
 @dataclass

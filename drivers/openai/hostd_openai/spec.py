@@ -36,6 +36,7 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("tool_timeout", "seconds per tool call (default 120)"),
     ("tool_retry_delay", "first backoff between tool attempts (default 0.2 s)"),
     ("max_tool_result_chars", "longer tool results are cut (default 100000)"),
+    ("vision", "the model takes images: tool results' images go to it as images (default false)"),
     ("model_retries", "retries of 429 / 5xx / transport failures (default 4)"),
     ("retry_base_delay", "first model retry backoff (default 0.5 s)"),
     ("retry_max_delay", "longest model retry backoff (default 20 s)"),

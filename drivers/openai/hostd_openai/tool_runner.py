@@ -9,9 +9,13 @@ Rules this module guards (the seed's tool step):
 - A call needs the user's approval (through the host: any window may answer) unless its
   namespaced name matches `allowed_tools`. One approval covers the call's retries.
 - A retryable failure (transport, timeout, server restart: `mcp_tools.ToolFailure`) is tried
-  again at most `tool_retries` times, with a short backoff. Each attempt is its own step: the
-  failed attempt ends with an error `ToolResult`, the next one starts with a `ToolCall` whose
-  id is `<call_id>#<attempt>`. The model gets one result per call (its own id), the last.
+  again at most `tool_retries` times, with a short backoff. A retried call stays the one call
+  the model made: one `ToolCall`, one `ToolResult` (its id, the last attempt's result, with
+  `attempts`), and a `tool_retry` notice per failed attempt saying what failed. No id is
+  invented. The model gets the last result, errors included.
+- Image blocks of a result go to a model that takes images (`vision`) as image parts: the
+  Chat Completions API allows only text in a `tool` message, so they follow the step's tool
+  messages in one user message naming their call; other models read a text placeholder.
 - A result longer than `max_tool_result_chars` is cut, with a note the model can read.
 - Stop cancels the running calls (the enclosing cancel scope); nothing is retried then.
 """
@@ -19,7 +23,7 @@ Rules this module guards (the seed's tool step):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -30,6 +34,7 @@ from hostd_openai.mcp_tools import CatalogSnapshot, McpServer, ToolFailure, Tool
 from hostd_openai.tool_search import SEARCH_TOOL, ToolPlan, search
 from hostd_protocol.common import ToolCall, ToolResult
 from hostd_protocol.driver_harness import TurnContext
+from hostd_protocol.driver_messages import Notice
 
 
 @dataclass
@@ -42,6 +47,8 @@ class ToolRun:
     output: str = ""
     is_error: bool = False
     attempts: int = 0
+    #: (mime type, base64 data) of the result's images (`ToolOutput.images`).
+    images: list[tuple[str, str]] = field(default_factory=list)
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
@@ -97,14 +104,13 @@ class ToolRunner:
             # Runs nothing: it only makes deferred tools callable, so it needs no approval.
             text, found = search(str(run.arguments.get("query", "")), self._plan.deferred)
             self._plan.activate(found)
-            await self._finish(run, call.call_id, text, False)
+            await self._finish(run, text, False)
             return
         tool = self._snapshot.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._snapshot.tools)) or "none"
             await self._finish(
                 run,
-                call.call_id,
                 f"Error: unknown tool {call.name!r}. Available tools: {known}.",
                 True,
             )
@@ -112,7 +118,6 @@ class ToolRunner:
         if run.arguments is None:
             await self._finish(
                 run,
-                call.call_id,
                 f"Error: invalid arguments for {call.name}: {run.argument_error}.",
                 True,
             )
@@ -121,7 +126,7 @@ class ToolRunner:
             answer = await self._turn.request_approval(call.name, run.arguments, tool.description)
             if not answer.allow:
                 reason = answer.reason or "the user denied this tool call"
-                await self._finish(run, call.call_id, f"Error: denied: {reason}.", True)
+                await self._finish(run, f"Error: denied: {reason}.", True)
                 return
         server = self._snapshot_server(tool.server)
         timeout = (
@@ -129,7 +134,6 @@ class ToolRunner:
             if server is not None and server.timeout > 0
             else (self._opts.tool_timeout)
         )
-        attempt_id = call.call_id
         retries = self._opts.tool_retries
         for attempt in range(retries + 1):
             run.attempts = attempt + 1
@@ -139,29 +143,35 @@ class ToolRunner:
                 output: ToolOutput = await server.call(tool.tool, run.arguments, timeout)
             except ToolFailure as failure:
                 if failure.retryable and attempt < retries:
-                    await self._turn.chunk(
-                        ToolResult(
-                            call_id=attempt_id,
-                            output=f"attempt {attempt + 1} failed: {failure.message}; retrying",
-                            is_error=True,
+                    await self._turn.emit(
+                        Notice(
+                            code="tool_retry",
+                            message=f"Tool call {call.name} ({call.call_id}): attempt "
+                            f"{attempt + 1} of {retries + 1} failed: {failure.message}; "
+                            "retrying.",
+                            turn_id=self._turn.turn_id,
                         )
                     )
                     await trio.sleep(self._opts.tool_retry_delay * (2**attempt))
-                    attempt_id = f"{call.call_id}#{attempt + 2}"
-                    await self._turn.chunk(
-                        ToolCall(call_id=attempt_id, name=call.name, input=run.arguments)
-                    )
                     continue
                 tried = f" (after {attempt + 1} attempts)" if attempt else ""
-                await self._finish(run, attempt_id, f"Error: {failure.message}{tried}.", True)
+                await self._finish(run, f"Error: {failure.message}{tried}.", True)
                 return
-            await self._finish(run, attempt_id, output.text, output.is_error)
+            run.images = output.images
+            await self._finish(run, output.text, output.is_error)
             return
 
     def _snapshot_server(self, name: str) -> McpServer | None:
         return self._snapshot.servers.get(name)
 
-    async def _finish(self, run: ToolRun, chunk_id: str, output: str, is_error: bool) -> None:
+    async def _finish(self, run: ToolRun, output: str, is_error: bool) -> None:
         run.output = clip(output, self._opts.max_tool_result_chars)
         run.is_error = is_error
-        await self._turn.chunk(ToolResult(call_id=chunk_id, output=run.output, is_error=is_error))
+        await self._turn.chunk(
+            ToolResult(
+                call_id=run.call.call_id,
+                output=run.output,
+                is_error=is_error,
+                attempts=run.attempts if run.attempts > 1 else 0,
+            )
+        )

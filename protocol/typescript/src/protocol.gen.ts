@@ -118,6 +118,8 @@ export interface ToolCall {
 /** The result of the tool call named by `call_id`. */
 export interface ToolResult {
   readonly type: "tool-result";
+  /** Default: `0` (omitted on the wire). */
+  readonly attempts?: number;
   readonly call_id: string;
   /** Default: `false` (omitted on the wire). */
   readonly is_error?: boolean;
@@ -945,7 +947,8 @@ export interface RowRemoved {
 
 /**
  * Rows left the visible history (`reason` "rewind"); they are kept in the store as
- * superseded. Drop them from the window's transcript.
+ * superseded. Drop them from the window's transcript. Sent to clients whose hello declared
+ * protocol 1.4 or later; an older one gets `Resync` in its place (`SINCE_VERSION`).
  */
 export interface RowsRemoved {
   readonly type: "rows-removed";
