@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from hostd.core.genai_spans import SpanMapper, SpanOp
 from hostd_protocol.client_messages import TopicEvent
@@ -92,7 +93,24 @@ def tracing_from_environment(config_path: Path | None) -> Tracing | None:
     SDK is imported here, before any topic runs: a missing `hostd[otel]` is a start-up
     error, not a silent no-trace."""
     settings = tracing_settings(os.environ, config_path)
-    return Tracing(settings) if settings is not None else None
+    if settings is None:
+        return None
+    tracing = Tracing(settings)
+    where = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or settings.endpoint
+    )
+    # Scheme, host and path only: headers and a URL's user part may hold credentials.
+    url = urlsplit(where)
+    log.info(
+        "tracing turns: OpenTelemetry spans to %s (content %s)",
+        urlunsplit((url.scheme, url.hostname or "", url.path, "", ""))
+        if url.port is None
+        else urlunsplit((url.scheme, f"{url.hostname}:{url.port}", url.path, "", "")),
+        "captured" if settings.capture_content else "not captured",
+    )
+    return tracing
 
 
 def _config_table(path: Path | None) -> dict[str, object]:

@@ -62,3 +62,24 @@ def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
     cfg.write_text("[tracing\n")
     with pytest.raises(ConfigError, match=r"^cannot read .*config.toml: .*; fix or remove it$"):
         tracing_settings({}, cfg)
+
+
+def test_the_start_up_line_names_the_endpoint_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="pip install 'hostd[otel]'")
+    from hostd.shell.tracing import tracing_from_environment
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "https://pk-1:sk-secret@otel.example:8443/api/public/otel"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic c2stc2VjcmV0")
+    with caplog.at_level("INFO", logger="hostd.shell.tracing"):
+        tracing = tracing_from_environment(None)
+    assert tracing is not None
+    tracing.shutdown()
+    assert caplog.messages == [
+        "tracing turns: OpenTelemetry spans to https://otel.example:8443/api/public/otel "
+        "(content not captured)"
+    ]
