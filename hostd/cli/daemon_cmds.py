@@ -12,13 +12,13 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from hostd.cli.common import fail, out, paths_from, request, requests, text_table
 from hostd.shell.paths import Paths
+from hostd_protocol import child_process
 
 if TYPE_CHECKING:
     from hostd.shell.daemon import DaemonConfig
@@ -190,13 +190,13 @@ def _detach(paths: Paths, args: argparse.Namespace) -> int:
     except HostdError as exc:
         return fail(exc.message)
     with open(os.devnull, "rb") as devnull_in, os.fdopen(fd, "ab") as log_out:
-        proc = subprocess.Popen(
+        # Its own session, no parent-death signal: the daemon outlives this command.
+        proc = child_process.popen(
             argv,
             stdin=devnull_in,
             stdout=log_out,
             stderr=log_out,
             pass_fds=(write_fd,),
-            start_new_session=True,
         )
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.cli.common import fail, out
+from hostd_protocol import child_process
 
 UNIT_NAME = "hostd.service"
 LAUNCHD_LABEL = "dev.hostd"
@@ -101,11 +102,11 @@ def _target(args: argparse.Namespace) -> tuple[Path, str]:
 def _run(argv: list[str]) -> str | None:
     """Run a service-manager command; None on success, else why it failed (one line)."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        proc = child_process.run(argv, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{' '.join(argv)}: {exc}"
     if proc.returncode != 0:
-        why = (proc.stderr or proc.stdout).strip().splitlines()
+        why = (proc.stderr or proc.stdout).decode(errors="replace").strip().splitlines()
         return f"{' '.join(argv)} failed: {why[0] if why else f'exit code {proc.returncode}'}"
     return None
 

@@ -91,16 +91,15 @@ def not_running(paths: Paths, why: str) -> DaemonNotRunning:
 
 def start_daemon(paths: Paths, *, timeout: float = 30.0) -> None:
     """Start a detached daemon for `paths` and return once it serves (blocking)."""
-    import subprocess  # only here: one-shot commands rarely start the daemon
+    from hostd_protocol import child_process  # only here: one-shot commands rarely start it
 
     argv = [sys.executable, "-m", "hostd", "serve", "--detach"]
     if paths.home is not None:
         argv += ["--home", str(paths.home)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = child_process.run(argv, timeout=timeout)
     if proc.returncode != 0:
-        raise HostdError(
-            f"could not start hostd: {(proc.stderr or proc.stdout).strip() or proc.returncode}"
-        )
+        said = (proc.stderr or proc.stdout).decode(errors="replace").strip()
+        raise HostdError(f"could not start hostd: {said or proc.returncode}")
 
 
 def connect_unix(path: Path) -> socket.socket:

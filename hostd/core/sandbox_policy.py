@@ -23,6 +23,8 @@ Rules this module guards:
 - The sandbox is its own pid namespace whose init dies with the daemon's child
   (`--unshare-pid --die-with-parent`): a grandchild that called `setsid` dies with it, which
   `--die-with-parent` alone does not give. `--new-session` keeps it off the daemon's tty.
+- No capabilities inside (`--cap-drop ALL`) and no_new_privs (bwrap sets it), also when the
+  daemon runs as root: mount, umount and every other privileged call fail.
 - The environment is not touched here: the session already gives the driver the minimal one.
 - Pure: the shell finds the paths (interpreter, home, data dirs) and checks bwrap works.
 """
@@ -201,6 +203,10 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
+        # No capability inside, whoever runs the daemon: run by root, bwrap keeps root's
+        # (CapEff 000001fffeffffff) and a tool could `umount` the hidden home or remount /
+        # read-write. bwrap also sets no_new_privs, so no setuid binary gives them back.
+        "--cap-drop", "ALL",
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",

@@ -3,6 +3,18 @@
 Blocking functions, run off the trio thread by `Workspaces` (the daemon's one instance). Each
 is safe to repeat (creating what exists, removing what is gone), so a retry after a crash is
 harmless.
+
+Rules this module guards:
+
+- Host-side git runs no repository-controlled code (`git_argv`): the seed repository may be
+  a confined topic's writable working directory, and git runs here outside the sandbox with
+  the daemon's rights. No hooks (`core.hooksPath=/dev/null`: post-checkout, and a hooks path
+  the repository's config names), no fsmonitor command, no submodule recursion, and every
+  filter driver the repository's config defines is switched off (smudge, clean, process).
+- A worktree's registration in its seed repository goes with its folder, also when a crash
+  left the folder behind: the start-up sweep removes it and prunes the seed's registrations
+  (`git worktree prune`), found through the folder's own `.git` link and checked against
+  the seed's record of it; a seed that was moved or deleted is skipped, never an error.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from hostd.core.workspaces import (
     WorkspacePolicy,
     sweep,
 )
+from hostd_protocol import child_process
 from hostd_protocol.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,6 +46,31 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT = 60.0
+
+
+#: Options of every host-side git command (see the module rules).
+GIT_SAFE = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "submodule.recurse=false",
+    "-c", "core.untrackedCache=false",
+)
+
+
+def _git(repo: str, *args: str, git_dir: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run git on `repo` (a work tree, or with `git_dir` a repository folder) with the safe
+    options and every filter driver its config names switched off (module rules)."""
+    where = ["--git-dir", repo] if git_dir else ["-C", repo]
+    base = ["git", *GIT_SAFE, *where]
+    filters: list[str] = []
+    listed = child_process.run(
+        [*base, "config", "--name-only", "--get-regexp", r"^filter\."], timeout=GIT_TIMEOUT
+    )
+    for name in sorted({n.rsplit(".", 1)[0] for n in listed.stdout.decode().split()}):
+        for key in ("smudge", "clean", "process"):
+            filters += ["-c", f"{name}.{key}="]
+        filters += ["-c", f"{name}.required=false"]
+    return child_process.run([*base[:1], *filters, *base[1:], *args], timeout=GIT_TIMEOUT)
 
 
 def is_repo(seed: str) -> bool:
@@ -51,14 +89,11 @@ def create(c: Create) -> str:
         if not seed:
             path.mkdir()
         elif c.mode == "worktree":
-            run = subprocess.run(
-                ["git", "-C", seed, "worktree", "add", "--detach", str(path)],
-                capture_output=True, text=True, timeout=GIT_TIMEOUT,
-            )
+            run = _git(seed, "worktree", "add", "--detach", str(path))
             if run.returncode != 0:
                 raise ConfigError(
                     f"workspace seed {seed!r}: git worktree add failed: "
-                    f"{run.stderr.strip().splitlines()[-1:] or run.returncode}"
+                    f"{run.stderr.decode(errors='replace').strip().splitlines()[-1:] or run.returncode}"
                 )
         else:
             shutil.copytree(seed, path, symlinks=True)
@@ -71,19 +106,44 @@ def create(c: Create) -> str:
 
 
 def remove(r: Remove) -> None:
-    """Remove the folder (and its worktree registration in the seed repository)."""
-    if r.worktree and r.seed:
-        seed = str(Path(r.seed).expanduser())
-        try:
-            subprocess.run(
-                ["git", "-C", seed, "worktree", "remove", "--force", r.path],
-                capture_output=True, timeout=GIT_TIMEOUT,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("git worktree remove %s failed: %s", r.path, exc)
+    """Remove the folder, and its worktree registration in its seed repository if it was
+    checked out as one (known from `r`, or from the folder's own `.git` link after a crash)."""
+    repo = _worktree_repo(r.path)
     shutil.rmtree(r.path, ignore_errors=True)
     if os.path.lexists(r.path):
         log.warning("workspace %s could not be removed", r.path)
+        return
+    if repo:
+        try:
+            run = _git(repo, "worktree", "prune", git_dir=True)
+            if run.returncode != 0:
+                log.warning("git worktree prune in %s failed: %s", repo,
+                            run.stderr.decode(errors="replace").strip()[-200:])
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("git worktree prune in %s failed: %s", repo, exc)
+
+
+def _worktree_repo(path: str) -> str:
+    """The repository folder (`<seed>/.git`) `path` is a registered worktree of, or "".
+
+    Read from `path/.git` ("gitdir: <repo>/worktrees/<name>"), which a tool in the workspace
+    could rewrite: it counts only if the repository's record of that worktree points back at
+    `path`. A seed that was moved or deleted has no such record: nothing to prune there.
+    """
+    try:
+        link = Path(path, ".git").read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    if not link.startswith("gitdir:"):
+        return ""
+    admin = Path(link.removeprefix("gitdir:").strip())
+    try:
+        back = (admin / "gitdir").read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    if admin.parent.name != "worktrees" or Path(back) != Path(path, ".git"):
+        return ""
+    return str(admin.parent.parent)
 
 
 def sweep_left_behind(root: str) -> list[str]:

@@ -15,7 +15,13 @@ harness owns everything else:
 - model calls (`TurnContext.model_call_start` / `model_call_end`): reported only when the
   host asked for them (`Init.report_model_calls`, a tracing host), free otherwise;
 - stray `print()`s: fd 1 is moved aside for frames and pointed at stderr, so a library that
-  prints cannot corrupt the channel.
+  prints cannot corrupt the channel;
+- the driver's process tree (`run_driver`, `hostd_protocol.child_process`): the process is a
+  child subreaper, so nothing it starts (a vendor CLI, an MCP server in its own session, a
+  tool) escapes to init; SIGTERM ends the session as `Close` does; at exit every descendant
+  still running is ended (SIGTERM, then SIGKILL after `TREE_GRACE`). Children the driver
+  starts itself should come from `child_process.spawn` (they die with the driver even if
+  it is SIGKILLed).
 
 Needs trio (`pip install hostd-protocol[driver]`).
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,6 +38,7 @@ from typing import Any
 
 import trio
 
+from hostd_protocol import child_process
 from hostd_protocol.common import (
     PROTOCOL_VERSION,
     ApprovalOption,
@@ -76,6 +84,13 @@ from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, MessageReader
 
 #: Raise from `DriverBase.run_turn` to end the turn as `error` with this message.
 TurnFailed = DriverTurnError
+
+#: At exit, how long what the driver left running gets between SIGTERM and SIGKILL: well
+#: inside the host's close budget (2 s by default), so the tree is gone before the host
+#: would escalate.
+TREE_GRACE = 0.5
+#: How long `DriverBase.close` may take when the session ends.
+CLOSE_BUDGET = 5.0
 
 
 class TurnContext:
@@ -297,6 +312,12 @@ class _Harness:
         self.turn_done.set()
         self.exit_code = 0
         driver._harness_emit = self.emit
+        self._read_scope = trio.CancelScope()
+
+    def stop(self) -> None:
+        """End the session as `Close` does (a SIGTERM from the host or the system)."""
+        self._cancel_turn()
+        self._read_scope.cancel()
 
     async def emit(self, event: DriverEvent) -> None:
         """Queue `event` for the host (see `FrameOutput.send`: returns at once unless the
@@ -309,10 +330,11 @@ class _Harness:
             async with trio.open_nursery() as nursery:
                 await nursery.start(output.serve)
                 try:
-                    await self.read_loop(stdin, nursery)
+                    with self._read_scope:
+                        await self.read_loop(stdin, nursery)
                 finally:
                     with trio.CancelScope(shield=True):
-                        with trio.move_on_after(5):
+                        with trio.move_on_after(CLOSE_BUDGET):
                             await self.driver.close()
                         with trio.move_on_after(5):
                             await self.turn_done.wait()
@@ -490,22 +512,72 @@ async def serve_driver(
     return await _Harness(driver, stdout, max_frame_size).run(stdin)
 
 
-def run_driver(driver: DriverBase, argv: Sequence[str] | None = None) -> None:
+class DriverProcess:
+    """What a driver factory given to `run_driver` gets."""
+
+    def __init__(self, nursery: trio.Nursery, frames_fd: int) -> None:
+        #: Lives as long as the process (background tasks: agent readers, MCP connections);
+        #: cancelled after the session ended and the process tree was ended.
+        self.nursery = nursery
+        #: The frame channel (fd 1 before the harness moved it): a test driver writes raw
+        #: bytes on it to play a broken driver.
+        self.frames_fd = frames_fd
+
+
+def run_driver(
+    driver: DriverBase | Callable[[DriverProcess], DriverBase],
+    argv: Sequence[str] | None = None,
+) -> None:
     """Entry point for a driver process: serve on stdin/stdout, then exit with the code.
+
+    `driver` is the driver, or a factory given the `DriverProcess` (a nursery that lives as
+    long as the process, the frames fd).
 
     File descriptor 1 is moved aside for frames and replaced by stderr, so stray output of
     the driver or its libraries lands in the stderr tail the host shows, not in the channel.
+    The process is a subreaper, SIGTERM ends the session like `Close`, and what the driver
+    left running is ended before the process exits (module docstring).
     """
     del argv
     frames_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    child_process.become_subreaper()
 
     async def main() -> int:
         stdin = trio.lowlevel.FdStream(os.dup(0))
         stdout = trio.lowlevel.FdStream(frames_fd)
-        async with stdin, stdout:
-            return await serve_driver(driver, stdin, stdout)
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async with stdin, stdout, trio.open_nursery() as process_nursery:
+                d = (
+                    driver
+                    if isinstance(driver, DriverBase)
+                    else driver(DriverProcess(process_nursery, frames_fd))
+                )
+                harness = _Harness(d, stdout, DEFAULT_MAX_FRAME_SIZE)
 
-    code: Any = trio.run(main)
+                async def on_signal() -> None:
+                    async for _ in signals:
+                        harness.stop()
+
+                process_nursery.start_soon(on_signal)
+                try:
+                    return await harness.run(stdin)
+                finally:
+                    # Before the process nursery's tasks are cancelled: a library's own
+                    # shutdown of its children (the MCP SDK waits seconds for a server that
+                    # ignores end of input) then finds them gone.
+                    await trio.to_thread.run_sync(end_descendants)
+                    process_nursery.cancel_scope.cancel()
+
+    try:
+        code: Any = trio.run(main)
+    finally:
+        end_descendants()
     sys.exit(int(code))
+
+
+def end_descendants(grace: float = TREE_GRACE) -> None:
+    """End every process this one started that still runs (SIGTERM, then SIGKILL after
+    `grace`): a driver process's last act (`run_driver`)."""
+    child_process.end_tree(os.getpid(), include_root=False, grace=grace)

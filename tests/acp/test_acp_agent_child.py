@@ -1,4 +1,4 @@
-"""The ACP agent subprocess outlives the driver's idle worker threads (`hostd_acp.child`).
+"""The ACP agent subprocess outlives the driver's idle worker threads (`hostd_protocol.child_process`).
 
 PDEATHSIG fires when the thread that forked the agent ends. Spawned from a trio worker
 thread, every agent was SIGKILLed once trio's thread cache retired that worker (10 s idle):

@@ -76,6 +76,7 @@ def test_confined_argv() -> None:
     )
     assert argv[0] == "/usr/bin/bwrap"
     assert argv[-5:] == ["--", *CMD]
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
     for flag in ("--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net"):
         assert flag in argv
     assert pairs(argv, "--ro-bind") == ["/"]

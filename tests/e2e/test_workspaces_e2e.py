@@ -123,13 +123,25 @@ async def test_a_kept_workspace_stays(home: Path) -> None:
     assert exists(cwd / "made.txt")
 
 
-async def test_a_workspace_left_by_kill9_is_swept_at_the_next_start(home: Path) -> None:
+@pytest.mark.parametrize("seeded", [False, True], ids=["plain", "git-worktree"])
+async def test_a_workspace_left_by_kill9_is_swept_at_the_next_start(
+    home: Path, seeded: bool
+) -> None:
+    workspace: Any = "turn"
+    seed = home / "seed"
+    if seeded:  # a worktree's registration in its seed repository goes too (issue 31)
+        seed.mkdir()
+        git = ["git", "-C", str(seed), "-c", "user.name=t", "-c", "user.email=t@t"]
+        (seed / "f.txt").write_text("seeded")
+        for args in (["init", "-q"], ["add", "f.txt"], ["commit", "-qm", "one"]):
+            await trio.run_process([*git, *args], capture_stdout=True)
+        workspace = {"scope": "turn", "seed": str(seed)}
     with trio.fail_after(60):
         d = await daemon_proc.start(home)
         cwd = Path()
         async with open_client(Paths.under(home)) as c:
             t = await c.create_topic(driver="scripted",
-                                     options={"chunk_rate": 0, "workspace": "turn"})
+                                     options={"chunk_rate": 0, "workspace": workspace})
             async with c.attach(t.id) as sub:
                 await c.send(t.id, "/pwd\n/wait")
                 text = ""
@@ -141,11 +153,21 @@ async def test_a_workspace_left_by_kill9_is_swept_at_the_next_start(home: Path) 
                             break
                 await d.kill9()
         assert isdir(cwd)
+        if seeded:
+            assert str(cwd) in await worktrees(seed)
         d = await daemon_proc.start(home)
         try:
             assert not exists(cwd)
         finally:
             assert await d.terminate() == 0
+        if seeded:
+            assert str(cwd) not in await worktrees(seed)
+
+
+async def worktrees(repo: Path) -> str:
+    done = await trio.run_process(["git", "-C", str(repo), "worktree", "list"],
+                                  capture_stdout=True)
+    return done.stdout.decode()
 
 
 async def test_a_topic_workspace_lives_across_turns_and_goes_with_the_topic(home: Path) -> None:

@@ -13,7 +13,8 @@ Rules this module guards:
   closes (claude-agent-acp 0.23.1 keeps running, and so does its Claude CLI child), so
   `aclose()` closes stdin, then signals the group: SIGTERM, a grace, SIGKILL. On Linux the
   agent also gets PDEATHSIG=SIGKILL, so a driver killed with SIGKILL takes the agent along
-  (`hostd_acp.child`: forked from the driver's own thread, never a worker thread).
+  (`hostd_protocol.child_process.spawn`: forked by the process's forker thread, which lives
+  as long as the driver, never by a worker thread trio retires).
 - A caller never waits forever on a dead agent: when stdout ends, every pending request
   fails with `AgentGone` carrying the exit code and the stderr tail.
 - Foreign exceptions are mapped here, once: OS/pipe errors become `AgentGone`; a JSON-RPC
@@ -35,9 +36,9 @@ from typing import Any
 import msgspec
 import trio
 
-from hostd_acp.child import Child, spawn
 from hostd_acp.jsonrpc import Dropped
 from hostd_acp.rpc_peer import PeerGone, PeerRpcError, RpcPeer
+from hostd_protocol.child_process import Child, spawn
 
 #: Requests from the agent handled at once (permission prompts, file reads).
 MAX_INFLIGHT_REQUESTS = 32

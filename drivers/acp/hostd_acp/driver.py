@@ -428,28 +428,13 @@ class AcpDriver(AcpSession, AgentMessages, SessionFork, DriverBase):
             await turn.emit(out)
 
 def main() -> None:
-    """Entry point: `python -m hostd_acp`. Keeps a nursery for the agent's reader tasks."""
-    from hostd_protocol.driver_harness import serve_driver
+    """Entry point: `python -m hostd_acp`. The agent's reader tasks live in the process's
+    nursery (`run_driver`)."""
+    from hostd_protocol.driver_harness import run_driver
 
     logging.basicConfig(
         stream=sys.stderr,
         level=os.environ.get("HOSTD_ACP_LOG_LEVEL", "WARNING").upper(),
         format="%(name)s: %(levelname)s: %(message)s",
     )
-    frames_fd = os.dup(1)
-    os.dup2(2, 1)  # stray prints land in the stderr tail, never in the frame channel
-    sys.stdout = sys.stderr
-
-    async def serve() -> int:
-        stdin = trio.lowlevel.FdStream(os.dup(0))
-        stdout = trio.lowlevel.FdStream(frames_fd)
-        async with stdin, stdout, trio.open_nursery() as nursery:
-            driver = AcpDriver(nursery)
-            try:
-                return await serve_driver(driver, stdin, stdout)
-            finally:
-                with trio.CancelScope(shield=True):
-                    await driver.close()
-                nursery.cancel_scope.cancel()
-
-    sys.exit(int(trio.run(serve)))
+    run_driver(lambda process: AcpDriver(process.nursery))

@@ -33,7 +33,7 @@ from hostd_openai.config import OpenAIOptions, parse_options
 from hostd_openai.mcp_config import configured_servers
 from hostd_openai.mcp_tools import ToolCatalog
 from hostd_protocol.common import Capabilities, TurnStatus
-from hostd_protocol.driver_harness import DriverBase, TurnContext, serve_driver
+from hostd_protocol.driver_harness import DriverBase, TurnContext, run_driver
 from hostd_protocol.driver_messages import Init, Log, Notice
 from hostd_protocol.errors import InvalidArgument
 
@@ -96,8 +96,9 @@ class OpenAIDriver(DriverBase):
         if self._client is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(2):
                 await self._client.aclose()
-        # The MCP servers' tasks end when `main` cancels the driver's nursery, after the
-        # harness has flushed its last frames.
+        # The MCP servers' processes are ended with the driver's tree once the session is
+        # over (`run_driver`: SIGTERM, then SIGKILL), their tasks when it then cancels the
+        # process nursery: a server that ignores end of input cannot hold the close.
 
     async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
         init, client = self._init, self._client
@@ -135,26 +136,12 @@ class OpenAIDriver(DriverBase):
 
 
 def main() -> None:
-    """Entry point: `python -m hostd_openai`.
-
-    Like `driver_harness.run_driver`, but the driver gets a nursery that lives as long as the
-    process, for the MCP servers' tasks.
-    """
+    """Entry point: `python -m hostd_openai`. The MCP servers' tasks live in the process's
+    nursery (`run_driver`), cancelled after the session ended and the process tree (each
+    stdio server included) was ended."""
     logging.basicConfig(
         stream=sys.stderr,
         level=os.environ.get("HOSTD_OPENAI_LOG_LEVEL", "WARNING").upper(),
         format="%(name)s: %(levelname)s: %(message)s",
     )
-    frames_fd = os.dup(1)
-    os.dup2(2, 1)  # stray prints land in the stderr tail, never in the frame channel
-    sys.stdout = sys.stderr
-
-    async def serve() -> int:
-        stdin = trio.lowlevel.FdStream(os.dup(0))
-        stdout = trio.lowlevel.FdStream(frames_fd)
-        async with stdin, stdout, trio.open_nursery() as nursery:
-            code = await serve_driver(OpenAIDriver(nursery), stdin, stdout)
-            nursery.cancel_scope.cancel()
-            return code
-
-    sys.exit(trio.run(serve))
+    run_driver(lambda process: OpenAIDriver(process.nursery))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from hostd_protocol import child_process
 from hostd_protocol.common import (
     CommandInfo,
     CompactionAnchor,
@@ -436,6 +437,22 @@ class Player:
             text = f"connected {host}:{port}"
         finally:
             sock.close()
+        await self.turn.chunk(TextDelta(text=text))
+
+    async def do_sh(self, step: Step) -> None:
+        """`/sh COMMAND`: run COMMAND with `sh -c` as a tool would (60 s bound, its tree ended
+        after); answers `exit N: <the end of its stdout and stderr>`."""
+        def sh() -> str:
+            try:
+                done = child_process.run(["sh", "-c", step.rest()], timeout=60)
+            except subprocess.TimeoutExpired:
+                return "exit timeout"
+            except OSError as exc:
+                return f"exit error {_errno_name(exc)}"
+            out = (done.stdout + done.stderr).decode("utf-8", "replace").strip()
+            return f"exit {done.returncode}: {out[-400:]}"
+
+        text = await trio.to_thread.run_sync(sh)
         await self.turn.chunk(TextDelta(text=text))
 
     async def do_pwd(self, step: Step) -> None:

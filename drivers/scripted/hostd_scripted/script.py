@@ -86,6 +86,7 @@ KNOWN: dict[str, int | None] = {
     "echo": 0,
     "stderr": None,
     "child": 0,
+    "sh": None,
     "readfile": 1,
     "writefile": 1,
     "connect": 2,

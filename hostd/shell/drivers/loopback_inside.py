@@ -15,10 +15,12 @@ Standard library only, threads: it starts before the driver and must not slow it
 from __future__ import annotations
 
 import os
+import signal
 import socket
-import subprocess
 import sys
 import threading
+
+from hostd_protocol import child_process
 
 BUFFER = 65536
 
@@ -66,7 +68,8 @@ def main(argv: list[str]) -> int:
         listener.listen(64)
         target = os.path.join(folder, f"{port}.sock")
         threading.Thread(target=_serve, args=(listener, target), daemon=True).start()
-    child = subprocess.Popen(command)
+    # Dies with this forwarder (the sandbox's pid namespace ends with it anyway).
+    child = child_process.popen(command, pdeathsig=signal.SIGKILL, new_session=False)
     while True:
         try:
             return child.wait()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hostd.core.sandbox_policy import SandboxMounts, SandboxPolicy, bwrap_argv, check_policy
+from hostd_protocol import child_process
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import SandboxUnavailable
 
@@ -60,20 +61,20 @@ def probe(bwrap: str | None = None) -> SandboxSupport:
             reason=f"bwrap is not installed (apt-get install {PACKAGE}, or run scripts/setup)",
         )
     try:
-        ver = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT
-        )
-        version = ver.stdout.strip().removeprefix("bubblewrap").strip()
-        run = subprocess.run(
+        ver = child_process.run([path, "--version"], timeout=PROBE_TIMEOUT)
+        version = ver.stdout.decode(errors="replace").strip().removeprefix("bubblewrap").strip()
+        run = child_process.run(
             [path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+             "--cap-drop", "ALL",
              "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
              "--", "/bin/true"],
-            capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+            timeout=PROBE_TIMEOUT,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return SandboxSupport(False, path, reason=f"{path} could not run: {exc}")
     if run.returncode != 0:
-        err = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
+        stderr = run.stderr.decode(errors="replace")
+        err = (stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
         return SandboxSupport(
             False, path, version,
             reason=f"bwrap cannot create a sandbox here ({err}); unprivileged user "
@@ -103,9 +104,7 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     )
     found: list[str] = [os.path.dirname(os.path.realpath(python)), os.path.dirname(python)]
     try:
-        run = subprocess.run(
-            [python, "-I", "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT
-        )
+        run = child_process.run([python, "-I", "-c", code], timeout=PROBE_TIMEOUT)
         found += [p for p in json.loads(run.stdout) if isinstance(p, str)]
     except (OSError, subprocess.SubprocessError, ValueError):
         found += [sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path]

@@ -9,8 +9,10 @@ exactly one `SessionEnded`.
 
 Rules this module guards:
 
-- Every process is reaped on every path, cancellation included (shielded cleanup), and runs
-  in its own process group so a kill also reaches the vendor CLI it may have spawned.
+- Every process is reaped on every path, cancellation included (shielded cleanup). It is
+  started by `hostd_protocol.child_process` (own session; parent death means the daemon's),
+  and a kill ends its whole tree (group and descendants, `setsid` ones included), so a kill
+  also reaches the vendor CLI and the servers it may have spawned.
 - Events are delivered as one batch (list) per pipe read, in order, through `events` or,
   once the owner set `take_batch`, to it synchronously; `events` always ends with the one
   `SessionEnded`. `Ready` and `Warmed` are consumed here (about the process, not the topic).
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ from hostd.shell.drivers.session_end import (
     clone_error,
 )
 from hostd.shell.drivers.stderr_tail import StderrTail
+from hostd_protocol import child_process
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
     ChunkEvent,
@@ -179,7 +181,7 @@ class DriverSession(SessionEnd):
         self._redactor = Redactor(redact)
         self._tail = StderrTail(redact=self._redactor)
         self._log = _RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
-        self._proc: trio.Process | None = None
+        self._proc: child_process.Child | None = None
         self._send_lock = trio.Lock()
         self._early: list[DriverEvent] = []
         self._failure: Failure | None = None
@@ -380,16 +382,13 @@ class DriverSession(SessionEnd):
                 ) from None
         self.spawned_at = trio.current_time()
         try:
-            # Own session and process group: a Ctrl-C in the daemon's terminal does not hit
-            # drivers directly, and killing the group also kills the vendor CLI a driver runs.
-            self._proc = await trio.lowlevel.open_process(
+            # Own session (no Ctrl-C from the daemon's terminal). Parent death (SIGTERM: the
+            # harness ends its tree; bwrap's --die-with-parent) means the daemon's death.
+            self._proc = await child_process.spawn(
                 self._argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
                 env=self._env,
                 cwd=self._cwd or None,
-                start_new_session=True,
+                pdeathsig=signal.SIGTERM,
             )
         except OSError as exc:
             raise DriverUnavailable(

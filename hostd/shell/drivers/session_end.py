@@ -10,7 +10,6 @@ stop escalates in bounded steps, and no error leaves here unredacted.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import trio
 from hostd.core.redaction import Redactor
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.stderr_tail import StderrTail
+from hostd_protocol import child_process
 from hostd_protocol.driver_messages import DriverEvent, DriverFatal
 from hostd_protocol.errors import DriverCrashed, DriverError, DriverTimeout
 
@@ -64,7 +64,7 @@ class SessionEnd:
     end_error: DriverError | None
     ended: trio.Event
     on_end: Callable[[DriverSession], None] | None
-    _proc: trio.Process | None
+    _proc: child_process.Child | None
     _tail: StderrTail
     _log: logging.LoggerAdapter  # type: ignore[type-arg]
     _redactor: Redactor
@@ -229,16 +229,13 @@ class SessionEnd:
 
     def _signal(self, sig: signal.Signals) -> None:
         proc = self._proc
-        # Only while unreaped: after the reap the pid (and group id) may belong to another.
-        if proc is None or proc.returncode is not None:
+        # Only while unreaped (`Child` checks): after the reap the pid may be another's.
+        if proc is None:
             return
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
+        if sig == signal.SIGKILL:
+            proc.end_tree()  # the group and every descendant, setsid'd ones included
+        else:
+            proc.signal(sig, group=True)
 
     def _gone_error(self) -> DriverCrashed:
         end = self.end_error

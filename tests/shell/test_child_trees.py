@@ -1,0 +1,152 @@
+"""A driver's whole process tree is the daemon's: a confined driver outlives the thread that
+started it, and whatever a driver started (a `setsid` child it never waits for included)
+ends when its session closes, when the driver is killed, or when it gets SIGTERM
+(`hostd_protocol.child_process`, the driver harness)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio._core import _thread_cache  # the idle timeout of trio's worker threads
+
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.sandbox import probe
+from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
+from hostd.testing.conformance import collect_turn
+from hostd.testing.processes import no_new_children
+from hostd_protocol.driver_messages import Send
+from hostd_protocol.errors import DriverCrashed
+from hostd_scripted.spec import SPEC
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="/proc, PDEATHSIG and subreapers are Linux's"
+)
+SUPPORT = probe()
+needs_bwrap = pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason)
+REGISTRY = DriverRegistry.from_specs(SPEC)
+FAST = {"chunk_rate": 0, "tool_pause": 0}
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes() -> Iterator[None]:
+    with no_new_children():
+        yield
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, **kwargs: Any) -> AsyncIterator[Supervisor]:
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    sup = Supervisor(REGISTRY, base_env=env, workdir_root=str(tmp_path / "w"),
+                     handshake_timeout=10.0, **kwargs)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sup.serve)
+            try:
+                yield sup
+            finally:
+                with trio.CancelScope(shield=True):
+                    await sup.aclose()
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes with `marker` in their argv (a zombie's argv is empty)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv:
+                found.append(int(entry))
+    return found
+
+
+def gone(marker: str, within: float = 5.0) -> bool:
+    """No process with `marker` left: a kill is delivered asynchronously, so bounded."""
+    deadline = time.monotonic() + within
+    while marked(marker):
+        if time.monotonic() > deadline:
+            for pid in marked(marker):
+                os.kill(pid, signal.SIGKILL)
+            return False
+        time.sleep(0.01)
+    return True
+
+
+async def text_of(session: DriverSession, turn_id: str, text: str) -> str:
+    await session.send(Send(turn_id=turn_id, text=text))
+    result = await collect_turn(session, turn_id)
+    assert result.end is not None and result.end.status == "success", result
+    return result.text
+
+
+async def wait_end(session: DriverSession) -> SessionEnded:
+    async for item in session.events:
+        if isinstance(item, SessionEnded):
+            return item
+    raise AssertionError("events closed without SessionEnded")
+
+
+@needs_bwrap
+async def test_a_confined_driver_outlives_the_worker_thread_that_was_idle(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 31, item 1 (bounded): bwrap's --die-with-parent fired when the thread that
+    forked it ended, which trio's thread cache does after an idle spell (10 s; 50 ms here).
+    """
+    monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.05)
+    async with serving(tmp_path) as sup:
+        session = await sup.open("t", SessionOptions(
+            driver="scripted", options={**FAST, "sandbox": "confined"}))
+        # The worker that last ran a job (the one that would have forked bwrap).
+        worker = await trio.to_thread.run_sync(threading.get_ident)
+        while any(t.ident == worker for t in threading.enumerate()):  # noqa: ASYNC110
+            await trio.sleep(0.01)  # only the thread's own end can be waited for
+        assert await text_of(session, "t1", "/text still here") == "still here"
+        assert session.alive
+
+
+async def test_closing_a_session_ends_a_setsid_child_its_driver_left(tmp_path: Path) -> None:
+    marker = f"hostd-orphan-{uuid.uuid4().hex}"
+    async with serving(tmp_path) as sup:
+        session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
+        said = await text_of(session, "t1", f"/orphan {marker}")
+        assert said.startswith("orphan ")
+        assert marked(marker), said
+        await sup.close("t")
+        assert session.end_error is None
+        assert gone(marker)
+
+
+async def test_a_killed_driver_takes_its_whole_tree(tmp_path: Path) -> None:
+    marker = f"hostd-orphan-{uuid.uuid4().hex}"
+    async with serving(tmp_path) as sup:
+        session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
+        await text_of(session, "t1", f"/orphan {marker}")
+        session.kill(DriverCrashed, "given up on")
+        end = await wait_end(session)
+        assert end.error is not None and end.error.exit_code == -signal.SIGKILL
+        assert gone(marker)
+
+
+async def test_sigterm_ends_the_session_like_close(tmp_path: Path) -> None:
+    marker = f"hostd-orphan-{uuid.uuid4().hex}"
+    async with serving(tmp_path) as sup:
+        session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
+        await text_of(session, "t1", f"/orphan {marker}")
+        os.kill(session.pid, signal.SIGTERM)
+        await wait_end(session)
+        assert session.exit_code == 0
+        assert gone(marker)
