@@ -227,13 +227,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     log_file = str(paths_from(args).log_path)
     # Probed here, as the same user on the same machine the daemon runs on: the wire's
     # status stays as it is (no daemon-side field to keep in step with the clients).
+    from hostd.shell.drivers.limits import probe_limits
     from hostd.shell.drivers.sandbox import probe
 
     sandbox = probe().summary()
+    limits = probe_limits().summary()
     if args.json:
         from hostd.cli.common import plain, print_json
 
-        print_json({**plain(st), "log": log_file, "sandbox": sandbox})
+        print_json({**plain(st), "log": log_file, "sandbox": sandbox, "limits": limits})
         return 0
     rows = [
         ("pid", st.pid),
@@ -248,6 +250,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("data", st.data_dir),
         ("log", log_file),
         ("sandbox", sandbox),
+        ("confined limits", limits),
     ]
     if listed.schedules:
         from hostd.cli.schedule_cmds import due_text, local_zone

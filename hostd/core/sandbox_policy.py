@@ -2,7 +2,8 @@
 
 A policy is the `sandbox` option of an assistant or a topic (merged like every option, the
 topic winning): `"none"` (the default: the driver runs as the user, as before), `"confined"`,
-or a table `{mode = "confined", network = "shared" | "loopback" | "none"}`.
+or a table `{mode = "confined", network = "shared" | "loopback" | "none"}` (plus `ports` and
+the limits `pids`, `memory_mb`, `cpu_seconds`).
 
 Rules this module guards:
 
@@ -23,6 +24,9 @@ Rules this module guards:
 - The sandbox is its own pid namespace whose init dies with the daemon's child
   (`--unshare-pid --die-with-parent`): a grandchild that called `setsid` dies with it, which
   `--die-with-parent` alone does not give. `--new-session` keeps it off the daemon's tty.
+- A confined tree has a budget: `pids` processes at once, `memory_mb` MiB, `cpu_seconds` CPU
+  seconds per process (table keys; defaults `DEFAULT_*`), enforced by the shell
+  (`hostd.shell.drivers.limits`: a cgroup leaf where one can be made, else setrlimit).
 - No capabilities inside (`--cap-drop ALL`) and no_new_privs (bwrap sets it), also when the
   daemon runs as root: mount, umount and every other privileged call fail.
 - The environment is not touched here: the session already gives the driver the minimal one.
@@ -51,6 +55,14 @@ BRIDGE_INSIDE = "/tmp/.hostd-loopback"
 LOOPBACK_INSIDE = "hostd.shell.drivers.loopback_inside"
 
 
+#: Default limits of a confined tree: generous for an agent and its tools, far below what
+#: takes a machine down (a pid limit of ~96k, all memory).
+DEFAULT_PIDS = 1024
+DEFAULT_MEMORY_MB = 8192
+DEFAULT_CPU_SECONDS = 4 * 3600
+LIMIT_KEYS = ("pids", "memory_mb", "cpu_seconds")
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """How a topic's driver is confined. `network` matters only when `mode` is confined."""
@@ -60,6 +72,11 @@ class SandboxPolicy:
     #: With `network = "loopback"`: the ports of the host's 127.0.0.1 the sandbox may reach
     #: (bridged; see `hostd.shell.drivers.loopback_bridge`). Nothing else is reachable.
     ports: tuple[int, ...] = ()
+    #: Resource limits of the confined tree (`hostd.shell.drivers.limits`): processes at
+    #: once, memory in MiB, CPU seconds per process.
+    pids: int = DEFAULT_PIDS
+    memory_mb: int = DEFAULT_MEMORY_MB
+    cpu_seconds: int = DEFAULT_CPU_SECONDS
 
     @property
     def confined(self) -> bool:
@@ -89,9 +106,19 @@ def parse_policy(value: object) -> SandboxPolicy:
         return SandboxPolicy(mode=value)
     if not isinstance(value, Mapping):
         raise InvalidArgument(f"sandbox must be a string or a table, not {type(value).__name__}")
-    unknown = sorted(set(value) - {"mode", "network", "ports"})
+    unknown = sorted(set(value) - {"mode", "network", "ports", *LIMIT_KEYS})
     if unknown:
-        raise InvalidArgument(f"sandbox has unknown keys {unknown}; known: mode, network, ports")
+        raise InvalidArgument(
+            f"sandbox has unknown keys {unknown}; known: mode, network, ports, "
+            + ", ".join(LIMIT_KEYS)
+        )
+    limits: dict[str, int] = {}
+    for key in LIMIT_KEYS:
+        if key in value:
+            n = value[key]
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                raise InvalidArgument(f"sandbox {key} must be a positive whole number, not {n!r}")
+            limits[key] = n
     mode = value.get("mode", "confined")
     network = value.get("network", "none")
     if mode not in MODES:
@@ -105,7 +132,9 @@ def parse_policy(value: object) -> SandboxPolicy:
         raise InvalidArgument(f"sandbox ports must be a list of TCP ports, not {ports!r}")
     if ports and network != "loopback":
         raise InvalidArgument("sandbox ports are only used with network 'loopback'")
-    return SandboxPolicy(mode=mode, network=network, ports=tuple(sorted(set(ports))))
+    return SandboxPolicy(
+        mode=mode, network=network, ports=tuple(sorted(set(ports))), **limits
+    )
 
 
 def policy_of(options: Mapping[str, Any]) -> SandboxPolicy:
@@ -241,6 +270,9 @@ def bwrap_argv(
 
 __all__ = [
     "BRIDGE_INSIDE",
+    "DEFAULT_CPU_SECONDS",
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_PIDS",
     "HOST_OPTIONS",
     "LOOPBACK_INSIDE",
     "MODES",

@@ -83,8 +83,11 @@ class Limits:
     `processes` is RLIMIT_NPROC, which counts every process of the real uid, and which Linux
     does not apply to uid 0 at all: a per-tree pid limit needs a cgroup (the sandbox's)."""
 
-    #: RLIMIT_AS: bytes of address space per process.
+    #: RLIMIT_AS: bytes of address space per process (breaks runtimes that reserve
+    #: address space up front, such as node: prefer `data`).
     address_space: int = 0
+    #: RLIMIT_DATA: bytes of writable private memory (heap, anonymous maps) per process.
+    data: int = 0
     #: RLIMIT_CPU: seconds of CPU time per process (SIGXCPU, then SIGKILL).
     cpu_seconds: int = 0
     #: RLIMIT_NPROC: processes of the real uid (see above).
@@ -93,6 +96,7 @@ class Limits:
     def apply(self) -> None:  # in the child, between fork and exec
         for which, value in (
             (resource.RLIMIT_AS, self.address_space),
+            (resource.RLIMIT_DATA, self.data),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_NPROC, self.processes),
         ):

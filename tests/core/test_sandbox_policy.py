@@ -39,6 +39,8 @@ def pairs(argv: list[str], flag: str) -> list[str]:
         ("confined", SandboxPolicy("confined", "none")),
         ({"mode": "confined", "network": "shared"}, SandboxPolicy("confined", "shared")),
         ({"network": "loopback"}, SandboxPolicy("confined", "loopback")),
+        ({"pids": 64, "memory_mb": 512, "cpu_seconds": 60},
+         SandboxPolicy("confined", "none", pids=64, memory_mb=512, cpu_seconds=60)),
     ],
 )
 def test_parse(value: object, policy: SandboxPolicy) -> None:
@@ -52,6 +54,9 @@ def test_parse(value: object, policy: SandboxPolicy) -> None:
         ({"mode": "confined", "net": "x"}, r"^sandbox has unknown keys \['net'\]"),
         ({"network": "lan"}, r"^sandbox network 'lan' is not one of shared, loopback, none$"),
         (3, r"^sandbox must be a string or a table, not int$"),
+        ({"pids": 0}, r"^sandbox pids must be a positive whole number, not 0$"),
+        ({"memory_mb": "1G"}, r"^sandbox memory_mb must be a positive whole number, not '1G'$"),
+        ({"cpu_seconds": True}, r"^sandbox cpu_seconds must be a positive whole number"),
     ],
 )
 def test_bad_policies_are_typed_errors(value: object, message: str) -> None:

@@ -18,6 +18,7 @@ Rules this module guards:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import shutil
@@ -28,9 +29,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hostd.core.sandbox_policy import SandboxMounts, SandboxPolicy, bwrap_argv, check_policy
+from hostd.shell.drivers.limits import Cgroups, Leaf, join_argv, probe_limits, rlimits
 from hostd_protocol import child_process
+from hostd_protocol.child_process import Limits
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import SandboxUnavailable
+
+log = logging.getLogger(__name__)
 
 #: What `apt-get` calls it (the fix a "not available" reason names).
 PACKAGE = "bubblewrap"
@@ -145,12 +150,40 @@ class Sandbox:
     #: Where loopback bridge folders go (the daemon's runtime dir; default: the temp dir).
     bridge_parent: str | None = None
     _support: SandboxSupport | None = None
+    _cgroups: Cgroups | None = None
 
     def support(self) -> SandboxSupport:
         """The probe result, run once (blocking; call from a thread in the daemon)."""
         if self._support is None:
             self._support = probe(self.bwrap)
         return self._support
+
+    def cgroups(self) -> Cgroups:
+        """How confined trees are limited here (`limits`), probed once (blocking)."""
+        if self._cgroups is None:
+            self._cgroups = Cgroups(probe_limits())
+            for path in self._cgroups.sweep():
+                log.info("removed cgroup %s left by an earlier daemon", path)
+        return self._cgroups
+
+    def close(self) -> None:
+        """The daemon stops: its cgroup folders go (their leaves went with their sessions)."""
+        if self._cgroups is not None:
+            self._cgroups.close()
+
+    def limit(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], Leaf | None, Limits]:
+        """A confined `argv` made to start in a cgroup leaf of its own (where one can be
+        made), and the rlimits it starts with (blocking). Raises `SandboxUnavailable` when
+        the leaf cannot be made."""
+        cgroups = self.cgroups()
+        try:
+            leaf = cgroups.create(policy)
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"cannot make a cgroup for a confined driver ({exc}); "
+                f"limits here: {cgroups.support.summary()}"
+            ) from None
+        return join_argv(leaf, argv), leaf, rlimits(policy, cgroups.support)
 
     def wrap(
         self,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 import msgspec
 import trio
@@ -57,7 +56,7 @@ from hostd.shell.drivers.session_end import (
     SessionEnded,
     clone_error,
 )
-from hostd.shell.drivers.stderr_tail import StderrTail
+from hostd.shell.drivers.stderr_tail import RedactingLog, StderrTail
 from hostd_protocol import child_process
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
@@ -87,15 +86,8 @@ from hostd_protocol.errors import (
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, MessageReader
 
-__all__ = [
-    "MINIMAL_ENV",
-    "DriverSession",
-    "EventBatch",
-    "SessionEnded",
-    "StderrTail",
-    "clone_error",
-    "driver_env",
-]
+__all__ = ["MINIMAL_ENV", "DriverSession", "EventBatch", "SessionEnded", "StderrTail", "clone_error",
+           "driver_env"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +122,7 @@ class DriverSession(SessionEnd):
         reaper: GroupReaper | None = None,
         read_pace: float = READ_PACE,
         nice: int = 0,
+        limits: child_process.Limits | None = None,
     ) -> None:
         self.driver = driver
         self.topic_id = topic_id
@@ -164,6 +157,7 @@ class DriverSession(SessionEnd):
         self.nice = nice
 
         self._argv = list(argv)
+        self._limits = limits
         self._init = init
         self._env = dict(env)
         self._cwd = cwd
@@ -180,7 +174,7 @@ class DriverSession(SessionEnd):
         self._reaper = reaper
         self._redactor = Redactor(redact)
         self._tail = StderrTail(redact=self._redactor)
-        self._log = _RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
+        self._log = RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
         self._proc: child_process.Child | None = None
         self._send_lock = trio.Lock()
         self._early: list[DriverEvent] = []
@@ -389,6 +383,7 @@ class DriverSession(SessionEnd):
                 env=self._env,
                 cwd=self._cwd or None,
                 pdeathsig=signal.SIGTERM,
+                limits=self._limits,
             )
         except OSError as exc:
             raise DriverUnavailable(
@@ -580,19 +575,4 @@ class DriverSession(SessionEnd):
             f"<DriverSession {self.driver} pid={self.pid} topic={self.topic_id!r} "
             f"alive={self.alive}>"
         )
-
-
-class _RedactingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """The session's logger: each record's final message is redacted before it is emitted
-    (arguments included, e.g. an `InvalidMessage` quoting what the driver sent)."""
-
-    def __init__(self, logger: logging.Logger, redactor: Redactor) -> None:
-        super().__init__(logger, {})
-        self._redactor = redactor
-
-    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
-        if not self.isEnabledFor(level):
-            return
-        text = str(msg) % args if args else str(msg)
-        self.logger.log(level, "%s", self._redactor.text(text), **kwargs)
 

@@ -17,11 +17,13 @@ from hostd.core.options import SessionOptions
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import driver_options, policy_of
 from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
+from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.secrets import SecretSource, driver_secrets
 from hostd.shell.drivers.session import DriverSession, driver_env
+from hostd_protocol.child_process import Limits
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init
 from hostd_protocol.driver_spec import DriverSpec
@@ -35,6 +37,8 @@ class SessionSpawner:
 
     _sandbox: Sandbox
     _bridges: dict[int, trio.CancelScope]
+    _leaves: dict[int, Leaf]
+    _nursery: trio.Nursery | None
     _base_env: dict[str, str]
     _handshake_timeout: float
     _close_timeout: float
@@ -104,12 +108,18 @@ class SessionSpawner:
                     await bridge.serve(task_status=task_status)
 
             await nursery.start(serve_bridge)
+        leaf: Leaf | None = None
+        limits: Limits | None = None
         try:
             # A fork reads its source's vendor files (read-only) to copy the session.
             source = fork_from.state_dir if fork_from is not None else ""
             argv = await self._sandboxed(
                 spec, opts, env, bridge.folder if bridge else "", (source,) if source else ()
             )
+            if policy.confined:
+                # The whole confined tree shares one budget (`limits`).
+                sandbox = self._sandbox
+                argv, leaf, limits = await trio.to_thread.run_sync(sandbox.limit, argv, policy)
         except BaseException:
             bridge_scope.cancel()
             raise
@@ -130,6 +140,7 @@ class SessionSpawner:
             # variable an option names (`env_options`: an API key by construction).
             reaper=self._reaper,
             nice=self._driver_nice,
+            limits=limits,
             redact=[
                 *opts.secrets.values(),
                 *referenced.values(),
@@ -146,14 +157,34 @@ class SessionSpawner:
         session.on_end = self._on_end
         if bridge is not None:
             self._bridges[id(session)] = bridge_scope
+        if leaf is not None:
+            self._leaves[id(session)] = leaf
         self._spawned += 1
         try:
             started: DriverSession = await nursery.start(session.run)
         except BaseException:
             self._bridges.pop(id(session), None)
             bridge_scope.cancel()
+            self._release_leaf(session)
             raise
         return started
+
+    def _release_leaf(self, session: DriverSession) -> None:
+        """The session's tree is gone: its cgroup leaf goes too, in a thread (rmdir waits
+        for killed members to finish exiting), shielded (also at shutdown)."""
+        leaf = self._leaves.pop(id(session), None)
+        if leaf is None:
+            return
+        cgroups = self._sandbox.cgroups()
+        if self._nursery is None:
+            cgroups.remove(leaf)
+            return
+
+        async def remove() -> None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(cgroups.remove, leaf)
+
+        self._nursery.start_soon(remove)
 
     async def _sandboxed(
         self,

@@ -1,4 +1,4 @@
-"""The bounded tail of a driver's stderr, sans-IO.
+"""The bounded tail of a driver's stderr, sans-IO; and the redacting logger of a session.
 
 Rules this module guards:
 
@@ -15,11 +15,13 @@ Rules this module guards:
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Iterable
+from typing import Any
 
 from hostd.core.redaction import Redactor
 
-__all__ = ["StderrTail"]
+__all__ = ["RedactingLog", "StderrTail"]
 
 
 class StderrTail:
@@ -78,3 +80,19 @@ class StderrTail:
         ):
             self._size -= len(self._lines.popleft()) + 1
         return line
+
+
+class RedactingLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The session's logger: each record's final message is redacted before it is emitted
+    (arguments included, e.g. an `InvalidMessage` quoting what the driver sent)."""
+
+    def __init__(self, logger: logging.Logger, redactor: Redactor) -> None:
+        super().__init__(logger, {})
+        self._redactor = redactor
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        text = str(msg) % args if args else str(msg)
+        self.logger.log(level, "%s", self._redactor.text(text), **kwargs)
+

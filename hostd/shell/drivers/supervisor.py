@@ -37,6 +37,7 @@ import trio
 
 from hostd.core.options import SessionOptions
 from hostd.shell.drivers.environment import ConfiguredVars
+from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
@@ -164,6 +165,8 @@ class Supervisor(WarmSpares):
         self._sandbox = sandbox or Sandbox()
         #: Loopback bridges of live sessions (by `id(session)`), cancelled when they end.
         self._bridges: dict[int, trio.CancelScope] = {}
+        #: cgroup leaves of live confined sessions (by `id(session)`), removed when they end.
+        self._leaves: dict[int, Leaf] = {}
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._handshake_timeout = handshake_timeout
         self._workdir_root = workdir_root or os.path.join(
@@ -217,6 +220,7 @@ class Supervisor(WarmSpares):
             self._stopping = True
             self._nursery = None
             self._reaper.close()
+            self._sandbox.close()
             self._stopped.set()
 
     async def aclose(self) -> None:
@@ -453,6 +457,7 @@ class Supervisor(WarmSpares):
         bridge = self._bridges.pop(id(session), None)
         if bridge is not None:
             bridge.cancel()
+        self._release_leaf(session)
         if session.end_error is not None and session.ready_at:
             self._crashed += 1
         if self._is_live(session):
