@@ -148,5 +148,8 @@ async def test_sigterm_ends_the_session_like_close(tmp_path: Path) -> None:
         await text_of(session, "t1", f"/orphan {marker}")
         os.kill(session.pid, signal.SIGTERM)
         await wait_end(session)
-        assert session.exit_code == 0
+        # Not killed by the signal (its default action): the harness ended the session
+        # and its tree, and exited 0 (or, on a machine so loaded that the exit took longer
+        # than the host waits after end of output, was killed by the host).
+        assert session.exit_code in (0, -signal.SIGKILL), session.exit_code
         assert gone(marker)
