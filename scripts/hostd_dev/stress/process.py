@@ -206,13 +206,15 @@ class DaemonProcess:
 
 
 def _is_watchdog(pid: int) -> bool:
-    """`hostd.shell.drivers.reaper`'s watchdog: `python -I -S -c <script>`."""
+    """`hostd.shell.drivers.reaper`'s watchdog: `python <child_process.WATCHDOG_ARGS>`."""
+    from hostd_protocol.child_process import WATCHDOG_ARGS
+
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
     except OSError:
         return False
-    return argv[1:4] == [b"-I", b"-S", b"-c"]
+    return argv[1 : 1 + len(WATCHDOG_ARGS)] == [a.encode() for a in WATCHDOG_ARGS]
 
 
 def pids_under(folder: Path) -> set[int]:
