@@ -43,6 +43,7 @@ from rich.text import Text
 from hostd.cli.chat_render import render_window, roll_labels, row_text, total_usage
 from hostd.client import Client, Subscription, open_client
 from hostd.shell.paths import Paths
+from hostd_protocol import child_process
 from hostd_protocol.client_messages import MessageRow, RowAppended, TurnEnded
 from hostd_protocol.common import ToolCall
 from hostd_protocol.errors import HostdError
@@ -82,7 +83,7 @@ class DemoFailed(Exception):
 @dataclass
 class DemoDaemon:
     paths: Paths
-    process: trio.Process
+    process: child_process.Child
     log_path: Path
 
     def log_tail(self, lines: int = 15) -> str:
@@ -112,13 +113,15 @@ async def run_daemon(home: Path, log_name: str = "daemon.out") -> AsyncIterator[
     ]
     with _open_log(log_path) as log:
         try:
-            process = await trio.lowlevel.open_process(
+            # Stops (SIGTERM: graceful) if the demo dies before it stops the daemon.
+            process = await child_process.spawn(
                 argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdout=log.fileno(),
+                stderr=log.fileno(),
                 pass_fds=(write_fd,),
+                pdeathsig=signal.SIGTERM,
             )
         finally:
             os.close(write_fd)
@@ -127,7 +130,7 @@ async def run_daemon(home: Path, log_name: str = "daemon.out") -> AsyncIterator[
         line = await _read_ready_line(read_fd)
         word, _, rest = line.partition(" ")
         if word != "ready":
-            reason = rest or line or f"it exited with code {process.poll()}"
+            reason = rest or line or f"it exited with code {process.returncode}"
             raise DemoFailed(f"the daemon did not start: {reason}\n{daemon.log_tail()}")
         yield daemon
     finally:
@@ -157,15 +160,13 @@ async def _read_ready_line(fd: int) -> str:
     return data.decode(errors="replace").strip()
 
 
-async def _stop_process(process: trio.Process) -> None:
+async def _stop_process(process: child_process.Child) -> None:
     """SIGTERM (graceful: turns stopped, store flushed), then SIGKILL if it hangs."""
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(STOP_TIMEOUT):
-            await process.wait()
-    if process.returncode is None:
-        process.kill()
+    process.signal(signal.SIGTERM)
+    with trio.move_on_after(STOP_TIMEOUT):
         await process.wait()
+    process.end_tree()
+    await process.wait()
 
 
 @dataclass

@@ -40,6 +40,7 @@ import trio
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.processes import no_new_children
+from hostd_protocol import child_process
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, TextDelta
 from hostd_protocol.driver_messages import (
     ChunkEvent,
@@ -349,14 +350,8 @@ async def check_bad_input(profile: ConformanceProfile, workdir: Path) -> None:
     }
 
     async def feed(name: str, data: bytes) -> None:
-        proc = await trio.lowlevel.open_process(
-            spec.argv(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=str(workdir),
-            start_new_session=True,
+        proc = await child_process.spawn(
+            spec.argv(), stderr=subprocess.DEVNULL, env=env, cwd=str(workdir)
         )
         try:
             assert proc.stdin is not None and proc.stdout is not None
@@ -375,9 +370,11 @@ async def check_bad_input(profile: ConformanceProfile, workdir: Path) -> None:
             assert fatal or not events, f"{name}: expected DriverFatal, got {events}"
         finally:
             with trio.CancelScope(shield=True):
-                if proc.returncode is None:
-                    proc.kill()
+                proc.end_tree()
                 await proc.wait()
+                for stream in (proc.stdin, proc.stdout):
+                    if stream is not None:
+                        await stream.aclose()
                 for stream in (proc.stdin, proc.stdout):
                     if stream is not None:
                         await stream.aclose()

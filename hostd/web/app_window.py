@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from hostd_protocol import child_process
+
 #: Tried in this order; `HOSTD_WEB_BROWSER` names another (a command or a path).
 CHROMIUM_FAMILY = (
     "chromium",
@@ -54,8 +56,7 @@ def write_redirect(path: Path, url: str) -> None:
 def open_app_window(browser: str, redirect: Path) -> None:
     """Start `browser` on the redirect page in app mode, detached (it outlives nothing of
     ours: closing the window is the user's business, stopping `hostd web` ends the page)."""
-    subprocess.Popen(
+    child_process.popen(
         [browser, f"--app={redirect.resolve().as_uri()}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )

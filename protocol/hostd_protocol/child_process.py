@@ -397,13 +397,14 @@ async def spawn(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
-    stdin: int | None = subprocess.PIPE,
-    stdout: int | None = subprocess.PIPE,
-    stderr: int | None = subprocess.PIPE,
+    stdin: int | IO[Any] | None = subprocess.PIPE,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
+    stderr: int | IO[Any] | None = subprocess.PIPE,
     pdeathsig: int = signal.SIGKILL,
     no_new_privs: bool = False,
     limits: Limits | None = None,
     new_session: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> Child:
     """Start `argv` (see `popen`) without blocking the trio thread. Raises `OSError`."""
     import trio
@@ -417,6 +418,7 @@ async def spawn(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=new_session,
+            pass_fds=tuple(pass_fds),
             preexec_fn=(
                 _preexec(int(pdeathsig), no_new_privs, limits)
                 if pdeathsig or no_new_privs or limits is not None
