@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible Chat Completions server on 127.0.0.1, for tests and the bench.
 
 Stands in for the vendor (OpenAI, Ollama, llama.cpp, vLLM): `POST /v1/chat/completions`
-streamed as Server-Sent Events in chunked HTTP/1.1 on kept-alive connections, and
+(and `POST /v1/responses`, the Responses API, for text and tool calls) streamed as
+Server-Sent Events in chunked HTTP/1.1 on kept-alive connections, and
 `GET /v1/models`. Replies are chosen by rules over the request (first match wins; a rule with a
 list of replies plays them in turn, the last one repeating), so a test scripts the model:
 text, parallel tool calls, usage, 429 / 500 / 401 / context overflow, a cut stream, a slow
@@ -40,6 +41,10 @@ class Recorded:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
+        """The conversation as Chat Completions messages (a Responses request's `input`
+        items read back into that shape, so rules match either API)."""
+        if "input" in self.body:
+            return _chat_messages(self.body["input"])
         return list(self.body.get("messages", []))
 
     @property
@@ -66,6 +71,38 @@ class Recorded:
     def count_text(self, needle: str) -> int:
         """How many messages contain `needle` (to assert a steer is seen exactly once)."""
         return sum(needle in _text(m) for m in self.messages)
+
+
+def _chat_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            elif last is not None and last["role"] == "assistant":
+                last["tool_calls"] = [call]
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+        else:
+            content = item.get("content")
+            if isinstance(content, list):
+                content = [
+                    {"type": "text", "text": p.get("text", "")}
+                    if p.get("type") in ("input_text", "output_text")
+                    else {"type": "image_url", "image_url": {"url": p.get("image_url", "")}}
+                    for p in content
+                ]
+            out.append({"role": item["role"], "content": content})
+    return out
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -177,6 +214,8 @@ def anything(_: Recorded) -> bool:
     return True
 
 
+MODEL_PATHS = ("/chat/completions", "/responses")
+
 # --- the server ---------------------------------------------------------------------------------
 
 
@@ -218,8 +257,9 @@ class FakeOpenAI:
 
     @property
     def chat_requests(self) -> list[Recorded]:
+        """Model requests, Chat Completions or Responses."""
         with self._lock:
-            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+            return [r for r in self.requests if r.path.endswith(MODEL_PATHS)]
 
     def reply_for(self, req: Recorded) -> Reply:
         for rule in self.rules:
@@ -291,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, rec: Recorded) -> None:
         if not self._authorised():
             return
-        if not self.path.endswith("/chat/completions"):
+        if not self.path.endswith(MODEL_PATHS):
             self._error(404, f"no route {self.path}")
             return
         model = rec.body.get("model")
@@ -310,6 +350,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        if self.path.endswith("/responses"):
+            self._responses(reply)
+            return
         usage_wanted = bool(rec.body.get("stream_options", {}).get("include_usage"))
         if isinstance(reply, Text):
             if reply.reasoning:
@@ -370,6 +413,59 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             self.close_connection = True
+
+    def _responses(self, reply: Reply) -> None:
+        """`reply` as a Responses API event stream (text and tool calls)."""
+
+        def event(kind: str, **fields: Any) -> None:
+            data = json.dumps({"type": kind, **fields}).encode()
+            self._chunk(b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n")
+
+        event("response.created", response={"status": "in_progress"})
+        if isinstance(reply, Text):
+            if reply.reasoning:
+                event("response.reasoning_summary_text.delta", delta=reply.reasoning)
+            for piece in _pieces(reply.text):
+                event("response.output_text.delta", delta=piece, output_index=0)
+            usage = reply.usage
+        elif isinstance(reply, ToolCalls):
+            if reply.text:
+                event("response.output_text.delta", delta=reply.text, output_index=0)
+            for index, (name, args) in enumerate(reply.calls, 1):
+                text = args if isinstance(args, str) else json.dumps(args)
+                half = len(text) // 2
+                item = {
+                    "type": "function_call",
+                    "id": f"fc_{index}",
+                    "call_id": f"call_{len(self.api.requests)}_{index - 1}",
+                    "name": name,
+                    "arguments": "",
+                }
+                event("response.output_item.added", output_index=index, item=item)
+                for part in (text[:half], text[half:]):
+                    event(
+                        "response.function_call_arguments.delta",
+                        item_id=item["id"],
+                        output_index=index,
+                        delta=part,
+                    )
+                event(
+                    "response.output_item.done",
+                    output_index=index,
+                    item={**item, "arguments": text},
+                )
+            usage = reply.usage
+        else:
+            raise NotImplementedError(f"the fake has no Responses form of {reply!r}")
+        event(
+            "response.completed",
+            response={
+                "status": "completed",
+                "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+            },
+        )
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))

@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from hostd_openai.chat_client import ChatClient, ModelError, ModelHTTPError
+from hostd_openai.chat_client import CHAT_PATH, ChatClient, ModelError, ModelHTTPError
 from hostd_openai.chat_stream import (
     AssembledToolCall,
     ChatStreamDecoder,
@@ -45,6 +45,8 @@ from hostd_openai.chat_stream import (
 from hostd_openai.config import OpenAIOptions
 from hostd_openai.history import history_messages
 from hostd_openai.mcp_tools import CatalogSnapshot, ToolCatalog
+from hostd_openai.responses_api import PATH as RESPONSES_PATH
+from hostd_openai.responses_api import ResponsesStreamDecoder, responses_body
 from hostd_openai.tool_runner import ToolRun, ToolRunner
 from hostd_openai.tool_search import plan
 from hostd_protocol.common import CompactionAnchor, TextDelta, ThinkingDelta, Usage
@@ -243,8 +245,17 @@ class AgentLoop:
             body["temperature"] = self.opts.temperature
         if self.opts.max_tokens is not None:
             body["max_tokens"] = self.opts.max_tokens
+        if self.opts.api == "responses":
+            body = responses_body(body)
         body.update(self.opts.extra_body)
         return body
+
+    def _decoder(self) -> ChatStreamDecoder:
+        return ResponsesStreamDecoder() if self.opts.api == "responses" else ChatStreamDecoder()
+
+    @property
+    def _path(self) -> str:
+        return RESPONSES_PATH if self.opts.api == "responses" else CHAT_PATH
 
     async def _model_step(self) -> Response:
         """One model call (with its retries), reported to a tracing host as one."""
@@ -351,8 +362,10 @@ class AgentLoop:
 
     async def _stream(self, body: dict[str, Any], response: Response) -> None:
         turn = self.turn
-        decoder = ChatStreamDecoder()
-        async with self.client.stream(body, traceparent=turn.traceparent) as data_iter:
+        decoder = self._decoder()
+        async with self.client.stream(
+            body, path=self._path, traceparent=turn.traceparent
+        ) as data_iter:
             # The response has started: this is the next assistant message's start, so a
             # steer injected before this call rolls the answer here (A1a / U2 / A2).
             await turn.message_start()
@@ -456,9 +469,9 @@ class AgentLoop:
             ],
             tools=False,
         )
-        decoder = ChatStreamDecoder()
+        decoder = self._decoder()
         parts: list[str] = []
-        async with self.client.stream(body) as data_iter:
+        async with self.client.stream(body, path=self._path) as data_iter:
             async for data in data_iter:
                 parts.extend(i.text for i in decoder.feed(data) if isinstance(i, TextPiece))
             parts.extend(i.text for i in decoder.close() if isinstance(i, TextPiece))

@@ -119,6 +119,9 @@ def _map_errors(what: str) -> Iterator[None]:
         raise ModelTransportError(f"{what}: {detail}") from None
 
 
+CHAT_PATH = "/chat/completions"
+
+
 class ChatClient:
     """Chat Completions calls against one OpenAI-compatible server."""
 
@@ -140,9 +143,10 @@ class ChatClient:
 
     @asynccontextmanager
     async def stream(
-        self, body: dict[str, Any], *, traceparent: str = ""
+        self, body: dict[str, Any], *, path: str = CHAT_PATH, traceparent: str = ""
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        """POST /chat/completions with `stream: true`; yields the body's byte iterator.
+        """POST `path` (Chat Completions, or `/responses`) with `stream: true`; yields the
+        body's byte iterator.
         `traceparent`: the host's W3C trace context, sent on (a traced server joins it).
 
         Raises `ModelHTTPError` for a non-200 answer, `ModelTransportError` for transport
@@ -151,7 +155,7 @@ class ChatClient:
         with _map_errors("the model request failed"):
             async with self._client.stream(
                 "POST",
-                f"{self._base}/chat/completions",
+                f"{self._base}{path}",
                 json=body,
                 headers={"traceparent": traceparent} if traceparent else None,
             ) as response:

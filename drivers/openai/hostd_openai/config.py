@@ -81,6 +81,9 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     #: The server's API root, e.g. `http://127.0.0.1:11434/v1` for Ollama.
     base_url: str = "https://api.openai.com/v1"
+    #: "chat": Chat Completions (every OpenAI-compatible server); "responses": the Responses
+    #: API, for servers that offer it (sent stateless: `store` false, the history every turn).
+    api: Literal["chat", "responses"] = "chat"
     #: Name of the environment variable holding the key; "" (or an unset variable): no key,
     #: as local servers want.
     api_key_env: str = "OPENAI_API_KEY"
@@ -193,8 +196,7 @@ def check_server_keys(servers: dict[str, Any], prefix: str) -> None:
         for key in entry:
             if key not in known:
                 raise InvalidArgument(
-                    f"{prefix}mcp server {name!r}: unknown key {key!r} (known: "
-                    f"{', '.join(known)})"
+                    f"{prefix}mcp server {name!r}: unknown key {key!r} (known: {', '.join(known)})"
                 )
 
 

@@ -317,9 +317,7 @@ class ToolCatalog:
     _started: bool = False
 
     @classmethod
-    def from_options(
-        cls, opts: OpenAIOptions, servers: dict[str, McpServerConfig]
-    ) -> ToolCatalog:
+    def from_options(cls, opts: OpenAIOptions, servers: dict[str, McpServerConfig]) -> ToolCatalog:
         """One `McpServer` per entry of `servers` (`mcp_config.configured_servers`)."""
         return cls({name: McpServer(name, cfg, opts) for name, cfg in servers.items()})
 

@@ -18,10 +18,11 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
         "the server's API root (default https://api.openai.com/v1; Ollama: "
         "http://127.0.0.1:11434/v1)",
     ),
+    ("api", "chat (Chat Completions, default) or responses (the Responses API)"),
     ("api_key_env", 'name of the variable holding the key (default OPENAI_API_KEY; "": none)'),
     (
         "mcp_servers",
-        "name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP; type = \"sse\" "
+        'name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP; type = "sse" '
         "for SSE), as in mcp.json; also connect_timeout, tool_timeout. ${NAME} in env or "
         "headers values: a secret (see below)",
     ),
