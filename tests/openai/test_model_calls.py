@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd_protocol.common import HistoryMessage, Usage
+from hostd_protocol.common import HistoryMessage, TextDelta, ToolCall, ToolResult, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalResponse,
@@ -327,3 +327,40 @@ async def test_a_tracing_host_gets_each_model_call_and_the_server_the_trace_cont
     assert [r.headers.get("traceparent") for r in api.chat_requests[:2]] == [tp, tp]
     assert not [e for e in plain if isinstance(e, ModelCallStart | ModelCallEnd)]
     assert "traceparent" not in api.chat_requests[-1].headers
+
+
+async def test_a_compaction_never_splits_a_tool_call_from_its_result() -> None:
+    overflow = Error(
+        400, "This model's maximum context length is 8192 tokens", "context_length_exceeded"
+    )
+    rules = [
+        Rule(lambda r: "Summarise the conversation" in str(r.messages[0]), Text("They talked.")),
+        Rule(lambda r: "(Summary of the earlier conversation)" in str(r.messages), Text("Fine.")),
+        Rule(anything, overflow),
+    ]
+
+    def answer(n: int) -> HistoryMessage:
+        call = ToolCall(call_id=f"c{n}", name="t__echo", input={"text": f"r{n}"})
+        result = ToolResult(call_id=f"c{n}", output=f"r{n}")
+        return HistoryMessage(
+            role="assistant", text=f"a{n}", parts=[call, result, TextDelta(text=f"a{n}")]
+        )
+
+    history = [HistoryMessage(role="user", text="q1"), answer(1)]
+    history += [HistoryMessage(role="user", text="q2"), answer(2)]
+    with FakeOpenAI(rules) as api, trio.fail_after(20):
+        # Keeping the last 3 messages would start at c2's result: the cut moves back to its call.
+        async with driver(api.base_url, compact_keep_last=3) as (peer, _):
+            events = await peer.turn("t1", "go on", history=history)
+    assert end_of(events).status == "success"
+    summarised = api.chat_requests[-2].messages[1]["content"]
+    assert "[called t__echo]" in summarised and "tool: r1" in summarised
+    last = api.chat_requests[-1].messages
+    assert last[0]["content"].endswith("They talked.")
+    assert [(m["role"], m.get("tool_call_id") or m["content"]) for m in last[1:]] == [
+        ("assistant", None),
+        ("tool", "c2"),
+        ("assistant", "a2"),
+        ("user", "go on"),
+    ]
+    assert [c["id"] for c in last[1]["tool_calls"]] == ["c2"]
