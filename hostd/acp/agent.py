@@ -40,7 +40,6 @@ import msgspec
 import trio
 
 from hostd.acp.updates import (
-    DRIVER_MODES,
     commands_update,
     mode_state,
     stop_reason,
@@ -55,6 +54,7 @@ from hostd_protocol.client_messages import (
     ApprovalRequested,
     ApprovalResolved,
     CommandsChanged,
+    DriverInfo,
     MessageRow,
     RowAppended,
     RowOpened,
@@ -112,14 +112,15 @@ class _Prompt:
 class _Session:
     """One ACP session = one topic, attached for as long as this process runs."""
 
-    def __init__(self, topic: TopicInfo) -> None:
+    def __init__(self, topic: TopicInfo, driver: DriverInfo | None) -> None:
         self.topic_id = topic.id
-        #: The driver's modes (`DRIVER_MODES`): the send option they travel in, the current.
-        entry = DRIVER_MODES.get(topic.driver)
-        self.mode_key = entry[0] if entry else ""
-        self.mode_ids = [m.id for m in entry[1]] if entry else []
-        self.driver = topic.driver
-        current = topic.options.get(self.mode_key) if entry else None
+        self.driver = driver.name if driver else topic.driver
+        #: The driver's modes (`DriverSpec.modes`), the send option they travel in, the
+        #: current one (the topic's option, else the driver's first).
+        self.modes = list(driver.modes) if driver else []
+        self.mode_key = driver.mode_option if driver and self.modes else ""
+        self.mode_ids = [m.id for m in self.modes]
+        current = topic.options.get(self.mode_key) if self.mode_key else None
         self.mode = current if current in self.mode_ids else (self.mode_ids or [""])[0]
         self.prompts: dict[str, _Prompt] = {}
         #: Turns that ended, so a prompt whose reply comes after its turn's end still finds it.
@@ -159,15 +160,14 @@ def _prompt_text(blocks: Any) -> str:
     return "".join(out)
 
 
-def _mcp_option(driver: str, servers: Any) -> dict[str, Any]:
-    """The editor's MCP servers as the driver's option ({} when it takes none).
-
-    Only the drivers below take MCP servers; each wants its own shape."""
-    if not isinstance(servers, list) or not servers:
+def _mcp_option(driver: DriverInfo | None, servers: Any) -> dict[str, Any]:
+    """The editor's MCP servers as the driver's option, in the shape it declares
+    (`DriverSpec.mcp_option` / `mcp_format`); {} when it takes none."""
+    if not isinstance(servers, list) or not servers or driver is None or not driver.mcp_option:
         return {}
-    if driver == "acp":
-        return {"mcp_servers": servers}  # passed to the inner agent's session/new as is
-    if driver == "openai":
+    if driver.mcp_format == "acp":
+        return {driver.mcp_option: servers}  # e.g. to an inner ACP agent's session/new as is
+    if driver.mcp_format == "mcp.json":
         table: dict[str, Any] = {}
         for s in servers:
             if not isinstance(s, dict) or not s.get("name"):
@@ -185,7 +185,7 @@ def _mcp_option(driver: str, servers: Any) -> dict[str, Any]:
                     "args": list(s.get("args") or []),
                     "env": kv,
                 }
-        return {"mcp_servers": table} if table else {}
+        return {driver.mcp_option: table} if table else {}
     return {}
 
 
@@ -198,6 +198,8 @@ class AcpAgent:
         self.version = version
         self.peer: RpcPeer | None = None
         self.sessions: dict[str, _Session] = {}
+        #: The daemon's drivers by name (what each declares: modes, MCP option).
+        self._drivers: dict[str, DriverInfo] | None = None
         self._nursery: trio.Nursery | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "initialize": self._initialize,
@@ -299,13 +301,23 @@ class AcpAgent:
             "title": str(ours.get("title") or ""),
         }
 
+    async def _driver(self, name: str, assistant: str = "") -> DriverInfo | None:
+        """What the daemon says of a driver (by name, else of an assistant's driver)."""
+        if self._drivers is None or name not in self._drivers:
+            self._drivers = {d.name: d for d in await self.client.list_drivers()}
+        if not name and assistant:
+            found = [a for a in await self.client.list_assistants() if a.name == assistant]
+            name = found[0].driver if found else ""
+        return self._drivers.get(name)
+
     async def _new(self, params: dict[str, Any]) -> Any:
         cwd = params.get("cwd")
         if not isinstance(cwd, str) or not cwd.startswith("/"):
             raise RequestRefused(INVALID_PARAMS, "session/new: cwd must be an absolute path")
         choice = self._choice(params)
         options = choice["options"]
-        options.update(_mcp_option(choice["driver"], params.get("mcpServers")))
+        driver = await self._driver(choice["driver"], choice["assistant"] or "default")
+        options.update(_mcp_option(driver, params.get("mcpServers")))
         topic = await self.client.create_topic(
             title=choice["title"],
             assistant=choice["assistant"],
@@ -314,9 +326,9 @@ class AcpAgent:
             working_dir=cwd,
             options=options,
         )
-        session = await self._open(topic, replay=False)
+        session = await self._open(topic, driver, replay=False)
         result: dict[str, Any] = {"sessionId": topic.id}
-        modes = mode_state(session.driver, session.mode)
+        modes = mode_state(session.modes, session.mode)
         if modes is not None:
             result["modes"] = modes
         return AfterReply(result, session.live.set)
@@ -328,9 +340,10 @@ class AcpAgent:
         if sid in self.sessions:
             raise RequestRefused(INVALID_PARAMS, f"session {sid} is already open")
         topic = await self.client.get_topic(sid)  # UnknownTopic -> resource not found
-        session = await self._open(topic, replay=True)
+        driver = await self._driver(topic.driver, topic.assistant or "default")
+        session = await self._open(topic, driver, replay=True)
         await session.replayed.wait()
-        modes = mode_state(session.driver, session.mode)
+        modes = mode_state(session.modes, session.mode)
         return AfterReply({"modes": modes} if modes else {}, session.live.set)
 
     async def _list(self, params: dict[str, Any]) -> Any:
@@ -400,8 +413,10 @@ class AcpAgent:
 
     # --- one session: the topic's events to the editor ----------------------------------
 
-    async def _open(self, topic: TopicInfo, *, replay: bool) -> _Session:
-        session = self.sessions[topic.id] = _Session(topic)
+    async def _open(
+        self, topic: TopicInfo, driver: DriverInfo | None, *, replay: bool
+    ) -> _Session:
+        session = self.sessions[topic.id] = _Session(topic, driver)
         assert self._nursery is not None
         await self._nursery.start(self._follow, session, replay)
         return session

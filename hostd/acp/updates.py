@@ -20,13 +20,13 @@ not what a known tool takes just has no locations or diff).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import (
     Chunk,
     CommandInfo,
+    DriverMode,
     PlanChunk,
     TextDelta,
     ThinkingDelta,
@@ -36,8 +36,6 @@ from hostd_protocol.common import (
 )
 
 __all__ = [
-    "DRIVER_MODES",
-    "Mode",
     "commands_update",
     "mode_state",
     "stop_reason",
@@ -194,44 +192,18 @@ def commands_update(commands: list[CommandInfo]) -> Update:
     }
 
 
-@dataclass(frozen=True)
-class Mode:
-    id: str
-    name: str
-    description: str = ""
-
-
-#: ACP session modes of the drivers that can switch per message, and the `Send.options` key
-#: a mode travels in. A driver not listed offers no modes.
-DRIVER_MODES: dict[str, tuple[str, tuple[Mode, ...]]] = {
-    "claude-code": (
-        "permission_mode",
-        (
-            Mode("default", "Ask", "every tool asks through hostd's approvals"),
-            Mode("acceptEdits", "Accept edits", "file edits run unasked"),
-            Mode("plan", "Plan", "plan only, change nothing"),
-            Mode("bypassPermissions", "Bypass permissions", "every tool runs unasked"),
-        ),
-    ),
-    # The test driver: its scenarios, so the mode machinery is tested end to end.
-    "scripted": (
-        "scenario",
-        (Mode("default", "Default"), Mode("echo", "Echo"), Mode("think", "Think")),
-    ),
-}
-
-
-def mode_state(driver: str, current: str) -> dict[str, Any] | None:
-    """The `modes` of a session of `driver` (None: it has none)."""
-    entry = DRIVER_MODES.get(driver)
-    if entry is None:
+def mode_state(modes: list[DriverMode], current: str) -> dict[str, Any] | None:
+    """A session's ACP `modes` from its driver's (`DriverSpec.modes`); None: it has none."""
+    if not modes:
         return None
-    modes = entry[1]
     return {
         "currentModeId": current if any(m.id == current for m in modes) else modes[0].id,
         "availableModes": [
-            {"id": m.id, "name": m.name, **({"description": m.description} if m.description
-                                            else {})}
+            {
+                "id": m.id,
+                "name": m.name or m.id,
+                **({"description": m.description} if m.description else {}),
+            }
             for m in modes
         ],
     }

@@ -85,6 +85,15 @@ class PlanChunk(_Frozen, frozen=True, tag="plan"):
 Chunk = TextDelta | ThinkingDelta | ToolCall | ToolResult | PlanChunk
 
 
+class DriverMode(_Frozen, frozen=True):
+    """A mode a driver can switch to per message (`DriverSpec.modes`; `hostd acp` offers them
+    as ACP session modes): e.g. Claude Code's permission modes."""
+
+    id: str
+    name: str = ""
+    description: str = ""
+
+
 class CommandInfo(_Frozen, frozen=True):
     """A command the topic's agent offers (a slash command: the user sends `/name input`)."""
 

@@ -16,9 +16,11 @@ import importlib
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+
+from hostd_protocol.common import DriverMode
 
 ENTRY_POINT_GROUP = "hostd.drivers"
 
@@ -76,6 +78,16 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: Literal's choices) instead of the driver failing at the first turn. The module must
     #: import quickly (no vendor SDK).
     options_type: str = ""
+    #: Modes the driver switches between per message (`Send.options[mode_option]` = a mode
+    #: id), the first one its default; `hostd acp` offers them as ACP session modes.
+    modes: tuple[DriverMode, ...] = ()
+    mode_option: str = ""
+    #: The option that takes MCP servers ("" = the driver takes none) and its shape: "acp"
+    #: (a list as ACP's `mcpServers`) or "mcp.json" (an object name -> {command, args, env}
+    #: or {url, headers, type}, as Claude Desktop / Cursor write it). `hostd acp` passes an
+    #: editor's MCP servers there.
+    mcp_option: str = ""
+    mcp_format: Literal["", "acp", "mcp.json"] = ""
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from hostd.acp.agent import _mcp_option, _prompt_text
 from hostd.acp.updates import commands_update, mode_state, updates_for_chunk, updates_for_row
-from hostd_protocol.client_messages import MessageRow
+from hostd_protocol.client_messages import DriverInfo, MessageRow
 from hostd_protocol.common import (
     CommandInfo,
+    DriverMode,
     PlanChunk,
     PlanEntry,
     TextDelta,
@@ -52,9 +53,11 @@ def test_plans_commands_rows_and_modes() -> None:
     queued = MessageRow(id="q", topic_id="t", role="user", status="queued", position=2,
                         parts=[TextDelta(text="later")])
     assert updates_for_row(queued) == []
-    modes = mode_state("claude-code", "plan")
+    claude = [DriverMode(id="default", name="Ask"), DriverMode(id="plan", name="Plan")]
+    modes = mode_state(claude, "plan")
     assert modes is not None and modes["currentModeId"] == "plan"
-    assert mode_state("openai", "") is None
+    assert mode_state(claude, "nope")["currentModeId"] == "default"  # type: ignore[index]
+    assert mode_state([], "") is None
 
 
 def test_mcp_servers_take_each_drivers_shape_and_prompts_inline_context() -> None:
@@ -64,12 +67,17 @@ def test_mcp_servers_take_each_drivers_shape_and_prompts_inline_context() -> Non
         {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp",
          "headers": [{"name": "Authorization", "value": "Bearer t"}]},
     ]
-    assert _mcp_option("openai", servers) == {"mcp_servers": {
+    openai = DriverInfo(name="openai", available=True, mcp_option="mcp_servers",
+                        mcp_format="mcp.json")
+    acp = DriverInfo(name="acp", available=True, mcp_option="mcp_servers", mcp_format="acp")
+    scripted = DriverInfo(name="scripted", available=True)
+    assert _mcp_option(openai, servers) == {"mcp_servers": {
         "my_files": {"command": "mcp-files", "args": ["-r"], "env": {"K": "v"}},
         "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t"}},
     }}
-    assert _mcp_option("acp", servers) == {"mcp_servers": servers}
-    assert _mcp_option("scripted", servers) == {}
+    assert _mcp_option(acp, servers) == {"mcp_servers": servers}
+    assert _mcp_option(scripted, servers) == {}
+    assert _mcp_option(None, servers) == {}
     text = _prompt_text([
         {"type": "text", "text": "explain "},
         {"type": "resource", "resource": {"uri": "file:///p/a.py", "text": "x = 2"}},

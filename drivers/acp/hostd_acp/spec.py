@@ -131,6 +131,9 @@ def make_spec() -> DriverSpec:
         # Checked when a topic is created (unknown names, wrong types); config.py imports
         # only msgspec and the protocol.
         options_type="hostd_acp.config:AcpOptions",
+        # Passed to the agent's session/new as they are (ACP's own shape).
+        mcp_option="mcp_servers",
+        mcp_format="acp",
         # Ready only when an agent's command is found (else the first turn would fail).
         check="hostd_acp.spec:check_agents",
     )

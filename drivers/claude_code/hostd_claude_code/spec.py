@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hostd_claude_code import __version__
+from hostd_protocol.common import DriverMode
 from hostd_protocol.driver_spec import DriverSpec
 
 #: Environment the CLI may need from the daemon. Only these reach the driver process; the
@@ -67,6 +68,16 @@ SPEC = DriverSpec(
     check="hostd_claude_code.credentials:check",
     options_type="hostd_claude_code.config:ClaudeCodeOptions",
     options_help=OPTIONS_HELP,
+    # Claude Code's permission modes, switched per message (`Send.options`).
+    modes=(
+        DriverMode(id="default", name="Ask", description="every tool asks through hostd"),
+        DriverMode(id="acceptEdits", name="Accept edits", description="file edits run unasked"),
+        DriverMode(id="plan", name="Plan", description="plan only, change nothing"),
+        DriverMode(
+            id="bypassPermissions", name="Bypass permissions", description="no tool asks"
+        ),
+    ),
+    mode_option="permission_mode",
     # The user's own `claude` login (see `credentials`): read-only under a confined sandbox,
     # so the CLI answers with the user's login but cannot change it (token refreshes then
     # happen outside the sandbox, by the user's own `claude`).

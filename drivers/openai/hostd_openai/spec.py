@@ -78,4 +78,6 @@ SPEC = DriverSpec(
     # Checked when a topic is created (unknown names with a did-you-mean, wrong types);
     # config.py imports only msgspec and the protocol.
     options_type="hostd_openai.config:OpenAIOptions",
+    mcp_option="mcp_servers",
+    mcp_format="mcp.json",
 )

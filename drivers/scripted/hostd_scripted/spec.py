@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hostd_protocol.common import DriverMode
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_scripted import __version__
 
@@ -39,4 +40,11 @@ SPEC = DriverSpec(
     # Only so tests can show that a variable a spec names reaches its driver (and no other).
     env=("HOSTD_SCRIPTED_TOKEN",),
     options_help=OPTIONS_HELP,
+    # Its scenarios, per message (`Send.options["scenario"]`): so modes are tested end to end.
+    modes=(
+        DriverMode(id="default", name="Default"),
+        DriverMode(id="echo", name="Echo", description="says the message back"),
+        DriverMode(id="think", name="Think", description="thinks before answering"),
+    ),
+    mode_option="scenario",
 )

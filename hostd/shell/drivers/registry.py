@@ -52,6 +52,10 @@ class DriverEntry:
             credential=status.summary if status is not None else "",
             credential_ok=status.ok if status is not None else True,
             fix=(status.fix or status.warning) if status is not None else "",
+            modes=list(spec.modes) if spec else [],
+            mode_option=spec.mode_option if spec else "",
+            mcp_option=spec.mcp_option if spec else "",
+            mcp_format=spec.mcp_format if spec else "",
         )
 
 

@@ -12,6 +12,7 @@ from hostd_protocol.common import (
     Chunk,
     CommandInfo,
     CompactionAnchor,
+    DriverMode,
     RowRole,
     RowStatus,
     TopicState,
@@ -138,6 +139,12 @@ class DriverInfo(_Frozen, frozen=True):
     credential_ok: bool = True
     #: What to do when `credential_ok` is false; or a warning about the credential.
     fix: str = ""
+    #: Per-message modes and the send option carrying one (`DriverSpec.modes`; 1.4).
+    modes: list[DriverMode] = []
+    mode_option: str = ""
+    #: The option that takes MCP servers and its shape ("acp" or "mcp.json"; 1.4).
+    mcp_option: str = ""
+    mcp_format: str = ""
 
 
 class AssistantInfo(_Frozen, frozen=True):

@@ -737,6 +737,18 @@ export interface StatusResult {
   readonly warm_drivers?: number;
 }
 
+/**
+ * A mode a driver can switch to per message (`DriverSpec.modes`; `hostd acp` offers them
+ * as ACP session modes): e.g. Claude Code's permission modes.
+ */
+export interface DriverMode {
+  /** Default: `""` (omitted on the wire). */
+  readonly description?: string;
+  readonly id: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly name?: string;
+}
+
 /** A driver found through the `hostd.drivers` entry point group. */
 export interface DriverInfo {
   readonly available: boolean;
@@ -748,6 +760,14 @@ export interface DriverInfo {
   readonly description?: string;
   /** Default: `""` (omitted on the wire). */
   readonly fix?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly mcp_format?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly mcp_option?: string;
+  /** Default: `""` (omitted on the wire). */
+  readonly mode_option?: string;
+  /** Default: `[]` (omitted on the wire). */
+  readonly modes?: DriverMode[];
   readonly name: string;
   /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
