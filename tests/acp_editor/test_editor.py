@@ -372,3 +372,29 @@ def test_a_daemon_it_cannot_reach_is_one_line_and_exit_code_1(tmp_path: Path) ->
         f"hostd: acp: cannot reach the daemon at {blocker}/home/run/hostd.sock: Not a "
         "directory; check --home / HOSTD_HOME"
     ]
+
+
+async def test_with_busy_intent_queue_a_second_prompt_is_the_next_turn(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted", "--busy-intent", "queue") as ed:
+                await ed.initialize()
+                sid = await new_session(ed, tmp_path)
+                first = await ed.start_call(
+                    "session/prompt", prompt(sid, "/tool Read wait-steer=1\n/text first")
+                )
+                await ed.wait_for(is_update("tool_call", sid))
+                second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
+                assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
+                assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
+                assert "You said" not in ed.text(sid)  # not steered into the first answer
+                assert ed.text(sid).endswith("firstsecond")
+                async with open_client(Paths.under(home)) as c:
+                    rows = (await c.history(sid)).rows
+                assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
+                assert rows[1].turn_id != rows[3].turn_id  # two turns
+        finally:
+            assert await d.terminate() == 0
