@@ -400,7 +400,10 @@ class AcpAgent:
                 options={session.mode_key: session.mode} if session.mode_key else None,
             )
             prompt.row_id = prompt.row_id or sent.row_id
-            prompt.turn_id = prompt.turn_id or sent.turn_id
+            if sent.disposition == "started":
+                # A steered or queued message's turn is the one that finally carries it
+                # (a steer not taken in time runs as the next turn): events tell.
+                prompt.turn_id = prompt.turn_id or sent.turn_id
             ended = session.ended.get(prompt.turn_id)
             if ended is not None:
                 prompt.finish(ended.status, ended.error)
@@ -478,7 +481,7 @@ class AcpAgent:
         elif isinstance(event, RowUpdated):
             for prompt in session.prompts.values():
                 if prompt.row_id == event.row_id:
-                    if event.turn_id:
+                    if event.turn_id and event.status == "success":  # sent in that turn
                         prompt.turn_id = event.turn_id
                     if event.status == "draft":
                         prompt.finish("stopped")  # handed back by a stop: never sent
@@ -513,7 +516,8 @@ class AcpAgent:
         prompt = session.prompts.get(key) if isinstance(key, str) else None
         if prompt is not None:
             prompt.row_id = row.id
-            prompt.turn_id = row.turn_id or prompt.turn_id
+            if row.status == "success" and row.turn_id:
+                prompt.turn_id = row.turn_id
 
     # --- approvals ------------------------------------------------------------------------
 

@@ -398,3 +398,32 @@ async def test_with_busy_intent_queue_a_second_prompt_is_the_next_turn(
                 assert rows[1].turn_id != rows[3].turn_id  # two turns
         finally:
             assert await d.terminate() == 0
+
+
+async def test_a_steer_the_driver_cannot_take_is_answered_when_its_own_turn_ends(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed:
+                await ed.initialize()
+                sid = await new_session(ed, tmp_path)
+                # No tool call, so no point where the steer could go in: it is sent as a
+                # steer but runs as the next turn.
+                first = await ed.start_call(
+                    "session/prompt", prompt(sid, "/chunks 100 size=4 rate=200\n/text first")
+                )
+                await ed.wait_for(is_update("agent_message_chunk", sid))
+                second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
+                assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
+                assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
+                # Answered after its own answer streamed, not at the end of the first turn.
+                done = next(i for i, e in enumerate(ed.events)
+                            if e.get("ev") == "result" and e.get("tag") == second)
+                streamed = [e["params"]["update"]["content"]["text"] for e in ed.events[:done]
+                            if e.get("ev") == "update"
+                            and e["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+                assert "second" in streamed
+        finally:
+            assert await d.terminate() == 0
