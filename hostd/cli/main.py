@@ -178,6 +178,12 @@ def _add_acp(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> N
     register(sub, handlers)
 
 
+def _add_app(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:  # type: ignore[type-arg]
+    from hostd.app.command import register  # `hostd app` (pywebview imports on run)
+
+    register(sub, handlers)
+
+
 _GROUPS = (
     _add_own,
     _add_assistants,
@@ -189,6 +195,7 @@ _GROUPS = (
     _add_schedule,
     _add_web,
     _add_acp,
+    _add_app,
 )
 
 #: The group that adds each command: `hostd topics` builds only its own group's parsers
@@ -220,6 +227,7 @@ COMMAND_GROUPS = {
     "schedule": _add_schedule,
     "web": _add_web,
     "acp": _add_acp,
+    "app": _add_app,
     "rename": _add_topic,
     "delete": _add_topic,
     "export": _add_topic,

@@ -11,6 +11,7 @@ import { useEffect, useState } from "preact/hooks";
 
 import { session } from "./app_session";
 import { Approvals, Composer, Unsent } from "./composer";
+import { desktopNotify, inDesktopApp, openWindow } from "./desktop";
 import { DialogHost } from "./dialogs";
 import { RemovedSwitch, rowActions } from "./row_menu";
 import { maybeNotify, notifySupported, notifyWanted, setNotify } from "./notify";
@@ -101,7 +102,11 @@ function NotifyToggle() {
   );
 }
 
-session.onEvent = (item) => maybeNotify(item, session.state.topics.find((t) => t.id === session.state.topicId));
+session.onEvent = (item) => {
+  const topic = session.state.topics.find((t) => t.id === session.state.topicId);
+  maybeNotify(item, topic);
+  desktopNotify(item, topic);
+};
 
 // --- header ----------------------------------------------------------------------------------
 
@@ -139,6 +144,11 @@ function TopicView({ s }: { s: ViewState }) {
           {s.topicState}
         </span>
         <RemovedSwitch session={session} s={s} />
+        {inDesktopApp() && s.topicId && (
+          <button class="ghost small" data-testid="new-window" onClick={() => openWindow(s.topicId)}>
+            Open in new window
+          </button>
+        )}
         {u && (
           <span class="usage" data-testid="usage">
             in {u.input_tokens} · out {u.output_tokens}

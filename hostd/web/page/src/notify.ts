@@ -8,7 +8,8 @@ import type { SubscriptionItem, TopicInfo } from "hostd-client";
 const KEY = "hostd-notify";
 
 export function notifySupported(): boolean {
-  return typeof Notification !== "undefined";
+  // Inside `hostd app` (a page loaded from a file) the app shows native notifications itself.
+  return typeof Notification !== "undefined" && window.location.protocol !== "file:";
 }
 
 export function notifyWanted(): boolean {

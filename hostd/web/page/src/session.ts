@@ -23,6 +23,8 @@ import {
   type Usage,
 } from "hostd-client";
 
+import { connectDesktop, inDesktopApp } from "./desktop";
+
 /** Opens one transport to the daemon (a new one after each drop). */
 export type Connect = () => Promise<Transport>;
 
@@ -104,7 +106,8 @@ export function wsUrl(loc: Location = window.location): string {
  */
 export function defaultConnect(): Connect {
   const hook = (window as { hostdConnect?: Connect }).hostdConnect;
-  return hook ?? connectGateway;
+  // Loaded from a file: inside `hostd app`, whose transport is pywebview's bridge.
+  return hook ?? (inDesktopApp() ? connectDesktop : connectGateway);
 }
 
 /**
