@@ -82,6 +82,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     ready_fd: int | None = args.ready_fd
     config = serve_config(args, nice)
+    # The daemon process (not a test's in-process daemon) reaps the orphans of a driver that
+    # died without ending its own tree; the supervisor ends them (`child_process`).
+    child_process.become_subreaper()
 
     def tell(msg: str) -> None:
         nonlocal ready_fd

@@ -16,6 +16,11 @@ starts:
 - **A tree is ended in one sweep** (`end_tree`): collect it, SIGSTOP every member so nothing
   forks or re-parents while we look, collect again until nothing new appears, then SIGKILL
   all. A gentle end (`end_tree(grace=...)`) sends SIGTERM first and waits, bounded.
+- **Orphans come home.** A process that is a subreaper and not a driver (the daemon:
+  `hostd serve`) also gets the orphans of a child that died without ending its own tree (a
+  driver SIGKILLed from outside, or one that crashed): `end_orphans` ends and reaps every
+  child it did not start through this module. It knows which those are: every child is
+  registered, under one lock, by the forker thread as it is forked.
 - **Pids are signalled only while they are known alive**: a child is signalled only before
   it is reaped (its pid cannot be recycled before), and a tree is read from /proc at once.
 - **Between fork and exec** the child runs only `prctl` (resolved before the fork) and
@@ -49,7 +54,9 @@ __all__ = [
     "Limits",
     "become_subreaper",
     "descendants",
+    "end_orphans",
     "end_tree",
+    "is_subreaper",
     "popen",
     "run",
     "spawn",
@@ -119,6 +126,25 @@ def _preexec(pdeathsig: int, no_new_privs: bool, limits: Limits | None) -> Calla
     return child
 
 
+#: Pids this process started through the module and has not reaped (see `end_orphans`).
+_KNOWN: set[int] = set()
+#: Held while a child is forked and registered, and while orphans are picked.
+_KNOWN_LOCK = threading.Lock()
+_SUBREAPER = False
+
+
+def _popen_known(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
+    with _KNOWN_LOCK:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(list(argv), **options)
+        _KNOWN.add(proc.pid)
+    return proc
+
+
+def _forget(pid: int) -> None:
+    with _KNOWN_LOCK:
+        _KNOWN.discard(pid)
+
+
 class _Forker:
     """The one thread that forks every child of this process; it lives as long as the
     process, so a parent-death signal fires only when the process dies (module rules)."""
@@ -183,7 +209,7 @@ def popen(
     if pdeathsig or no_new_privs or limits is not None:
         preexec = _preexec(int(pdeathsig), no_new_privs, limits)
     options = dict(kwargs, start_new_session=new_session, preexec_fn=preexec)
-    future = _FORKER.submit(lambda: subprocess.Popen(list(argv), **options))
+    future = _FORKER.submit(lambda: _popen_known(argv, **options))
     proc: subprocess.Popen[bytes] = future.result()
     return proc
 
@@ -207,13 +233,16 @@ def run(
         env=dict(env) if env is not None else None,
         cwd=cwd,
     )
-    with proc:
-        try:
-            out, err = proc.communicate(input, timeout=timeout)
-        except BaseException:
-            end_tree(proc.pid)
-            proc.wait()
-            raise
+    try:
+        with proc:
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except BaseException:
+                end_tree(proc.pid)
+                proc.wait()
+                raise
+    finally:
+        _forget(proc.pid)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -222,9 +251,41 @@ def run(
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux; else False)."""
+    global _SUBREAPER
     if _PRCTL is None:
         return False
-    return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    _SUBREAPER = _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _SUBREAPER
+
+
+def is_subreaper() -> bool:
+    """Whether `become_subreaper` made this process one."""
+    return _SUBREAPER
+
+
+def end_orphans(rounds: int = 50) -> list[int]:
+    """In a subreaper: end and reap every child this process did not start through the
+    module (orphans re-parented to it), their trees included; returns their pids. A no-op
+    in a process that is not a subreaper (blocking: up to `rounds` x 10 ms while killed
+    members of an orphan's tree finish exiting and come home to be reaped)."""
+    if not _SUBREAPER:
+        return []
+    me, ended = os.getpid(), []
+    for _ in range(rounds):
+        with _KNOWN_LOCK:
+            strays = [c for c in children(me) if c not in _KNOWN]
+        if not strays:
+            break
+        for pid in strays:
+            if _alive(pid):
+                end_tree(pid)
+                ended.append(pid)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        time.sleep(0.01)
+    return ended
 
 
 def children(pid: int) -> list[int]:
@@ -348,6 +409,7 @@ class Child:
                 else:  # no pidfd (old kernel): a thread waits
                     await trio.to_thread.run_sync(self._popen.wait, abandon_on_cancel=True)
             self._close_pidfd()
+            _forget(self.pid)
         return self._popen.returncode
 
     def signal(self, sig: int, *, group: bool = False) -> None:
@@ -410,8 +472,8 @@ async def spawn(
     import trio
 
     future = _FORKER.submit(
-        lambda: subprocess.Popen(
-            list(argv),
+        lambda: _popen_known(
+            argv,
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,

@@ -157,3 +157,27 @@ def test_run_ends_the_tree_of_a_tool_that_outlasts_its_timeout() -> None:
         child_process.run([sys.executable, "-c", "import time; time.sleep(600)"], timeout=0.2)
     done = child_process.run([sys.executable, "-c", "print('hi')"], timeout=30)
     assert (done.returncode, done.stdout) == (0, b"hi\n")
+
+
+def test_end_orphans_ends_what_came_home_and_spares_known_children() -> None:
+    """In a process of its own: a subreaper's child that it started through the module
+    lives on; the setsid grandchild of a child that died is re-parented to it and ended."""
+    code = (
+        "import os, subprocess, sys\n"
+        "from hostd_protocol import child_process as cp\n"
+        "assert cp.end_orphans() == []  # not a subreaper yet: a no-op\n"
+        "assert cp.become_subreaper()\n"
+        "known = cp.popen(['cat'], stdin=subprocess.PIPE)\n"
+        f"p = cp.popen([sys.executable, '-c', {_FAMILY!r}], stdout=subprocess.PIPE)\n"
+        "g = int(p.stdout.readline())\n"
+        "p.kill(); p.wait(); p.stdout.close()\n"
+        "assert sorted(cp.children(os.getpid())) == sorted([known.pid, g])\n"
+        "assert cp.end_orphans() == [g]\n"
+        "assert cp.children(os.getpid()) == [known.pid] and known.poll() is None\n"
+        "known.stdin.close(); known.wait()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr

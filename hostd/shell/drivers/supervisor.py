@@ -46,6 +46,7 @@ from hostd.shell.drivers.secrets import SecretSource
 from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
+from hostd_protocol import child_process
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import (
@@ -458,6 +459,7 @@ class Supervisor(WarmSpares):
         if bridge is not None:
             bridge.cancel()
         self._release_leaf(session)
+        self._end_orphans()
         if session.end_error is not None and session.ready_at:
             self._crashed += 1
         if self._is_live(session):
@@ -465,6 +467,22 @@ class Supervisor(WarmSpares):
             self._idle.forget(session.topic_id)
         self._warm.remove(session)
         self._reschedule()
+
+    def _end_orphans(self) -> None:
+        """A session ended: in the daemon process (a subreaper), what its driver left
+        running when it died without ending its own tree came home to us; end it."""
+        nursery = self._nursery
+        if nursery is None or not child_process.is_subreaper():
+            return
+
+        async def end() -> None:
+            with trio.CancelScope(shield=True):
+                ended = await trio.to_thread.run_sync(child_process.end_orphans)
+            if ended:
+                log.warning("ended %d process(es) a dead driver left running: %s",
+                            len(ended), ended)
+
+        nursery.start_soon(end)
 
     def _reschedule(self) -> None:
         self._wakeup.set()
