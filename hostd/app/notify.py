@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 
+from hostd_protocol import child_process
+
 APP_NAME = "hostd"
 TIMEOUT_S = 10
 
@@ -53,7 +55,7 @@ class Notifier:
         ok = False
         if argv is not None:
             try:
-                ok = subprocess.run(argv, capture_output=True, timeout=TIMEOUT_S, check=False).returncode == 0
+                ok = child_process.run(argv, timeout=TIMEOUT_S).returncode == 0
             except (OSError, subprocess.TimeoutExpired):
                 ok = False
         if not ok and not self._warned:
