@@ -251,7 +251,13 @@ def test_drivers_and_status_say_whether_sandboxing_works(tmp_path: Path) -> None
         assert f"sandbox (option sandbox=confined): {want}" in hostd("drivers")
         hostd("serve", "--detach")
         try:
-            assert json.loads(hostd("status", "--json"))["sandbox"] == want
+            status = json.loads(hostd("status", "--json"))
+            assert status["sandbox"] == want
+            # Which resource limits a confined topic gets here (issue 31).
+            from hostd.shell.drivers.limits import probe_limits
+
+            assert status["limits"] == probe_limits().summary()
+            assert "confined limits" in hostd("status")
         finally:
             hostd("stop")
     finally:
