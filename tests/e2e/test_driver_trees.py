@@ -52,3 +52,26 @@ async def test_the_orphans_of_a_driver_killed_from_outside_are_ended(home: Path)
             for pid in orphans(marker):
                 os.kill(pid, signal.SIGKILL)
     assert left == [], "a dead driver's orphan outlived it"
+
+
+async def test_a_setsid_child_of_a_driver_dies_with_a_killed_daemon(home: Path) -> None:
+    """kill -9 of the daemon: the watchdog ends every driver's whole tree (the driver is a
+    subreaper, so its setsid'd child is in that tree), and the driver's parent-death signal
+    has its harness end it too."""
+    marker = f"hostd-orphan-{uuid.uuid4().hex}"
+    with trio.fail_after(60):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(Paths.under(home)) as c:
+                t = await c.create_topic(driver="scripted", options={"chunk_rate": 0})
+                await answer(c, t.id, f"/orphan {marker}")
+                assert orphans(marker)
+        finally:
+            await d.kill9()
+        deadline = trio.current_time() + 10
+        while orphans(marker) and trio.current_time() < deadline:  # noqa: ASYNC110
+            await trio.sleep(0.02)  # a process's end is not an event we can wait on
+        left = orphans(marker)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], "a driver's setsid child outlived the killed daemon"
