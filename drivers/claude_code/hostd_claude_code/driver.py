@@ -114,6 +114,8 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
         self._fork: ForkPlan | None = None
         #: The session id last reported to the host as a `ResumeToken`.
         self._announced: str | None = None
+        #: The slash command names last reported to the host (`CommandsEvent`).
+        self._commands: tuple[str, ...] | None = None
         self._client: ClaudeSDKClient | None = None
         self._messages: Any = None  # the client's receive_messages() generator
         self._client_ok = False
@@ -405,6 +407,7 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
                 turn.turn_id,
                 manual_compaction=turn.send.text.lstrip().startswith("/compact"),
                 session_id=self._announced,
+                commands=self._commands,
                 cost_base=self._cost_base,
                 model_calls=turn.reports_model_calls,
             )
@@ -418,6 +421,7 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
                         await turn.emit(Checkpoint(turn_id=turn.turn_id, token=token))
                     for out in translator.finish():
                         await self._deliver(turn, out, MESSAGE_START)
+                    self._commands = translator.commands
                     if translator.session_id is not None:
                         self._announced = translator.session_id
                         self._session_id = translator.session_id

@@ -119,16 +119,12 @@ def with_plan(call: ToolCall) -> list[Output]:
     return [call, PlanChunk(entries=entries)]
 
 
-def commands_of(data: dict[str, Any]) -> list[Output]:
-    """The `system/init` message's slash commands as the agent's command list."""
+def command_names(data: dict[str, Any]) -> tuple[str, ...] | None:
+    """The `system/init` message's slash commands (names only), or None when it has none."""
     names = data.get("slash_commands")
     if not isinstance(names, list):
-        return []
-    return [
-        CommandsEvent(
-            commands=[CommandInfo(name=n.lstrip("/")) for n in names if isinstance(n, str) and n]
-        )
-    ]
+        return None
+    return tuple(n.lstrip("/") for n in names if isinstance(n, str) and n)
 
 
 def _trigger(value: object) -> Literal["manual", "auto", "reactive"]:
@@ -206,6 +202,7 @@ class Translator:
         *,
         manual_compaction: bool = False,
         session_id: str | None = None,
+        commands: tuple[str, ...] | None = None,
         cost_base: float = 0.0,
         model_calls: bool = False,
     ) -> None:
@@ -219,6 +216,9 @@ class Translator:
         self.manual_compaction = manual_compaction
         #: The vendor session id last reported (a change emits `ResumeToken`).
         self.session_id = session_id
+        #: The command names last reported: the CLI repeats `system/init` at every query, and
+        #: a list that did not change is not news to the windows (a change emits `CommandsEvent`).
+        self.commands = commands
         #: The turn's `ResultMessage`, once seen: the turn is over.
         self.result: ResultMessage | None = None
         self._blocks: dict[int, _ToolBlock] = {}
@@ -441,12 +441,16 @@ class Translator:
         data = msg.data
         sub = msg.subtype
         if sub == "init":
-            out = commands_of(data)
+            init: list[Output] = []
+            names = command_names(data)
+            if names is not None and names != self.commands:
+                self.commands = names
+                init.append(CommandsEvent(commands=[CommandInfo(name=n) for n in names]))
             sid = data.get("session_id")
             if isinstance(sid, str) and sid and sid != self.session_id:
                 self.session_id = sid
-                out.append(ResumeToken(token=sid))
-            return out
+                init.append(ResumeToken(token=sid))
+            return init
         if sub == "status":
             return self._status(data)
         if sub == "compact_boundary":
