@@ -113,6 +113,9 @@ class TurnMachine(TurnSteps):
         key: The root frame's session key: "" = the topic's own session (`topic.id`); a
             multi-answer turn's extra lane runs with `<topic>/lane<n>-<turn>` (its children
             below it).
+        fresh: The root session is opened new for this turn and must be fed the history even
+            when its driver keeps its own (a multi-answer lane); otherwise a history sent
+            before the capabilities were known is dropped for a driver that needs none.
     """
 
     topic: TopicInfo
@@ -124,6 +127,7 @@ class TurnMachine(TurnSteps):
     ask_retry: bool = False
     prepare: bool = False
     key: str = ""
+    fresh: bool = False
     phase: Phase = Phase.CONFIG
     frames: list[Frame] = field(default_factory=list)
     record: TurnRecord = field(init=False)
@@ -329,7 +333,7 @@ class TurnMachine(TurnSteps):
                     text_id=send.message_id,
                 )
                 send = replace_send(send, history=merged.messages)
-            elif send.history:
+            elif send.history and not self.fresh:
                 send = replace_send(send, history=[])
         else:
             send = Send(

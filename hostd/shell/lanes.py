@@ -220,6 +220,7 @@ class Lanes:
             ask_retry=bool(services.observers.observers),
             prepare=services.observers.prepares,
             key=lane.key,
+            fresh=True,  # a lane's session is always new: it is fed the visible history
         )
         lane.runner.begin(machine)
 
