@@ -51,14 +51,18 @@ class Notifier:
         threading.Thread(target=self._send, args=(title, body), daemon=True).start()
 
     def _send(self, title: str, body: str) -> None:
-        argv = command(title, body)
-        ok = False
-        if argv is not None:
-            try:
-                ok = child_process.run(argv, timeout=TIMEOUT_S).returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                ok = False
-        if not ok and not self._warned:
+        if not send(title, body) and not self._warned:
             self._warned = True
             print("hostd app: cannot show desktop notifications (no session D-Bus notification "
                   "service, or neither gdbus nor notify-send installed)", file=sys.stderr, flush=True)
+
+
+def send(title: str, body: str) -> bool:
+    """Show one notification now (blocking, bounded); whether the service took it."""
+    argv = command(title, body)
+    if argv is None:
+        return False
+    try:
+        return child_process.run(argv, timeout=TIMEOUT_S).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

@@ -177,6 +177,26 @@ class AppProcess:
         return code
 
 
+#: Where the tests keep their screenshots (gitignored); docs/app-two-windows.png is a copy.
+SCREENSHOTS = REPO / ".artifacts" / "app-screenshots"
+
+GRAB = """
+import sys
+from PyQt6.QtWidgets import QApplication
+app = QApplication([])
+sys.exit(0 if app.primaryScreen().grabWindow(0).save(sys.argv[1]) else 1)
+"""
+
+
+def screenshot(d: Daemon, name: str) -> Path:
+    """The whole X screen (both windows), photographed by Qt in a process of its own."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    subprocess.run([sys.executable, "-c", GRAB, str(path)], env=d.env, check=True, timeout=60,
+                   capture_output=True)
+    return path
+
+
 def _lines(stream: Any) -> Iterator[str]:
     """Lines until EOF, or until the stream is closed under the reader (quit)."""
     try:

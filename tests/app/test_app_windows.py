@@ -11,7 +11,7 @@ import trio
 from hostd.client import open_client
 from hostd_protocol.client_messages import MessageRow, Snapshot, TurnEnded
 from hostd_protocol.common import TextDelta
-from tests.app.harness import APP_TEST_MARKS, AppProcess, Daemon
+from tests.app.harness import APP_TEST_MARKS, AppProcess, Daemon, screenshot
 
 pytestmark = APP_TEST_MARKS
 
@@ -60,6 +60,13 @@ def test_a_steer_typed_in_one_window_is_seen_live_in_the_other(
     app.wait_rows(1, want)
     shown = app.rows(0)
     assert shown == app.rows(1)
+    # Side by side on the screen, photographed (the README's picture is a copy).
+    app.call("move", win=0, width=1000, height=1000, x=0, y=0)
+    app.call("move", win=1, width=1000, height=1000, x=1000, y=0)
+    app.eval(1, "document.documentElement.dataset.theme = 'dark'")
+    app.wait(0, "window.innerWidth === 1000")
+    app.wait(1, "window.innerWidth === 1000")
+    screenshot(stack, "two-windows-steered")
     assert [(r["role"], r["status"], r["text"]) for r in shown] == [
         (r.role, r.status, row_text(r)) for r in stack.history(topic)
     ]

@@ -33,6 +33,7 @@ SCENARIOS: dict[str, str] = {
     "openai-loop": "openai_loop",
     "otel": "otel_cost",
     "editor-ttft": "editor_ttft",
+    "app": "app_window",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -49,11 +50,12 @@ DEFAULT = [
     "openai-loop",
     "otel",
     "editor-ttft",
+    "app",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap; editor-ttft,
 #: an edge process beside the daemon, measured on its own): skipped by a bare `--quick` (the
 #: smoke test).
-OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft"}
+OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app"}
 
 
 def machine() -> dict[str, Any]:
