@@ -8,6 +8,7 @@ threads of their own. Windows are created from any of them (pywebview marshals t
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,13 @@ class App:
         except OSError:
             pass  # remembering the size is a nicety; never a reason to fail
 
+    def quit(self) -> None:
+        """Close every window (the app then ends; the daemon and its answers go on)."""
+        with self._lock:
+            windows = list(self.windows)
+        for window in windows:
+            window.destroy()
+
     # --- run ---------------------------------------------------------------------------------
 
     def run(
@@ -128,6 +136,7 @@ class App:
         # every window a persistent profile of the same name and folder otherwise, and Qt
         # WebEngine does not load a second window on a folder in use (it stays blank). The page
         # keeps nothing there that matters (its theme choice; the daemon holds the rest).
+        stop_on_signals(self.quit)
         try:
             webview.start(started, gui="qt", private_mode=True)
         finally:
@@ -136,6 +145,26 @@ class App:
             for api in list(self.apis.values()):
                 api._close_all()
             self.save_geometry()
+
+
+def stop_on_signals(quit: Callable[[], None]) -> None:
+    """Ctrl-C and SIGTERM close the windows, as closing them by hand does.
+
+    Qt's event loop holds the main thread, where Python runs signal handlers, so a handler
+    would only run once Qt returns (never, for Ctrl-C). The wake-up fd is written by the C
+    signal handler at once; a thread reading it closes the windows.
+    """
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+
+    def wait() -> None:
+        os.read(read, 1)
+        quit()
+
+    threading.Thread(target=wait, name="hostd-app-signals", daemon=True).start()
 
 
 def static_ready() -> Path | None:

@@ -97,8 +97,17 @@ def test_one_app_many_windows_and_no_network_listener(stack: Daemon) -> None:
             assert mine == [], f"the app listens on the network: {mine}"
         sock = stack.paths.runtime_dir / "app.sock"
         assert sock.is_socket() and (sock.stat().st_mode & 0o777) == 0o600
-    finally:
+        # SIGTERM (as Ctrl-C) closes the windows: a clean exit, the single-instance socket gone.
         app.send_signal(signal.SIGTERM)
-        app.wait(timeout=30)
+        assert app.wait(timeout=30) == 0
+        assert not sock.exists()
+        deadline = time.monotonic() + 30
+        while connections(stack) != base:  # the daemon saw both windows' connections close
+            assert time.monotonic() < deadline, f"{connections(stack)} connections left, not {base}"
+            time.sleep(0.05)
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait(timeout=30)
         if app.stderr is not None:
             app.stderr.close()
