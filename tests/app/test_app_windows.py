@@ -4,14 +4,17 @@ connection through the JS-to-Python bridge."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
 from hostd.client import open_client
 from hostd_protocol.client_messages import MessageRow, Snapshot, TurnEnded
 from hostd_protocol.common import TextDelta
-from tests.app.harness import APP_TEST_MARKS, AppProcess, Daemon, screenshot
+from tests.app.harness import APP_TEST_MARKS, AppProcess, Daemon, daemon, screenshot
 
 pytestmark = APP_TEST_MARKS
 
@@ -155,3 +158,19 @@ def test_window_size_and_position_are_remembered(stack: Daemon, apps: Callable[[
     again = apps("")
     again.wait(0, "document.querySelector('[data-conn=online]')")
     assert again.call("geometry", win=0) == [900, 700, 120, 90]
+
+
+def test_a_window_waits_for_the_daemon_and_connects_when_it_starts(display: str) -> None:
+    home = Path(tempfile.mkdtemp(prefix="hdn", dir="/tmp"))
+    try:
+        app = AppProcess(Daemon(home, display))
+        try:
+            app.wait(0, "document.querySelector('[data-conn=offline]')")
+            reason = app.eval(0, "document.querySelector('[data-testid=conn]').title")
+            assert reason.startswith("hostd is not running") and "hostd serve" in reason
+            with daemon(home, display):
+                app.wait(0, "document.querySelector('[data-conn=online]')")  # by itself
+        finally:
+            app.quit()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
