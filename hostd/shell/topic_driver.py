@@ -248,32 +248,37 @@ class DriverLink:
         if self.tracing is not None:
             cmd = msgspec.structs.replace(cmd, traceparent=self.tracing.traceparent(cmd.turn_id))
         for attempt in (1, 2):
+            if session is None:
+                session = await self._reopen()  # a failure here fails the turn (_driver_loop)
+            sent = cmd
+            if self._fresh_session:
+                # A new vendor session (rewind, fork, lost resume token) that is no vendor
+                # copy: it gets the host's history, so the model sees what the windows see.
+                sent = msgspec.structs.replace(cmd, history=self.runtime.history_for(cmd.message_id))
             try:
-                if session is None:
-                    session = await self._reopen()
-                sent = cmd
-                if self._fresh_session:
-                    # A new vendor session (rewind, fork, lost resume token) that is no vendor
-                    # copy: it gets the host's history, so the model sees what the windows see.
-                    history = self.runtime.history_for(cmd.message_id)
-                    sent = msgspec.structs.replace(cmd, history=history)
                 await session.send(sent)
-                self._fresh_session = False
-                if trace.ENABLED:
-                    # Here, not in the session: a prewarmed spare's session has no topic id.
-                    trace.send_out(self.topic_id)
-                await self._send_early_steers(self.topic_id, session, cmd.turn_id)
-                return
-            except DriverCrashed as exc:  # gone before the Send reached it
+            except DriverCrashed as exc:  # gone before the Send reached it: the turn never ran
                 if attempt == 2:
                     self._lost(exc)
                     return
                 log.info("topic %s: the driver was gone before turn %s reached it (%s); "
                          "starting a new one", self.topic_id, cmd.turn_id, exc.message)
                 session = None
+                continue
             except DriverError as exc:
                 self._lost(exc)
                 return
+            break
+        assert session is not None
+        self._fresh_session = False
+        if trace.ENABLED:
+            # Here, not in the session: a prewarmed spare's session has no topic id.
+            trace.send_out(self.topic_id)
+        try:
+            # After the Send got through: a failure now is the turn's (never a second Send).
+            await self._send_early_steers(self.topic_id, session, cmd.turn_id)
+        except DriverError as exc:
+            self._lost(exc)
 
     async def _reopen(self) -> DriverSession:
         """A new session for the topic in place of its dead one, with the options the dead one
