@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 from hostd.app.main import App
@@ -74,6 +75,13 @@ class Driver:
             return len(self.app.windows)
         if op == "count":
             return len(self.app.windows)
+        if op == "wait_count":  # until the app has n windows (one opened from a page, say)
+            deadline = time.monotonic() + cmd.get("timeout", 20.0)
+            while len(self.app.windows) != cmd["n"]:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(self.app.windows)} windows, not {cmd['n']}")
+                time.sleep(0.02)  # polling the app's window list (no event for it)
+            return cmd["n"]
         if op == "geometry":
             w = self.window(cmd["win"])
             return [w.width, w.height, w.x, w.y]

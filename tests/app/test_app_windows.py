@@ -174,3 +174,22 @@ def test_a_window_waits_for_the_daemon_and_connects_when_it_starts(display: str)
             app.quit()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_open_in_new_window_opens_an_equal_window_on_the_topic(
+    stack: Daemon, apps: Callable[[str], AppProcess]
+) -> None:
+    topic = stack.create_topic("new window", "/echo")
+    app = apps(topic)
+    app.wait(0, ONLINE)
+    app.type_and_send(0, "hello")
+    app.wait_rows(0, "rows.length === 2 && rows[1].status === 'success'")
+    app.eval(0, "document.querySelector('[data-testid=new-window]').click()")
+    assert app.call("wait_count", n=2) == 2
+    app.wait(1, ONLINE)
+    app.wait_rows(1, "rows.length === 2 && rows[1].status === 'success'")
+    assert app.eval(1, "location.hash") == f"#topic={topic}"
+    # An equal listener: what it sends shows in the first window.
+    app.type_and_send(1, "from the new window")
+    app.wait_rows(0, "rows.length === 4 && rows[3].status === 'success'")
+    assert app.rows(0) == app.rows(1)
