@@ -181,3 +181,28 @@ def test_end_orphans_ends_what_came_home_and_spares_known_children() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
     )
     assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
+
+
+def test_a_child_dies_with_the_process_that_started_it() -> None:
+    """The parent-death signal holds whichever way it is set (setpriv or preexec)."""
+    code = (
+        "import os, signal, subprocess, sys\n"
+        "from hostd_protocol import child_process as cp\n"
+        "for lim in (None, cp.Limits(cpu_seconds=600)):\n"
+        "    p = cp.popen(['sleep', '600'], pdeathsig=signal.SIGKILL, limits=lim)\n"
+        "    print(p.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2 and all(_ends(p) for p in pids)
+
+
+def test_a_missing_command_is_an_oserror_at_the_start() -> None:
+    with pytest.raises(FileNotFoundError):
+        child_process.popen(["hostd-no-such-command"], pdeathsig=signal.SIGTERM)
+    with pytest.raises(FileNotFoundError):
+        child_process.popen(["/nonexistent/hostd-cmd"], pdeathsig=signal.SIGTERM)
