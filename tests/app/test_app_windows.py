@@ -160,7 +160,7 @@ def test_window_size_and_position_are_remembered(stack: Daemon, apps: Callable[[
     assert again.call("geometry", win=0) == [900, 700, 120, 90]
 
 
-def test_a_window_waits_for_the_daemon_and_connects_when_it_starts(display: str) -> None:
+def test_a_window_waits_for_the_daemon_and_follows_its_restarts(display: str) -> None:
     home = Path(tempfile.mkdtemp(prefix="hdn", dir="/tmp"))
     try:
         app = AppProcess(Daemon(home, display))
@@ -170,6 +170,10 @@ def test_a_window_waits_for_the_daemon_and_connects_when_it_starts(display: str)
             assert reason.startswith("hostd is not running") and "hostd serve" in reason
             with daemon(home, display):
                 app.wait(0, "document.querySelector('[data-conn=online]')")  # by itself
+            # The daemon stopped: the window says so; started again: it reconnects.
+            app.wait(0, "document.querySelector('[data-conn=offline]')")
+            with daemon(home, display):
+                app.wait(0, "document.querySelector('[data-conn=online]')")
         finally:
             app.quit()
     finally:
@@ -193,3 +197,17 @@ def test_open_in_new_window_opens_an_equal_window_on_the_topic(
     app.type_and_send(1, "from the new window")
     app.wait_rows(0, "rows.length === 4 && rows[3].status === 'success'")
     assert app.rows(0) == app.rows(1)
+
+
+def test_a_fast_long_answer_reaches_both_windows_whole(stack: Daemon, apps: Callable[[str], AppProcess]) -> None:
+    # 20,000 chunks as fast as the driver can: the bridge batches what the socket holds into
+    # one evaluation per read, and nothing is lost or reordered.
+    topic = stack.create_topic("fast", "/chunks 20000 size=8 rate=0")
+    app = two_windows(apps, topic)
+    app.type_and_send(0, "go")
+    for win in (0, 1):
+        app.wait_rows(win, "rows.length === 2 && rows[1].status === 'success'")
+    stored = stack.history(topic)
+    assert len(row_text(stored[1])) > 150_000
+    for win in (0, 1):
+        assert app.rows(win)[1]["text"] == row_text(stored[1])
