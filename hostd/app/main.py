@@ -19,7 +19,7 @@ from hostd.app.bridge import WindowApi
 from hostd.app.instance import Instance
 from hostd.app.notify import Notifier
 from hostd.shell.paths import Paths
-from hostd.web.gateway import STATIC_DIR
+from hostd.web import STATIC_DIR
 
 INDEX = STATIC_DIR / "index.html"
 

@@ -34,7 +34,8 @@ def cmd_web(args: argparse.Namespace) -> int:
     import trio
 
     from hostd.cli.common import fail, paths_from
-    from hostd.web.gateway import STATIC_DIR, Gateway, run_until_signal
+    from hostd.web import STATIC_DIR
+    from hostd.web.gateway import Gateway, run_until_signal
     from hostd.web.security import port_token
     from hostd_protocol.errors import HostdError
 

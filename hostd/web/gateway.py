@@ -30,11 +30,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from hostd.shell.paths import Paths
+from hostd.web import STATIC_DIR  # the built page (one place for the folder)
 from hostd.web.bridge import BridgeConfig, bridge_websocket
 from hostd.web.security import Guard, TokenGate, new_token, write_token_file
 
-#: Where `scripts/setup` puts the built page (package data; not in git).
-STATIC_DIR = Path(__file__).with_name("static")
 LOOPBACK = "127.0.0.1"
 
 
