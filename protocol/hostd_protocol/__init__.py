@@ -1,6 +1,8 @@
 """hostd-protocol: the wire schemas, framing and errors shared by hostd, its clients and drivers.
 
-Depends on msgspec only; the driver harness (`hostd_protocol.driver_harness`) also needs trio.
+Depends on msgspec only; the driver harness (`hostd_protocol.driver_harness`) and the async
+face of `hostd_protocol.child_process` (how every process hostd starts is started and ended)
+also need trio.
 """
 
 from hostd_protocol.common import PROTOCOL_VERSION
