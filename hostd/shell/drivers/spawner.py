@@ -21,7 +21,6 @@ from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
-from hostd.shell.drivers.secrets import SecretSource, driver_secrets
 from hostd.shell.drivers.session import DriverSession, driver_env
 from hostd_protocol.child_process import Limits
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
@@ -51,7 +50,6 @@ class SessionSpawner:
     _spawned: int
     configured_vars: ConfiguredVars
     report_model_calls: bool
-    secret_source: SecretSource | None
 
     if TYPE_CHECKING:  # provided by Supervisor
 
@@ -86,15 +84,9 @@ class SessionSpawner:
             fork_from=fork_from,
             report_model_calls=self.report_model_calls,
         )
-        # `${NAME}` references: values for this driver's environment only (never in `init`).
-        referenced = (
-            driver_secrets(spec, opts.options, self.secret_source, self._base_env)
-            if self.secret_source is not None
-            else {}
-        )
-        env = driver_env(
-            spec.env_names(opts.options), self._base_env, {**referenced, **opts.secrets}
-        )
+        # `opts.secrets` holds the values of `${NAME}` references too (`Supervisor._resolve`):
+        # this driver's environment only, never `init`.
+        env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
         policy = policy_of(opts.options)
         bridge: LoopbackBridge | None = None
         bridge_scope = trio.CancelScope()
@@ -143,7 +135,6 @@ class SessionSpawner:
             limits=limits,
             redact=[
                 *opts.secrets.values(),
-                *referenced.values(),
                 *credential_values(spec.env, self._base_env),
                 *(
                     self._base_env.get(name, "")

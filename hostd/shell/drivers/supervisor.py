@@ -42,7 +42,7 @@ from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
-from hostd.shell.drivers.secrets import SecretSource
+from hostd.shell.drivers.secrets import SecretSource, driver_secrets
 from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
@@ -355,6 +355,18 @@ class Supervisor(WarmSpares):
         return self._nursery
 
     def _resolve(self, topic_id: str, opts: SessionOptions) -> SessionOptions:
+        """`opts` with its working dir and the values of its `${NAME}` references (in
+        `secrets`, so they reach the driver's environment only and their fingerprint is part
+        of the key: a changed secret never reuses a process started with the old one)."""
+        if self.secret_source is not None:
+            try:
+                spec = self._registry.get(opts.driver)
+            except HostdError:
+                spec = None  # reported where the process would start
+            if spec is not None:
+                referenced = driver_secrets(spec, opts.options, self.secret_source, self._base_env)
+                if referenced:
+                    opts = replace(opts, secrets={**referenced, **opts.secrets})
         if opts.working_dir:
             return opts
         root = self._workdir_root
