@@ -45,6 +45,7 @@ from hostd_dev.stress.fuzz import (
     run_fuzz,
 )
 from hostd_dev.stress.process import DaemonProcess
+from hostd_protocol.client_messages import TurnEnded
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +86,13 @@ def live() -> Iterator[Live]:
         with trio.fail_after(20):
             async with open_client(paths) as c:
                 t = await c.create_topic(driver="scripted")
-                await c.send(t.id, "/text stored before the fuzzing\nq", "start")
+                async with c.attach(t.id) as sub:
+                    sent = await c.send(t.id, "/text stored before the fuzzing\nq", "start")
+                    # The answer is stored before the fuzzing starts: the last check reads it
+                    # as `success`, and on a loaded machine the fuzzing can be over first.
+                    async for ev in sub:
+                        if isinstance(ev, TurnEnded) and ev.turn_id == sent.turn_id:
+                            break
                 return t.id
 
     try:
