@@ -20,13 +20,15 @@ window's encoding: JSON can be larger than msgpack for the same text).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import binascii
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
 from hostd_protocol.client_messages import MessageRow, RowContent, TopicInfo
 from hostd_protocol.common import (
+    Attachment,
     Chunk,
     CommandInfo,
     CompactionAnchor,
@@ -52,6 +54,7 @@ from hostd_protocol.driver_messages import (
 )
 from hostd_protocol.errors import InvalidArgument, PayloadTooLarge
 from hostd_protocol.limits import (
+    MAX_ATTACHMENT_BYTES,
     MAX_CHUNK_CHARS,
     MAX_COMMANDS,
     MAX_DEPTH,
@@ -324,9 +327,37 @@ def check_text(what: str, text: str, limit: int) -> None:
         )
 
 
-def check_send(text: str, history: Iterable[HistoryMessage]) -> None:
+#: Images of one message, at most.
+MAX_ATTACHMENTS = 8
+
+
+def check_attachments(attachments: Sequence[Attachment]) -> None:
+    """A send's images: at most `MAX_ATTACHMENTS`, `MAX_ATTACHMENT_BYTES` together, each
+    valid base64 (a broken one would fail at the vendor, mid-turn)."""
+    if len(attachments) > MAX_ATTACHMENTS:
+        raise InvalidArgument(
+            f"{len(attachments)} attachments; at most {MAX_ATTACHMENTS} go with one message",
+            details={"count": len(attachments), "max": MAX_ATTACHMENTS},
+        )
+    total = sum(len(a.data) for a in attachments)
+    if total > MAX_ATTACHMENT_BYTES:
+        raise PayloadTooLarge(
+            f"the attachments are {total} bytes (base64); the limit is {MAX_ATTACHMENT_BYTES}",
+            details={"size": total, "max": MAX_ATTACHMENT_BYTES},
+        )
+    for a in attachments:
+        if len(a.name) > MAX_FIELD_CHARS:
+            raise PayloadTooLarge(f"an attachment's name is {len(a.name)} characters; the limit is {MAX_FIELD_CHARS}")
+        try:
+            binascii.a2b_base64(a.data, strict_mode=True)
+        except binascii.Error:
+            raise InvalidArgument(f"attachment {a.name or a.media_type!r} is not valid base64") from None
+
+
+def check_send(text: str, history: Iterable[HistoryMessage], attachments: Sequence[Attachment] = ()) -> None:
     """The limits of a `send`, checked before anything is stored."""
     check_text("the message", text, MAX_SEND_BYTES)
+    check_attachments(attachments)
     total = sum(
         len(m.text.encode("utf-8", "surrogatepass")) + (len(_msgpack.encode(m.parts)) if m.parts else 0)
         for m in history

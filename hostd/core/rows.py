@@ -19,12 +19,12 @@ Rules this module guards:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import msgspec
 
 from hostd_protocol.client_messages import MessageRow
-from hostd_protocol.common import Chunk, TextDelta, ThinkingDelta
+from hostd_protocol.common import Attachment, Chunk, TextDelta, ThinkingDelta
 
 __all__ = ["LiveRow", "PartsBuilder", "RowDelta", "RowSnapshot"]
 
@@ -229,3 +229,15 @@ class RowDelta(NamedTuple):
 
     chunks: list[Chunk]
     run_chars: int
+
+
+def attachments_of(meta: dict[str, Any]) -> list[Attachment]:
+    """The images stored with a user row (`meta["attachments"]`, as `send` took them); an
+    entry that no longer decodes is left out rather than failing the turn."""
+    out: list[Attachment] = []
+    for item in meta.get("attachments") or ():
+        try:
+            out.append(msgspec.convert(item, Attachment))
+        except msgspec.ValidationError:
+            continue
+    return out

@@ -43,7 +43,7 @@ from hostd.core.effects import (
     StartTurn,
     ToDriver,
 )
-from hostd.core.rows import LiveRow
+from hostd.core.rows import LiveRow, attachments_of
 from hostd.core.runtime_approvals import APPROVAL_TIMER, ApprovalBook
 from hostd.core.runtime_driver_events import DriverEventOps
 from hostd.core.runtime_lanes import LaneOps, also_meta, also_of, check_also, steer_refusal
@@ -67,6 +67,7 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import (
     AnswerTarget,
+    Attachment,
     Capabilities,
     CommandInfo,
     SendIntent,
@@ -234,6 +235,7 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
         also: Sequence[AnswerTarget] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> tuple[SendResult, list[Effect]]:
         """Accept a user message: start a turn, steer the running one, or queue it. `also`
         asks more answers (a multi-answer turn, `hostd.core.runtime_lanes`).
@@ -247,7 +249,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         """
         turn = self._turn
         # A multi-answer turn, or a message asking several answers, is never steered.
-        multi = bool(also) or (turn is not None and bool(turn.lanes))
+        # Nor is one with images (a steer carries text only): it waits for the turn's end.
+        multi = bool(also) or bool(attachments) or (turn is not None and bool(turn.lanes))
         if turn is None:
             phase = "waiting" if self.queued_row_ids() else "idle"
         else:
@@ -261,6 +264,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         check_also(also)
         if client_msg_id and client_msg_id in self._sent:
             return self._sent[client_msg_id], []
+        if attachments and intent == "steer":
+            raise InvalidArgument("a message with images cannot steer (a steer is text only); queue it (intent queue or auto)")
         if turn is not None and multi and intent == "steer":
             raise steer_refusal(turn.id)
         disposition = _SEND[phase, intent]
@@ -278,6 +283,8 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
             meta["options"] = dict(options)
         if also:
             meta["also"] = also_meta(also)
+        if attachments:
+            meta["attachments"] = [msgspec.to_builtins(a) for a in attachments]
         # A message that starts a turn goes straight into history; any other waits unsent.
         starting = disposition == "started"
         turn_id = self._new_id("t") if starting else ""
@@ -423,6 +430,7 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
         )
         self._open_answer(turn, **({"target": lanes[0]} if lanes else {}))
         options = user.base.meta.get("options")
+        attachments = attachments_of(user.base.meta)
         # Capabilities not known yet (the first turn after a daemon restart): the history
         # goes along, and the turn drops it once the opened session says it needs none.
         wants_history = self._caps.needs_history or not self._caps_known
@@ -433,6 +441,7 @@ class TopicRuntime(RewindOps, QueueOps, DriverEventOps, LaneOps):
             message_id=user.id,
             history=history,
             options=dict(options) if isinstance(options, dict) else {},
+            attachments=attachments,
         )
         self._out.add(StartTurn(turn_id, send))
         if lanes:

@@ -371,7 +371,7 @@ class RequestHandlers:
         return Empty()
 
     async def _send(self, conn: Connection, msg: SendMessage) -> Result:
-        check_send(msg.text, msg.history)  # refused: nothing is stored
+        check_send(msg.text, msg.history, msg.attachments)  # refused: nothing is stored
         for n, target in enumerate(msg.also, 1):
             # An unknown or unusable driver or assistant (a typo, most likely) refuses the
             # whole message now, nothing stored: the user fixes it and sends again, instead
@@ -405,6 +405,7 @@ class RequestHandlers:
                 client_msg_id=client_msg_id,
                 options=msg.options or None,
                 also=also,
+                attachments=msg.attachments,
             )
         except BaseException:
             # Refused (busy, store error, ...): what it brought along is released now, not

@@ -12,6 +12,7 @@ from hostd.core.runtime_outbox import NoticeLevel
 from hostd_protocol.client_messages import MessageRow, SendResult, Snapshot
 from hostd_protocol.common import (
     AnswerTarget,
+    Attachment,
     Capabilities,
     HistoryMessage,
     SendIntent,
@@ -46,6 +47,7 @@ class Runtime(Protocol):
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
         also: Sequence[AnswerTarget] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> tuple[SendResult, list[Effect]]: ...
     def stop(self, now: float, *, row_id: str = "") -> list[Effect]: ...
     def answer_approval(

@@ -77,7 +77,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import AnswerTarget, SendIntent, SessionSource
+from hostd_protocol.common import AnswerTarget, Attachment, SendIntent, SessionSource
 from hostd_protocol.driver_messages import (
     DriverEvent,
     HostCommand,
@@ -334,6 +334,7 @@ class TopicHost(DriverLink):
         client_msg_id: str = "",
         options: dict[str, Any] | None = None,
         also: Sequence[AnswerTarget] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> SendResult:
         """Accept a user message; answered only once it is committed to the store."""
         self._check_open()
@@ -344,6 +345,7 @@ class TopicHost(DriverLink):
             client_msg_id=client_msg_id,
             options=options,
             also=also,
+            attachments=attachments,
         )
         gen = self.apply(effects)
         # Even when the runtime marked nothing durable, the row must be on disk before the

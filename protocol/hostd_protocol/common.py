@@ -16,7 +16,7 @@ import msgspec
 
 #: The protocol version both channels speak. Bump the major on an incompatible change; the
 #: handshake refuses a different major with `VersionMismatch`.
-PROTOCOL_VERSION: tuple[int, int] = (1, 4)
+PROTOCOL_VERSION: tuple[int, int] = (1, 5)
 
 RowStatus = Literal["queued", "pending", "success", "error", "stopped", "draft"]
 RowRole = Literal["user", "assistant", "marker"]
@@ -201,6 +201,18 @@ class HistoryMessage(_Frozen, frozen=True):
     #: left out), so a stateless driver can rebuild its tool calls and their results. Empty
     #: for a message without tools (then `text` is all there is).
     parts: list[Chunk] = []
+
+
+class Attachment(_Frozen, frozen=True):
+    """A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
+    whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
+    `image_url` part); the others see the text only."""
+
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    #: The bytes, base64 (standard alphabet, padded).
+    data: str
+    #: The file name, for display.
+    name: str = ""
 
 
 class AnswerTarget(_Frozen, frozen=True):

@@ -29,6 +29,7 @@ import msgspec
 
 from hostd_protocol.common import (
     ApprovalOption,
+    Attachment,
     Capabilities,
     Chunk,
     CommandInfo,
@@ -83,6 +84,8 @@ class Send(_Frozen, frozen=True, tag="send"):
     #: when the host does not trace: a driver that makes its own spans (or calls a vendor
     #: that reads the `traceparent` header) puts them under it.
     traceparent: str = ""
+    #: Images the user sent with `text` (protocol 1.5).
+    attachments: list[Attachment] = []
 
 
 class Redirect(_Frozen, frozen=True, tag="redirect"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
+    "MAX_ATTACHMENT_BYTES",
     "MAX_CHUNK_CHARS",
     "MAX_COMMANDS",
     "MAX_DEPTH",
@@ -42,6 +43,9 @@ __all__ = [
 MAX_FRAME_SIZE = DEFAULT_MAX_FRAME_SIZE
 #: The text of one `send` or `edit-queued` (UTF-8 bytes).
 MAX_SEND_BYTES = 1024 * 1024
+#: The attachments of one `send`, together (base64 characters): with the largest text the
+#: user row still fits one snapshot (`MAX_REPLY_BYTES`).
+MAX_ATTACHMENT_BYTES = 2 * 1024 * 1024
 #: The `history` a client sends along with one `send`, together: texts (UTF-8) and tool parts
 #: (encoded), in bytes.
 MAX_SEND_HISTORY_BYTES = 2 * 1024 * 1024

@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from hostd_protocol.common import PROTOCOL_VERSION, TextDelta
+from hostd_protocol.common import PROTOCOL_VERSION, Attachment, TextDelta
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
@@ -178,13 +178,14 @@ class Peer:
         *,
         on_event: Callable[[Any], Any] | None = None,
         options: dict[str, Any] | None = None,
+        attachments: list[Attachment] | None = None,
     ) -> list[Any]:
         """Send one turn and receive its events up to its TurnEnd.
 
         `on_event(event)` is awaited (if it returns an awaitable) for each event, so a test
         can react mid-turn (steer, interrupt, answer an approval).
         """
-        await self.send(Send(turn_id=turn_id, text=text, options=options or {}))
+        await self.send(Send(turn_id=turn_id, text=text, options=options or {}, attachments=attachments or []))
         got: list[Any] = []
         while True:
             event = await self.recv()

@@ -15,10 +15,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from hostd_protocol.common import PROTOCOL_VERSION
+from hostd_protocol.common import PROTOCOL_VERSION, Attachment
 from hostd_protocol.driver_messages import Init, TurnEnd
 from tests.claude.driver_peer import DriverProcess, offline_env
-from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text, user_says
+from tests.fakes.anthropic_api import (
+    FakeAnthropicAPI,
+    RecordedRequest,
+    Rule,
+    text,
+    user_says,
+    user_texts,
+)
 
 pytestmark = pytest.mark.claude
 
@@ -87,3 +94,30 @@ async def test_an_assistant_prompt_is_appended_to_claude_codes_own(
     assert APPENDED in system
     # Appended: Claude Code's own prompt comes first and is all there.
     assert len(system[: system.index(APPENDED)]) > PRESET_MIN_CHARS, system
+
+
+#: A 1x1 transparent PNG.
+PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_attached_image_reaches_the_model_as_an_image_block(api: FakeAnthropicAPI) -> None:
+    """Protocol 1.5: `Send.attachments` go to the CLI as one user message of image blocks
+    and the text, and the CLI passes them on: the Messages API gets the image."""
+    with tempfile.TemporaryDirectory(prefix="hostd-cc-") as d:
+        proc = DriverProcess(offline_env(api.base_url))
+        before = len(api.message_requests)
+        try:
+            with trio.fail_after(TURN_TIMEOUT):
+                async with proc.attach() as peer:
+                    await peer.handshake(Init(protocol_version=PROTOCOL_VERSION, working_dir=d))
+                    image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
+                    events = await peer.turn("t1", "hello", attachments=[image])
+            assert isinstance(events[-1], TurnEnd) and events[-1].status == "success", proc.stderr_text()[-2000:]
+        finally:
+            proc.close()
+            proc.cleanup()
+    (req,) = [r for r in api.message_requests[before:] if r.has_tools]
+    blocks = [b for m in req.body["messages"] if m["role"] == "user" for b in m["content"] if isinstance(b, dict)]
+    images = [b for b in blocks if b.get("type") == "image"]
+    assert images == [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_1x1}}]
+    assert any("hello" in t for t in user_texts(req.body)), user_texts(req.body)

@@ -17,7 +17,14 @@ import trio
 import trio.testing
 
 from hostd_openai.driver import OpenAIDriver
-from hostd_protocol.common import PROTOCOL_VERSION, HistoryMessage, TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import (
+    PROTOCOL_VERSION,
+    Attachment,
+    HistoryMessage,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+)
 from hostd_protocol.driver_harness import serve_driver
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
@@ -95,9 +102,13 @@ class Peer:
         history: list[HistoryMessage] | None = None,
         on_event: Callable[[Any], Any] | None = None,
         traceparent: str = "",
+        attachments: list[Attachment] | None = None,
     ) -> list[Any]:
         await self.send(
-            Send(turn_id=turn_id, text=text, history=history or [], traceparent=traceparent)
+            Send(
+                turn_id=turn_id, text=text, history=history or [], traceparent=traceparent,
+                attachments=attachments or [],
+            )
         )
         got: list[Any] = []
         while True:

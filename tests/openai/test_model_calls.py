@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from hostd_protocol.common import HistoryMessage, TextDelta, ToolCall, ToolResult, Usage
+from hostd_protocol.common import Attachment, HistoryMessage, TextDelta, ToolCall, ToolResult, Usage
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalResponse,
@@ -364,3 +364,25 @@ async def test_a_compaction_never_splits_a_tool_call_from_its_result() -> None:
         ("user", "go on"),
     ]
     assert [c["id"] for c in last[1]["tool_calls"]] == ["c2"]
+
+
+#: A 1x1 transparent PNG.
+PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_attached_image_is_an_image_url_part() -> None:
+    """Protocol 1.5: the user message with images is content parts: the text, then each image
+    as an `image_url` data URL."""
+    with FakeOpenAI([Rule(user_says("what is this?"), Text("A dot."))]) as api, trio.fail_after(20):
+        async with driver(api.base_url) as (peer, _ready):
+            image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
+            events = await peer.turn("t1", "what is this?", attachments=[image])
+    assert end_of(events).status == "success" and text_of(events) == "A dot."
+    (req,) = api.chat_requests
+    assert req.messages[-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_1x1}"}},
+        ],
+    }

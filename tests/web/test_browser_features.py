@@ -187,3 +187,35 @@ def test_the_plan_is_a_checklist_and_the_agents_commands_are_offered_in_the_comp
     wait_rows(page, "rows.length === 4 && rows[3].status !== 'pending'")
     sent = stack.history(topic)[2]
     assert (sent.role, row_text(sent)) == ("user", "/review src/parser.py")
+
+
+#: A 1x1 transparent PNG.
+PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+def test_an_attached_image_and_text_file_are_sent_with_the_message(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    """Images go as attachments (protocol 1.5: stored with the user row, handed to the
+    driver: tests/claude and tests/openai show what the vendors get), text files into the
+    text; both windows show the image."""
+    import base64
+
+    topic = stack.create_topic("attachments")
+    a, b = pages(topic), pages(topic)
+    a.get_by_test_id("attach").set_input_files([
+        {"name": "dot.png", "mimeType": "image/png", "buffer": base64.b64decode(PNG_1x1)},
+        {"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# Notes\nship it\n"},
+        {"name": "tool.exe", "mimeType": "application/octet-stream", "buffer": b"MZ"},
+    ])
+    chips = a.get_by_role("list", name="Attachments to send")
+    expect(chips.get_by_role("img", name="dot.png")).to_be_visible()
+    expect(a.get_by_role("alert")).to_contain_text("tool.exe: only images")
+    box = a.get_by_role("textbox", name="Message")
+    expect(box).to_have_value("notes.md:\n```\n# Notes\nship it\n```")
+    box.press("Enter")
+    for page in (a, b):
+        wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+        expect(page.get_by_role("article", name="U1, You").get_by_role("img", name="dot.png")).to_be_visible()
+    expect(chips).to_have_count(0)  # sent: the composer is empty again
+    sent = stack.history(topic)[0]
+    assert row_text(sent) == "notes.md:\n```\n# Notes\nship it\n```"
+    assert sent.meta["attachments"] == [{"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"}]

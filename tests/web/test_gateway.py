@@ -20,6 +20,7 @@ from hostd.shell.paths import Paths
 from hostd.web.bridge import CLOSE_DAEMON_GONE, CLOSE_DAEMON_UNREACHABLE, CLOSE_UNSUPPORTED
 from hostd.web.gateway import Gateway, serve_gateway
 from hostd.web.security import Guard
+from hostd_protocol.common import PROTOCOL_VERSION
 from tests.e2e import daemon_proc
 from tests.web.ws_client import Closed, connect
 
@@ -137,7 +138,7 @@ async def test_websocket_bridges_json_frames(gateway: tuple[Gateway, object]) ->
             await ws.send(json.dumps({"type": "hello", "protocol_version": [1, 0], "client": "test"}))
             welcome = json.loads(await ws.receive())
             assert welcome["type"] == "welcome"
-            assert welcome["protocol_version"] == [1, 4]
+            assert welcome["protocol_version"] == list(PROTOCOL_VERSION)
             await ws.send(json.dumps({"type": "create-topic", "id": 1, "title": "t", "driver": "scripted"}))
             reply = json.loads(await ws.receive())
             assert reply["type"] == "reply" and reply["id"] == 1

@@ -47,7 +47,7 @@ from hostd_claude_code.config import (
 )
 from hostd_claude_code.credentials import LOGIN_FIX, is_login_failure
 from hostd_claude_code.fork import ForkPlan, checkpoint_token, prepare
-from hostd_claude_code.prompt import prompt_of
+from hostd_claude_code.prompt import query_of
 from hostd_claude_code.sdk_callbacks import SdkCallbacks
 from hostd_protocol.common import (
     Capabilities,
@@ -470,14 +470,14 @@ class ClaudeCodeDriver(SdkCallbacks, DriverBase):
         # resume it (a preset `session_id` that already exists is refused).
         self._resumable = True
         try:
-            await client.query(prompt_of(turn.send))
+            await client.query(query_of(turn.send))
         except CLIConnectionError:
             self._client_ok = False
             client = await self._ensure_client()
             for event in self._take_deferred(turn.turn_id):
                 await turn.emit(event)
             await self._apply_turn_options(client, turn)
-            await client.query(prompt_of(turn.send))
+            await client.query(query_of(turn.send))
         return client
 
     async def _apply_turn_options(self, client: ClaudeSDKClient, turn: TurnContext) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from hostd_protocol.driver_messages import Redirect, Send
 
-__all__ = ["format_steers", "prompt_of"]
+__all__ = ["format_steers", "prompt_of", "query_of"]
 
 
 def format_steers(steers: list[Redirect]) -> str:
@@ -34,3 +37,21 @@ def prompt_of(send: Send) -> str:
         "This conversation continues an earlier one; here it is, oldest first:\n"
         f"<conversation>\n{turns}\n</conversation>\n\n{send.text}"
     )
+
+
+def query_of(send: Send) -> str | AsyncIterator[dict[str, Any]]:
+    """What `client.query()` is given: the prompt text, or, with images (protocol 1.5), one
+    user message whose content is the images (Messages API image blocks) and then the text."""
+    text = prompt_of(send)
+    if not send.attachments:
+        return text
+    content: list[dict[str, Any]] = [
+        {"type": "image", "source": {"type": "base64", "media_type": a.media_type, "data": a.data}}
+        for a in send.attachments
+    ]
+    content.append({"type": "text", "text": text})
+
+    async def one_message() -> AsyncIterator[dict[str, Any]]:
+        yield {"type": "user", "message": {"role": "user", "content": content}, "parent_tool_use_id": None}
+
+    return one_message()

@@ -57,6 +57,7 @@ from hostd_protocol.driver_messages import (
     CompactionError,
     CompactionStart,
     Notice,
+    Send,
     UsageEvent,
 )
 from hostd_protocol.errors import AuthRequired
@@ -149,8 +150,21 @@ def initial_messages(system_prompt: str, turn: TurnContext) -> list[dict[str, An
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     messages.extend(history_messages(turn.send.history))
-    messages.append({"role": "user", "content": turn.send.text})
+    messages.append({"role": "user", "content": user_content(turn.send)})
     return messages
+
+
+def user_content(send: Send) -> str | list[dict[str, Any]]:
+    """The user message's content: the text, or with images (protocol 1.5) content parts,
+    the text first, then each image as an `image_url` data URL."""
+    if not send.attachments:
+        return send.text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": send.text}]
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": f"data:{a.media_type};base64,{a.data}"}}
+        for a in send.attachments
+    )
+    return parts
 
 
 class AgentLoop:

@@ -15,7 +15,7 @@ from hostd_protocol.client_messages.schedules import (
     RunScheduleNow,
     SetScheduleEnabled,
 )
-from hostd_protocol.common import AnswerTarget, HistoryMessage, SendIntent, _Frozen
+from hostd_protocol.common import AnswerTarget, Attachment, HistoryMessage, SendIntent, _Frozen
 
 __all__ = [
     "AnswerApproval",
@@ -129,6 +129,9 @@ class SendMessage(_Frozen, frozen=True, tag="send"):
     #: streaming at the same time as the topic's own (lane 0). Such a turn is never steered:
     #: intent `steer` is refused while one runs, `auto` queues. See `ChooseAnswer`.
     also: list[AnswerTarget] = []
+    #: Images sent with the text (protocol 1.5), at most `MAX_ATTACHMENT_BYTES` together;
+    #: stored with the user row (`meta["attachments"]`). Such a message never steers.
+    attachments: list[Attachment] = []
 
 
 class Stop(_Frozen, frozen=True, tag="stop"):

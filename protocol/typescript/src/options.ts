@@ -1,5 +1,5 @@
 /** The options the client's calls take, and what a subscription yields. */
-import type { AnswerTarget, HistoryMessage, Snapshot } from "./protocol.gen.js";
+import type { AnswerTarget, Attachment, HistoryMessage, Snapshot } from "./protocol.gen.js";
 import type { Transcript } from "./transcript.js";
 import type { SendIntent, TopicEvent } from "./types.js";
 
@@ -40,6 +40,12 @@ export interface SendOptions extends CallOptions {
    * Pick the answer to continue from with `chooseAnswer`.
    */
   also?: AnswerTarget[];
+  /**
+   * Images sent with the text (protocol 1.5; base64, at most 2 MiB together). Drivers whose
+   * vendor takes images pass them on. Such a message never steers (`auto` queues while a turn
+   * runs).
+   */
+  attachments?: Attachment[];
 }
 
 /** A scheduled prompt: exactly one of `cron` (5 fields, in zone `tz`) or `every_s`. */

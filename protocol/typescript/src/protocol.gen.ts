@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 4];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 5];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -94,6 +94,18 @@ export interface AnswerTarget {
   readonly model?: string;
 }
 
+/**
+ * A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
+ * whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
+ * `image_url` part); the others see the text only.
+ */
+export interface Attachment {
+  readonly data: string;
+  readonly media_type: "image/gif" | "image/jpeg" | "image/png" | "image/webp";
+  /** Default: `""` (omitted on the wire). */
+  readonly name?: string;
+}
+
 /** Visible answer text, appended to the row's current text part. */
 export interface TextDelta {
   readonly type: "text";
@@ -161,6 +173,8 @@ export interface SendMessage {
   readonly type: "send";
   /** Default: `[]` (omitted on the wire). */
   readonly also?: AnswerTarget[];
+  /** Default: `[]` (omitted on the wire). */
+  readonly attachments?: Attachment[];
   /** Default: `""` (omitted on the wire). */
   readonly client_msg_id?: string;
   /** Default: `[]` (omitted on the wire). */

@@ -34,6 +34,7 @@ SCENARIOS: dict[str, str] = {
     "otel": "otel_cost",
     "editor-ttft": "editor_ttft",
     "app": "app_window",
+    "web-page": "web_page",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -51,11 +52,12 @@ DEFAULT = [
     "otel",
     "editor-ttft",
     "app",
+    "web-page",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap; editor-ttft,
 #: an edge process beside the daemon, measured on its own): skipped by a bare `--quick` (the
 #: smoke test).
-OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app"}
+OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app", "web-page"}
 
 
 def machine() -> dict[str, Any]:

@@ -4,12 +4,13 @@
  * The composer is named by a real label ("Message"): its placeholder changes with the state
  * (send, steer, queue) and a placeholder is no name for a screen reader.
  */
-import type { AnswerTarget, ApprovalInfo, MessageRow, SendIntent, TopicInfo } from "hostd-client";
+import type { AnswerTarget, ApprovalInfo, Attachment, MessageRow, SendIntent, TopicInfo } from "hostd-client";
 import { useEffect, useRef, useState } from "preact/hooks";
 
 import { AlsoPicker } from "./also_picker";
 import { targetLabel } from "./answers";
 import { session } from "./app_session";
+import { AttachmentChips, MAX_ATTACHMENT_CHARS, pickFiles } from "./attach";
 import { useCommandMenu } from "./commands";
 import type { ViewState } from "./session";
 import { rowText } from "./transcript_view";
@@ -140,13 +141,28 @@ export function Composer({ s }: { s: ViewState }) {
   const [also, setAlso] = useState<AnswerTarget[]>([]);
   // A multi-answer turn is never steered, and a send with `also` never steers: Enter queues.
   const noSteer = also.length > 0 || s.rows.some((r) => r.target && r.turn_id === s.activeTurnId);
+  const [images, setImages] = useState<Attachment[]>([]);
+  const [refused, setRefused] = useState("");
+  const canAttach = session.client?.speaks(1, 5) ?? false;
+  const attach = async (files: Iterable<File>) => {
+    const used = images.reduce((n, a) => n + a.data.length, 0);
+    const picked = await pickFiles(files, MAX_ATTACHMENT_CHARS - used);
+    if (picked.images.length) setImages([...images, ...picked.images]);
+    if (picked.texts.length) update([text, ...picked.texts].filter(Boolean).join("\n\n"));
+    setRefused(picked.refused.join("; "));
+  };
   const send = async (intent: SendIntent) => {
-    const body = text.trim();
+    const body = text.trim() || (images.length ? "(image)" : "");
     if (!body) return;
+    const sent = images;
     update("");
-    const options = also.length ? { intent, also } : { intent };
+    setImages([]);
+    const options = { intent, ...(also.length ? { also } : {}), ...(sent.length ? { attachments: sent } : {}) };
     const result = await session.call((c) => c.send(s.topicId, body, options));
-    if (result === undefined) update(body); // not sent: give the text back
+    if (result === undefined) {
+      update(body); // not sent: give the text and images back
+      setImages(sent);
+    }
   };
   const stop = () => void session.call((c) => c.stop(s.topicId));
   const menu = useCommandMenu(s.commands, text, update);
@@ -164,7 +180,19 @@ export function Composer({ s }: { s: ViewState }) {
         {menu.hint && <span class="command-input-hint" id="command-input-hint">input: {menu.hint}</span>}
       </div>
     )}
-    <div class="composer">
+    {(images.length > 0 || refused) && (
+      <div class="composer-extras">
+        <AttachmentChips label="Attachments to send" images={images} remove={(i) => setImages(images.filter((_, j) => j !== i))} />
+        {refused && <span class="attach-refused" role="alert">{refused}</span>}
+      </div>
+    )}
+    <div class="composer"
+      onDragOver={(e) => canAttach && e.preventDefault()}
+      onDrop={(e) => {
+        if (!canAttach || !e.dataTransfer?.files.length) return;
+        e.preventDefault();
+        void attach(e.dataTransfer.files);
+      }}>
       {menu.list}
       <label for="composer" class="sr-only">Message</label>
       <textarea
@@ -185,6 +213,12 @@ export function Composer({ s }: { s: ViewState }) {
         }
         value={text}
         onInput={(e) => update((e.target as HTMLTextAreaElement).value)}
+        onPaste={(e) => {
+          const files = [...(e.clipboardData?.files ?? [])];
+          if (!canAttach || files.length === 0) return;
+          e.preventDefault();
+          void attach(files);
+        }}
         onKeyDown={(e) => {
           if (menu.onKey(e)) return;
           if (e.key === "Enter" && !e.shiftKey) {
@@ -208,6 +242,17 @@ export function Composer({ s }: { s: ViewState }) {
         <button class="danger" data-testid="stop" disabled={!busy} onClick={stop} title="Esc (stops every answer)">
           Stop
         </button>
+        {canAttach && (
+          <label class="button ghost attach-button" title="Attach images or text files (or paste, or drop them here)">
+            Attach
+            <input type="file" multiple class="sr-only" data-testid="attach"
+              accept="image/png,image/jpeg,image/gif,image/webp,text/*,.md,.py,.ts,.js,.json,.toml,.yaml,.yml,.sh,.diff,.patch,.csv,.log"
+              onChange={(e) => {
+                const input = e.target as HTMLInputElement;
+                void attach([...(input.files ?? [])]).then(() => (input.value = ""));
+              }} />
+          </label>
+        )}
       </div>
     </div>
     </>

@@ -3,6 +3,7 @@ import type { Chunk, MessageRow, PlanChunk, ToolCall, ToolResult } from "hostd-c
 import type { ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 
+import { AttachmentChips, attachmentsOf } from "./attach";
 import { CopyButton, onCodeCopy } from "./copy";
 import { renderMarkdown } from "./markdown";
 
@@ -202,6 +203,7 @@ export function Row({ row, label, actions, removed = false, who, extra, dim = fa
         </span>
       </div>
       {row.role === "user" ? <div class="user-text">{text}</div> : <AssistantParts row={row} waiting={waiting} />}
+      {row.role === "user" && <AttachmentChips images={attachmentsOf(row.meta)} />}
       {row.error && <div class="row-error">{row.error}</div>}
     </article>
   );
