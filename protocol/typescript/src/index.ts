@@ -9,6 +9,7 @@ export * from "./types.js";
 export { PartsBuilder, Transcript } from "./transcript.js";
 export { omittedOf, TRUNCATED_META, type Omitted } from "./row_pieces.js";
 export type { ConnectOptions, Transport, TransportHandlers } from "./transport.js";
+export { BridgeTransport, type NativeBridge } from "./bridge.js";
 export {
   connectWebSocket,
   WebSocketTransport,

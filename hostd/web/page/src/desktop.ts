@@ -4,11 +4,12 @@
  * window, held by the Python side (hostd/app/bridge.py). There is no URL, no token and no TCP
  * listener: the daemon's usual peer-uid check applies to the app's own process.
  *
- * Frames go out through `pywebview.api.send(conn, body)` (calls are chained, so they reach the
+ * The transport is hostd-client's `BridgeTransport`; this file wires it to pywebview: frames go
+ * out through `pywebview.api.send(conn, body)` (chained by the transport, so they reach the
  * socket in order even though pywebview serves each call on its own thread) and come in as
  * `window.__hostdBridge.frames(conn, bodies)` calls the Python side evaluates in the page.
  */
-import { ConnectionBroken, ConnectionClosed, type HostdError, type SubscriptionItem, type TopicInfo, type Transport, type TransportHandlers } from "hostd-client";
+import { BridgeTransport, type SubscriptionItem, type TopicInfo, type Transport } from "hostd-client";
 
 import { notificationFor } from "./notify";
 
@@ -52,62 +53,22 @@ win.__hostdBridge = {
     if (t !== undefined) for (const body of bodies) t.deliver(body);
   },
   closed(conn, reason) {
-    open.get(conn)?.end(new ConnectionBroken(reason));
+    open.get(conn)?.end(reason);
+    open.delete(conn);
   },
 };
-
-class BridgeTransport implements Transport {
-  private handlers: TransportHandlers | null = null;
-  private early: string[] = [];
-  private ended: HostdError | null = null;
-  /** Sends in order: each waits for the one before it. */
-  private chain: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly bridge: DesktopApi,
-    private readonly conn: number,
-  ) {}
-
-  start(handlers: TransportHandlers): void {
-    this.handlers = handlers;
-    const early = this.early;
-    this.early = [];
-    for (const body of early) handlers.frame(body);
-    if (this.ended !== null) handlers.closed(this.ended);
-  }
-
-  deliver(body: string): void {
-    if (this.ended !== null) return;
-    if (this.handlers === null) this.early.push(body);
-    else this.handlers.frame(body);
-  }
-
-  end(reason: HostdError): void {
-    if (this.ended !== null) return;
-    this.ended = reason;
-    open.delete(this.conn);
-    this.handlers?.closed(reason);
-  }
-
-  send(body: string): void {
-    if (this.ended !== null) throw this.ended;
-    this.chain = this.chain
-      .then(() => this.bridge.send(this.conn, body))
-      .catch((exc: unknown) => this.end(new ConnectionBroken(exc instanceof Error ? exc.message : String(exc))));
-  }
-
-  close(): void {
-    if (this.ended !== null) return;
-    void this.bridge.close(this.conn).catch(() => undefined);
-    this.end(new ConnectionClosed("the connection was closed"));
-  }
-}
 
 /** A new daemon connection for this window (the Python side opens the Unix socket). */
 export async function connectDesktop(): Promise<Transport> {
   const bridge = await api();
   const conn = await bridge.connect();
-  const t = new BridgeTransport(bridge, conn);
+  const t = new BridgeTransport({
+    send: (body) => bridge.send(conn, body),
+    close: () => {
+      open.delete(conn);
+      return bridge.close(conn);
+    },
+  });
   open.set(conn, t);
   return t;
 }
