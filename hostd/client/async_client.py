@@ -97,6 +97,7 @@ from hostd_protocol.client_messages import (
 from hostd_protocol.common import (
     PROTOCOL_VERSION,
     AnswerTarget,
+    Attachment,
     HistoryMessage,
     SendIntent,
 )
@@ -313,10 +314,12 @@ class Client(TopicOps, ScheduleOps, RowReading):
         options: dict[str, Any] | None = None,
         history: list[HistoryMessage] | None = None,
         also: Sequence[AnswerTarget] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> SendResult:
         """Send a user message. `also`: more answerers (assistants or driver/model pairs),
         each answering in its own row at the same time (a multi-answer turn; pick the one
-        the conversation continues from with `choose_answer`)."""
+        the conversation continues from with `choose_answer`). `attachments`: images sent
+        with the text (protocol 1.5)."""
         r = await self._request(
             SendMessage(
                 id=0,
@@ -327,6 +330,7 @@ class Client(TopicOps, ScheduleOps, RowReading):
                 options=options or {},
                 history=history or [],
                 also=list(also),
+                attachments=list(attachments),
             )
         )
         assert isinstance(r, SendResult)

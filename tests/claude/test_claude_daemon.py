@@ -22,7 +22,7 @@ from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
 from hostd_claude_code.spec import SPEC
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
-from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
 from tests.claude.driver_peer import offline_env
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
@@ -131,3 +131,40 @@ async def test_turns_and_a_steer_through_the_daemon(home: Path) -> None:
     follow_up = [r for r in api.message_requests if r.last_user_text == "steer me"][-1]
     assert any("say banana too" in s for s in follow_up.system_reminders_after_tool_result)
     assert (workdir / "steered.txt").exists()
+
+
+#: A 1x1 transparent PNG.
+PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_image_sent_to_the_daemon_reaches_the_messages_api(home: Path) -> None:
+    """Protocol 1.5 end to end: `send` with an image; the real daemon stores it and hands it
+    to the driver, the CLI sends it on: the fake Messages API receives the image block."""
+    paths = Paths.under(home)
+    with FakeAnthropicAPI(RULES) as api:
+        env = offline_env(api.base_url)
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    lambda task_status: serve_daemon(
+                        paths,
+                        config=DaemonConfig(default_driver="claude-code"),
+                        registry=DriverRegistry.from_specs(SPEC),
+                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
+                        task_status=task_status,
+                    )
+                )
+                async with open_client(paths) as client:
+                    topic = await client.create_topic(title="image", driver="claude-code", working_dir=str(home / "work"))
+                    async with client.attach(topic.id) as sub:
+                        image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
+                        await client.send(topic.id, "hello", attachments=[image])
+                        ended = await until_turn_ended(sub)
+                nursery.cancel_scope.cancel()
+    assert ended.status == "success"
+    blocks = [
+        b for r in api.message_requests if r.has_tools for m in r.body["messages"] if m["role"] == "user"
+        for b in (m["content"] if isinstance(m["content"], list) else []) if isinstance(b, dict)
+    ]
+    images = [b for b in blocks if b.get("type") == "image"]
+    assert images and images[0]["source"] == {"type": "base64", "media_type": "image/png", "data": PNG_1x1}

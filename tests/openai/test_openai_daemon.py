@@ -18,7 +18,7 @@ import trio
 from hostd.client import Subscription, open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, RowAppended, TurnEnded
-from hostd_protocol.common import TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
 from tests.openai.peer import tools_server
@@ -165,3 +165,39 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
     assert calls == ["t__echo", "t__echo"]
     assert last.tool_results == ["echoed", "working"]
     assert "t__slow" not in str(last.messages)
+
+
+#: A 1x1 transparent PNG.
+PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_image_sent_to_the_daemon_reaches_the_model(tmp_path: Path) -> None:
+    """Protocol 1.5 end to end: `send` with an image (the real daemon stores it with the user
+    row and hands it to the driver process), the fake server gets an `image_url` part."""
+    home = Path(tempfile.mkdtemp(prefix="hdi", dir="/tmp"))
+    try:
+        with FakeOpenAI([Rule(user_says("what is this?"), Text("A dot."))]) as api, trio.fail_after(TIMEOUT):
+            d = await daemon_proc.start(home)
+            try:
+                async with open_client(Paths.under(home)) as client:
+                    topic = await client.create_topic(
+                        title="image", driver="openai", model="fake-model", working_dir=str(tmp_path),
+                        options={"base_url": api.base_url, "api_key_env": ""},
+                    )
+                    async with client.attach(topic.id) as sub:
+                        image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
+                        await client.send(topic.id, "what is this?", attachments=[image])
+                        ended = await until_turn_ended(sub)
+                    assert ended.status == "success"
+                    rows = (await client.history(topic.id)).rows
+            finally:
+                await d.terminate()
+        assert rows[0].meta["attachments"] == [{"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"}]
+        assert text_of(rows[1]) == "A dot."
+        content = api.chat_requests[-1].messages[-1]["content"]
+        assert content == [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_1x1}"}},
+        ]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
