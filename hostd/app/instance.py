@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,8 +100,25 @@ def become_or_hand_over(runtime_dir: Path, topic: str) -> Instance | None:
     return Instance(runtime_dir, fd)
 
 
+#: How long a second start waits for a first one that holds the lock but does not serve yet
+#: (it is still starting Qt: it serves once its first window is up).
+STARTING_S = 20.0
+
+
 def hand_over(runtime_dir: Path, topic: str, timeout: float = 10.0) -> None:
     path = socket_path(runtime_dir)
+    deadline = time.monotonic() + STARTING_S
+    while True:
+        try:
+            _send(path, topic, timeout)
+            return
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # polling another process's start-up; nothing to wait on
+
+
+def _send(path: Path, topic: str, timeout: float) -> None:
     with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))

@@ -7,11 +7,12 @@ import json
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
-from hostd.app import state
+from hostd.app import instance, state
 from hostd.app.bridge import DaemonConnection, WindowApi
 from hostd.app.instance import become_or_hand_over
 from hostd.client.sync_wire import DaemonNotRunning
@@ -113,3 +114,32 @@ def test_a_second_start_hands_its_topic_to_the_first(tmp_path: Path) -> None:
     again = become_or_hand_over(tmp_path, "")  # the lock is free again
     assert again is not None
     again.close()
+
+
+def test_a_second_start_waits_for_a_first_one_still_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = become_or_hand_over(tmp_path, "")
+    assert first is not None  # holds the lock, does not serve yet (Qt still starting)
+    refused = threading.Event()
+    send = instance._send
+
+    def watched(*args: Any) -> None:
+        try:
+            send(*args)
+        except FileNotFoundError:
+            refused.set()
+            raise
+
+    monkeypatch.setattr(instance, "_send", watched)
+    opened: list[str] = []
+    handed: list[object] = []
+    second = threading.Thread(target=lambda: handed.append(become_or_hand_over(tmp_path, "tp9")))
+    second.start()
+    try:
+        assert refused.wait(10)  # it tried while nothing served, and keeps trying
+        first.serve(opened.append)
+        second.join(30)
+        assert handed == [None] and opened == ["tp9"]
+    finally:
+        first.close()
