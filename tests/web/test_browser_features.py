@@ -219,3 +219,28 @@ def test_an_attached_image_and_text_file_are_sent_with_the_message(stack: WebSta
     sent = stack.history(topic)[0]
     assert row_text(sent) == "notes.md:\n```\n# Notes\nship it\n```"
     assert sent.meta["attachments"] == [{"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"}]
+
+
+def test_a_pasted_image_becomes_an_attachment(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    """A real paste: the clipboard holds a PNG (Clipboard API), Ctrl+V in the composer."""
+    topic = stack.create_topic("paste an image")
+    page = pages(topic)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.evaluate(
+        """async b64 => {
+          const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+          await navigator.clipboard.write([new ClipboardItem({ 'image/png': new Blob([bytes], { type: 'image/png' }) })]);
+        }""",
+        PNG_1x1,
+    )
+    box = page.get_by_role("textbox", name="Message")
+    box.focus()
+    page.keyboard.press("Control+V")
+    chips = page.get_by_role("list", name="Attachments to send")
+    expect(chips.get_by_role("listitem")).to_have_count(1)
+    box.fill("what is in the picture?")
+    box.press("Enter")
+    wait_rows(page, "rows.length === 2 && rows[1].status === 'success'")
+    (sent, _) = stack.history(topic)
+    (image,) = sent.meta["attachments"]
+    assert image["media_type"] == "image/png" and image["data"]
