@@ -117,3 +117,12 @@ def test_rename_and_delete_dialogs_pass_axe_and_do_what_they_say(stack: WebStack
     confirm.get_by_role("button", name="Delete").click()
     expect(topics.get_by_role("link", name="renamed in a dialog")).to_have_count(0)
     assert topic not in [t.id for t in request(stack.paths, ListTopics(id=1)).topics]
+
+
+def test_the_dark_theme_passes_axe_too(stack: WebStack, pages: Callable[[str], Page]) -> None:
+    topic = stack.create_topic("dark", "/think Hmm.\n/text Let me **run** it: `make`.\n/tool Read pause=0\n/approve Bash")
+    page = pages(topic)
+    page.emulate_media(color_scheme="dark")
+    type_and_send(page, "run the build")
+    expect(page.get_by_role("region", name="Approvals").get_by_role("button", name="Allow")).to_be_visible()
+    assert_no_serious_violations(page)
