@@ -38,8 +38,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from hostd.core.rows import attachments_of
 from hostd_protocol.client_messages import MessageRow
-from hostd_protocol.common import Chunk, HistoryMessage, TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import (
+    Attachment,
+    Chunk,
+    HistoryMessage,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+)
 from hostd_protocol.limits import MAX_DRIVER_HISTORY_BYTES
 
 #: Row statuses whose content belongs to the conversation (queued/draft rows were never sent,
@@ -78,11 +86,14 @@ def row_text(row: MessageRow) -> str:
     return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
 
 
-def history_message(role: str, parts: Iterable[Chunk], row_id: str) -> HistoryMessage | None:
+def history_message(
+    role: str, parts: Iterable[Chunk], row_id: str, attachments: Sequence[Attachment] = ()
+) -> HistoryMessage | None:
     """One user or assistant row as history, or None when it holds nothing a model can read.
 
     An answer with tool parts keeps its text and tool parts in order (`HistoryMessage.parts`);
-    a row with neither text nor tools (an empty or thinking-only answer) is no history.
+    a user row keeps its images (`attachments`); a row with neither text nor tools (an empty
+    or thinking-only answer) is no history.
     """
     assert role in ("user", "assistant"), role
     kept: list[Chunk] = [p for p in parts if isinstance(p, TextDelta | ToolCall | ToolResult)]
@@ -95,6 +106,7 @@ def history_message(role: str, parts: Iterable[Chunk], row_id: str) -> HistoryMe
         text=text,
         id=row_id,
         parts=kept if has_tools else [],
+        attachments=list(attachments) if role == "user" else [],
     )
 
 
@@ -106,7 +118,7 @@ def rows_to_history(rows: Sequence[MessageRow]) -> list[HistoryMessage]:
     for row in rows:
         if row.role == "marker" or row.status not in _HISTORY_STATUSES:
             continue
-        message = history_message(row.role, row.parts, row.id)
+        message = history_message(row.role, row.parts, row.id, attachments_of(row.meta))
         if message is not None:
             out.append(message)
     return out

@@ -359,7 +359,9 @@ def check_send(text: str, history: Iterable[HistoryMessage], attachments: Sequen
     check_text("the message", text, MAX_SEND_BYTES)
     check_attachments(attachments)
     total = sum(
-        len(m.text.encode("utf-8", "surrogatepass")) + (len(_msgpack.encode(m.parts)) if m.parts else 0)
+        len(m.text.encode("utf-8", "surrogatepass"))
+        + (len(_msgpack.encode(m.parts)) if m.parts else 0)
+        + sum(len(a.data) for a in m.attachments)
         for m in history
     )
     if total > MAX_SEND_HISTORY_BYTES:

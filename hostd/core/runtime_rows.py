@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hostd.core.history_overlap import history_message
-from hostd.core.rows import LiveRow
+from hostd.core.rows import LiveRow, attachments_of
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import HistoryMessage, RowStatus
 
@@ -101,7 +101,7 @@ class RowBook:
             role = live.base.role
             if role == "marker" or live.status in UNSENT_STATUSES or live.base.alternative:
                 continue
-            message = history_message(role, live.parts.build(), live.id)
+            message = history_message(role, live.parts.build(), live.id, attachments_of(live.base.meta))
             if message is not None:
                 out.append(message)
         return out

@@ -190,6 +190,18 @@ class CompactionAnchor(_Frozen, frozen=True):
     summary: str = ""
 
 
+class Attachment(_Frozen, frozen=True):
+    """A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
+    whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
+    `image_url` part); the others see the text only."""
+
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    #: The bytes, base64 (standard alphabet, padded).
+    data: str
+    #: The file name, for display.
+    name: str = ""
+
+
 class HistoryMessage(_Frozen, frozen=True):
     """One message of conversation history, as sent to stateless drivers or by clients."""
 
@@ -201,18 +213,9 @@ class HistoryMessage(_Frozen, frozen=True):
     #: left out), so a stateless driver can rebuild its tool calls and their results. Empty
     #: for a message without tools (then `text` is all there is).
     parts: list[Chunk] = []
-
-
-class Attachment(_Frozen, frozen=True):
-    """A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
-    whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
-    `image_url` part); the others see the text only."""
-
-    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
-    #: The bytes, base64 (standard alphabet, padded).
-    data: str
-    #: The file name, for display.
-    name: str = ""
+    #: A user message's images (protocol 1.5), so a stateless driver shows them again on
+    #: later turns.
+    attachments: list[Attachment] = []
 
 
 class AnswerTarget(_Frozen, frozen=True):

@@ -173,10 +173,12 @@ PNG_1x1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAA
 
 async def test_an_image_sent_to_the_daemon_reaches_the_model(tmp_path: Path) -> None:
     """Protocol 1.5 end to end: `send` with an image (the real daemon stores it with the user
-    row and hands it to the driver process), the fake server gets an `image_url` part."""
+    row and hands it to the driver process), the fake server gets an `image_url` part, and
+    again on the next turn, in the history the stateless driver is given."""
     home = Path(tempfile.mkdtemp(prefix="hdi", dir="/tmp"))
     try:
-        with FakeOpenAI([Rule(user_says("what is this?"), Text("A dot."))]) as api, trio.fail_after(TIMEOUT):
+        rules = [Rule(user_says("what is this?"), Text("A dot.")), Rule(user_says("what colour?"), Text("None."))]
+        with FakeOpenAI(rules) as api, trio.fail_after(TIMEOUT):
             d = await daemon_proc.start(home)
             try:
                 async with open_client(Paths.under(home)) as client:
@@ -188,16 +190,22 @@ async def test_an_image_sent_to_the_daemon_reaches_the_model(tmp_path: Path) -> 
                         image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
                         await client.send(topic.id, "what is this?", attachments=[image])
                         ended = await until_turn_ended(sub)
+                        assert ended.status == "success"
+                        first_request = api.chat_requests[-1]
+                        await client.send(topic.id, "what colour?")
+                        ended = await until_turn_ended(sub)
                     assert ended.status == "success"
                     rows = (await client.history(topic.id)).rows
             finally:
                 await d.terminate()
         assert rows[0].meta["attachments"] == [{"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"}]
         assert text_of(rows[1]) == "A dot."
-        content = api.chat_requests[-1].messages[-1]["content"]
-        assert content == [
+        with_image = [
             {"type": "text", "text": "what is this?"},
             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_1x1}"}},
         ]
+        assert first_request.messages[-1]["content"] == with_image
+        second = api.chat_requests[-1].messages
+        assert [m["content"] for m in second if m["role"] == "user"] == [with_image, "what colour?"]
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -43,7 +43,7 @@ from hostd_openai.chat_stream import (
     UsageReport,
 )
 from hostd_openai.config import OpenAIOptions
-from hostd_openai.history import history_messages
+from hostd_openai.history import content_parts, history_messages
 from hostd_openai.mcp_tools import CatalogSnapshot, ToolCatalog
 from hostd_openai.responses_api import PATH as RESPONSES_PATH
 from hostd_openai.responses_api import ResponsesStreamDecoder, responses_body
@@ -155,16 +155,8 @@ def initial_messages(system_prompt: str, turn: TurnContext) -> list[dict[str, An
 
 
 def user_content(send: Send) -> str | list[dict[str, Any]]:
-    """The user message's content: the text, or with images (protocol 1.5) content parts,
-    the text first, then each image as an `image_url` data URL."""
-    if not send.attachments:
-        return send.text
-    parts: list[dict[str, Any]] = [{"type": "text", "text": send.text}]
-    parts.extend(
-        {"type": "image_url", "image_url": {"url": f"data:{a.media_type};base64,{a.data}"}}
-        for a in send.attachments
-    )
-    return parts
+    """The user message's content: the text, or with images (protocol 1.5) content parts."""
+    return content_parts(send.text, send.attachments) if send.attachments else send.text
 
 
 class AgentLoop:

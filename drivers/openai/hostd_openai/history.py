@@ -15,10 +15,11 @@ Rules this module guards:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd_protocol.common import HistoryMessage, TextDelta, ToolCall, ToolResult
+from hostd_protocol.common import Attachment, HistoryMessage, TextDelta, ToolCall, ToolResult
 
 
 @dataclass
@@ -94,6 +95,19 @@ def history_messages(history: list[HistoryMessage]) -> list[dict[str, Any]]:
     for item in history:
         if item.role == "assistant" and item.parts:
             out.extend(answer_messages(item))
+        elif item.role == "user" and item.attachments:
+            out.append({"role": "user", "content": content_parts(item.text, item.attachments)})
         elif item.text:
             out.append({"role": item.role, "content": item.text})
     return out
+
+
+def content_parts(text: str, attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    """A user message with images as Chat Completions content parts: the text, then each
+    image as an `image_url` data URL (protocol 1.5)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts.extend(
+        {"type": "image_url", "image_url": {"url": f"data:{a.media_type};base64,{a.data}"}}
+        for a in attachments
+    )
+    return parts

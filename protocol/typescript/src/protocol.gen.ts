@@ -160,6 +160,8 @@ export interface PlanChunk {
 
 /** One message of conversation history, as sent to stateless drivers or by clients. */
 export interface HistoryMessage {
+  /** Default: `[]` (omitted on the wire). */
+  readonly attachments?: Attachment[];
   /** Default: `""` (omitted on the wire). */
   readonly id?: string;
   /** Default: `[]` (omitted on the wire). */
