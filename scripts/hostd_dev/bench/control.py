@@ -29,8 +29,13 @@ def with_client(daemon: DaemonProc, fn: Callable[[Any], Awaitable[T]]) -> T:
     return trio.run(go)
 
 
-def create_topics(daemon: DaemonProc, n: int, options: dict[str, Any] | None = None) -> list[str]:
-    """`n` scripted topics, created over a few parallel connections."""
+def create_topics(
+    daemon: DaemonProc,
+    n: int,
+    options: dict[str, Any] | None = None,
+    driver: str = "scripted",
+) -> list[str]:
+    """`n` topics of `driver` (scripted unless said), created over a few parallel connections."""
     from hostd.client import open_client
 
     ids: list[str] = []
@@ -39,7 +44,7 @@ def create_topics(daemon: DaemonProc, n: int, options: dict[str, Any] | None = N
         async with open_client(daemon.paths, client_name="bench-control") as client:
             for _ in range(count):
                 t = await client.create_topic(
-                    title="bench", driver="scripted", options=options or {}
+                    title="bench", driver=driver, options=options or {}
                 )
                 ids.append(t.id)
 

@@ -1,8 +1,9 @@
 """Latency: many topics streaming at a steady rate, several windows each; how long a chunk
 takes from the driver's emit to a window's receive.
 
-The scripted driver's bench chunks start with the driver's CLOCK_MONOTONIC nanoseconds when it
-emitted them; the windows process subtracts that from its own clock at receipt (the clock is
+The load driver (`--load-drivers`: `bench-load`, `hostd_dev.bench.load_driver`, a few us per
+chunk, unless `scripted` is asked for) streams bench chunks that start with its
+CLOCK_MONOTONIC nanoseconds when it emitted them; the windows process subtracts that from its own clock at receipt (the clock is
 system-wide). Baseline: the same number of drivers at the same rate, their pipes read by one
 bare `select` loop, so the driver's own scheduling delay on a busy machine is visible apart
 from what the host adds.
@@ -18,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from hostd.testing.processes import child_pids
+from hostd_dev.bench import load_driver
 from hostd_dev.bench.control import create_topics, send_all
 from hostd_dev.bench.procs import (
     DaemonProc,
     WindowsProc,
     bare_fleet_turn,
     busy_cpu_seconds,
-    cpu_seconds,
+    exact_cpu_seconds,
     runqueue_seconds,
     spawn_fleet,
 )
@@ -74,7 +76,7 @@ def stream_rounds(
         drivers = sorted(child_pids(daemon.pid))
         for k in range(rounds):
             pids = [daemon.pid, wp.proc.pid, *drivers]
-            cpu0 = [cpu_seconds(p) for p in pids]
+            cpu0 = [exact_cpu_seconds(p) for p in pids]
             queued0 = [runqueue_seconds(p) for p in pids]
             busy0 = busy_cpu_seconds()
             t0 = time.perf_counter()
@@ -83,7 +85,7 @@ def stream_rounds(
                 during()
             report = wp.read(timeout=300)
             wall = time.perf_counter() - t0
-            used = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+            used = [exact_cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
             queued = [runqueue_seconds(p) - q for p, q in zip(pids, queued0, strict=True)]
             busy = busy_cpu_seconds() - busy0
             # CPU shares over the round, in cores: what the 2 (or N) cores were asked for.
@@ -125,17 +127,27 @@ def run(ctx: Context) -> Result:
         f"{RATE:g} chunks/s of {STAMP_SIZE} chars per topic; latency = window receipt - driver "
         "emit (CLOCK_MONOTONIC); bare = the same drivers read by one select loop"
     )
+    if "bench-load" in ctx.load_drivers and load_driver.build() is None:
+        res.notes.append("bench-load: no C compiler, its chunk loop ran in Python")
+    res.notes.append(
+        "load driver CPU per chunk: the load generator's own price, next to the daemon's "
+        f"(load drivers: {', '.join(ctx.load_drivers)})"
+    )
     problems: list[str] = []
     for n_topics, n_windows, duration in scales:
-        _one_scale(
-            ctx,
-            res,
-            problems,
-            n_topics,
-            n_windows,
-            duration,
-            goal=bool(ctx.scales) or (n_topics == 100 and n_windows == 4),
-        )
+        # Each load driver in turn at a scale (interleaved when several are asked for).
+        for driver in ctx.load_drivers:
+            _one_scale(
+                ctx,
+                res,
+                problems,
+                n_topics,
+                n_windows,
+                duration,
+                goal=bool(ctx.scales) or (n_topics == 100 and n_windows == 4),
+                driver=driver,
+                label=driver if len(ctx.load_drivers) > 1 else "",
+            )
     res.check("every chunk reached every window", not problems, "; ".join(problems[:3]))
     return res
 
@@ -149,12 +161,15 @@ def _one_scale(
     duration: float,
     *,
     goal: bool,
+    driver: str = "bench-load",
+    label: str = "",
 ) -> None:
     n_chunks = int(RATE * duration)
     script = bench_script(n_chunks)
-    scale = f"{n_topics}x{n_windows}"
+    scale = f"{n_topics}x{n_windows}" + (f" {label}" if label else "")
+    module = "hostd_scripted" if driver == "scripted" else load_driver.__name__
 
-    fleet = spawn_fleet(n_topics)
+    fleet = spawn_fleet(n_topics, module=module)
     try:
         bare_fleet_turn(fleet, bench_script(5), STAMP_SIZE)
         for _ in range(ctx.runs):
@@ -181,10 +196,10 @@ def _one_scale(
             "us",
             report["cpu_cores"]["daemon"] * wall / chunks * 1e6,
         )
-        # The load generator's own price: 100 Python driver processes at 50 Hz are most
-        # of what a 2-core machine has (docs/benchmarks.md, finding 1).
+        # The load generator's own price, next to the daemon's: 100 scripted drivers at
+        # 50 Hz were most of what a 2-core machine has (docs/benchmarks.md, finding 1).
         res.add(
-            f"{scale} drivers CPU per chunk",
+            f"{scale} load driver CPU per chunk",
             "us",
             report["cpu_cores"]["drivers"] * wall / chunks * 1e6,
         )
@@ -210,7 +225,7 @@ def _one_scale(
 
     if not ctx.trace:
         with DaemonProc() as daemon:
-            topics = create_topics(daemon, n_topics)
+            topics = create_topics(daemon, n_topics, driver=driver)
             stream_rounds(
                 daemon, topics, n_windows, script, ctx.runs, on_round, warmup=bench_script(5)
             )
@@ -220,7 +235,7 @@ def _one_scale(
         os.environ["HOSTD_TRACE"] = str(daemon_file)
         try:
             with DaemonProc() as daemon:
-                topics = create_topics(daemon, n_topics)
+                topics = create_topics(daemon, n_topics, driver=driver)
                 stream_rounds(
                     daemon,
                     topics,

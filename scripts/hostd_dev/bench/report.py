@@ -128,6 +128,8 @@ class Context:
     scales: tuple[tuple[int, int], ...] = ()
     #: `--old-peer`: acp-ttft also runs claude-agent-acp 0.23.1 (its old npm name).
     old_peer: bool = False
+    #: `--load-drivers`: latency's load driver(s), run one after the other at each scale.
+    load_drivers: tuple[str, ...] = ("bench-load",)
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 

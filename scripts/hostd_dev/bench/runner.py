@@ -108,6 +108,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "e.g. 10x4,30x4,50x4,100x4 to find the largest load at which the goal holds",
     )
     p.add_argument(
+        "--load-drivers",
+        type=_load_drivers,
+        default=("bench-load",),
+        metavar="NAME,...",
+        help="latency: the load driver(s) streaming the chunks (default bench-load, the cheap "
+        "one; scripted,bench-load runs both, interleaved, with each one's rows labelled)",
+    )
+    p.add_argument(
         "--old-peer",
         action="store_true",
         help="acp-ttft: also run @zed-industries/claude-agent-acp 0.23.1 (the package's old "
@@ -136,6 +144,19 @@ def _scales(text: str) -> tuple[tuple[int, int], ...]:
     return pairs
 
 
+LOAD_DRIVERS = ("bench-load", "scripted")
+
+
+def _load_drivers(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in LOAD_DRIVERS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"load drivers are {', '.join(LOAD_DRIVERS)}; got {text!r}"
+        )
+    return names
+
+
 def run_one(name: str, ctx: Context) -> Result:
     module: Any = importlib.import_module(f"hostd_dev.bench.{SCENARIOS[name]}")
     ctx.log(f"== {name}: {module.GOAL}")
@@ -158,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         trace=args.trace,
         scales=args.scales,
         old_peer=args.old_peer,
+        load_drivers=args.load_drivers,
     )
     names = args.scenarios or DEFAULT
     results = []
