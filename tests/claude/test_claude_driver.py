@@ -138,11 +138,19 @@ def end_of(events: list[Any]) -> TurnEnd:
 
 
 def cli_children(pid: int) -> list[int]:
-    """Direct children of a process (the driver's claude CLI)."""
+    """The driver's running claude CLI processes among its direct children. (A driver is a
+    subreaper: what an earlier CLI left behind is re-parented to it, so not every direct
+    child is a CLI.)"""
     out: list[int] = []
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/children") as f:
-            out += [int(x) for x in f.read().split()]
+            for child in (int(x) for x in f.read().split()):
+                try:
+                    argv0 = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]
+                except OSError:
+                    continue
+                if argv0.rsplit(b"/", 1)[-1] == b"claude":
+                    out.append(child)
     return out
 
 
