@@ -66,15 +66,14 @@ class ChatRequests:
     _ended: set[str]
     _event_seen: trio.Event
 
-    @property
-    def transcript(self) -> Transcript:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by ChatApp
 
-    def note_text(self, text: str, style: str = "dim") -> None:
-        raise NotImplementedError
+        @property
+        def transcript(self) -> Transcript: ...
 
-    def redraw(self) -> None:
-        raise NotImplementedError
+        def note_text(self, text: str, style: str = "dim") -> None: ...
+
+        def redraw(self) -> None: ...
 
     async def _enqueue(self, cmd: Command) -> None:
         self._queued_n += 1
