@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hostd.cli.common import fail, out, paths_from, request, requests, text_table
-from hostd.shell.paths import Paths
+from hostd.shell.paths import HOME_ENV, Paths
 from hostd_protocol import child_process
 
 if TYPE_CHECKING:
@@ -80,6 +80,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 os.close(args.ready_fd)
         print(f"hostd: {exc.message}", file=sys.stderr)
         return 1
+    if paths.home is not None:
+        # Every process the daemon starts finds hostd's folders as the daemon does (the ACP
+        # driver reads `<config>/acp-agents.toml`): a `--home` daemon passes it on as HOSTD_HOME.
+        os.environ[HOME_ENV] = str(paths.home)
     ready_fd: int | None = args.ready_fd
     config = serve_config(args, nice)
     # The daemon process (not a test's in-process daemon) reaps the orphans of a driver that

@@ -334,7 +334,9 @@ async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
     """hostd on both sides of ACP: the editor -> `hostd acp` -> the ACP driver -> an agent.
     `_meta.hostd` picks the driver; the editor's MCP servers reach the agent's session."""
     write_agents_file(home)
-    monkeypatch.setenv("HOSTD_HOME", str(home))  # the ACP driver reads its agents file there
+    # No HOSTD_HOME in the daemon's environment: `--home` alone tells its drivers where the
+    # agents file is (the ACP driver read the default config folder before).
+    monkeypatch.delenv("HOSTD_HOME", raising=False)
     with trio.fail_after(TIMEOUT):
         d = await daemon_proc.start(home)
         try:
