@@ -9,7 +9,14 @@ import sys
 
 import pytest
 
-from hostd_dev.bench.procs import COUNTERS, counters_delta, proc_counters
+from hostd_dev.bench.procs import (
+    COUNTERS,
+    STAT_FIELDS,
+    counters_delta,
+    machine_cpu_fields,
+    others_cpu_seconds,
+    proc_counters,
+)
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="Linux /proc only")
 
@@ -56,3 +63,24 @@ def test_a_gone_process_reads_as_zero() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(10)
     assert proc_counters(proc.pid) == dict.fromkeys(COUNTERS, 0.0)
+
+
+def test_other_processes_are_counted_after_they_ended() -> None:
+    # A child that uses a known amount of CPU (its own clock, not the wall) and is reaped
+    # within the span: its time is in its parent's (ours) reaped-children counters, which
+    # `others_cpu_seconds` adds, so "other processes" misses nothing that ended meanwhile.
+    before = others_cpu_seconds(set())
+    fields0 = machine_cpu_fields()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass"]
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    used = usage.ru_utime + usage.ru_stime
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert proc.returncode == 0
+    assert others_cpu_seconds(set()) - before >= used - 2 * tick
+    fields = machine_cpu_fields()
+    assert set(fields) == set(STAT_FIELDS)
+    assert all(fields[name] >= fields0[name] for name in STAT_FIELDS)
+    assert fields["user"] + fields["system"] > fields0["user"] + fields0["system"]

@@ -27,6 +27,8 @@ from hostd_dev.bench.procs import (
     bare_fleet_turn,
     busy_cpu_seconds,
     exact_cpu_seconds,
+    machine_cpu_fields,
+    others_cpu_seconds,
     runqueue_seconds,
     spawn_fleet,
 )
@@ -79,6 +81,9 @@ def stream_rounds(
             cpu0 = [exact_cpu_seconds(p) for p in pids]
             queued0 = [runqueue_seconds(p) for p in pids]
             busy0 = busy_cpu_seconds()
+            fields0 = machine_cpu_fields()
+            ours = {*pids, os.getpid()}
+            others0 = others_cpu_seconds(ours)
             t0 = time.perf_counter()
             send_all(daemon, topics, script)
             if during is not None:
@@ -88,6 +93,8 @@ def stream_rounds(
             used = [exact_cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
             queued = [runqueue_seconds(p) - q for p, q in zip(pids, queued0, strict=True)]
             busy = busy_cpu_seconds() - busy0
+            fields = machine_cpu_fields()
+            others = others_cpu_seconds(ours) - others0
             # CPU shares over the round, in cores: what the 2 (or N) cores were asked for.
             report["cpu_cores"] = {
                 "daemon": used[0] / wall,
@@ -95,6 +102,18 @@ def stream_rounds(
                 "drivers": sum(used[2:]) / wall,
                 # Everything else on the machine (the bench itself, other jobs): noise.
                 "other processes": max(0.0, busy - sum(used)) / wall,
+            }
+            # Where the machine's busy time went, by /proc/stat field (cores), and what the
+            # other live processes were charged: "other processes" above is busy minus ours,
+            # so CPU nobody is charged with (interrupts, steal) would show up there too.
+            report["machine_cores"] = {
+                "user+nice": (fields["user"] - fields0["user"]
+                              + fields["nice"] - fields0["nice"]) / wall,
+                "system": (fields["system"] - fields0["system"]) / wall,
+                "irq+softirq": (fields["irq"] - fields0["irq"]
+                                + fields["softirq"] - fields0["softirq"]) / wall,
+                "steal": (fields["steal"] - fields0["steal"]) / wall,
+                "other processes, counted one by one": max(0.0, others) / wall,
             }
             # Waiting for a CPU while runnable, as a share of the round (drivers: summed, so
             # 1.0 = one driver waiting all the time on average): the run queue, measured.
@@ -208,6 +227,8 @@ def _one_scale(
             "us",
             report["cpu_cores"]["windows"] * wall / (chunks * n_windows) * 1e6,
         )
+        for field, cores in report["machine_cores"].items():
+            res.add(f"{scale} machine CPU: {field} (cores)", "", round(cores, 2))
         for who, share in report["runqueue"].items():
             res.add(f"{scale} run-queue wait of {who} (share of the round)", "", round(share, 3))
         expected = n_topics * n_windows * n_chunks

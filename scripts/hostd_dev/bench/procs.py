@@ -171,6 +171,46 @@ def busy_cpu_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+#: The fields of /proc/stat's "cpu" line, in order (proc(5)).
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_cpu_fields() -> dict[str, float]:
+    """The whole machine's CPU seconds so far, by /proc/stat field (`STAT_FIELDS`; all 0.0
+    where unreadable). Over a round, irq/softirq/steal say how much of the busy time no
+    process is charged with (interrupts, the hypervisor), apart from other processes."""
+    try:
+        with open("/proc/stat") as fh:
+            values = [int(x) for x in fh.readline().split()[1 : 1 + len(STAT_FIELDS)]]
+    except (OSError, ValueError):
+        values = []
+    tick = os.sysconf("SC_CLK_TCK")
+    out = dict.fromkeys(STAT_FIELDS, 0.0)
+    for name, value in zip(STAT_FIELDS, values, strict=False):
+        out[name] = value / tick
+    return out
+
+
+def others_cpu_seconds(exclude: set[int]) -> float:
+    """CPU seconds used so far by every process not in `exclude`, the ones that already
+    ended included: each live process's user + system ticks plus its reaped children's
+    (cutime + cstime, /proc/<pid>/stat), summed. The difference over a round is what
+    *other* processes used, counted one by one, beside "busy minus ours" (which also holds
+    CPU nobody is charged with). Short-lived processes (a test suite's) count once their
+    parent reaped them; one still unreaped at the end of a round counts in the next."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in exclude:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        except (OSError, IndexError, ValueError):
+            pass  # it ended meanwhile
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def short_home(prefix: str = "hb") -> Path:
     """A fresh HOSTD_HOME short enough for the AF_UNIX path limit."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
