@@ -78,4 +78,10 @@ def cmd_app(args: argparse.Namespace) -> int:
         return fail("the web page is not built into this install; run scripts/setup "
                     "(a checkout) or reinstall hostd from its wheel")
     App(paths).run(topic, instance=instance)
-    return 0
+    # Every window is closed and our state saved. pywebview answers each JS call on a thread
+    # that is not a daemon thread; one that was answering as its window closed waits forever
+    # for a page that is gone, and a normal exit would wait for it (seen: SIGTERM left the app
+    # running). Nothing of ours is left to finish, so end here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

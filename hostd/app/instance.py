@@ -72,6 +72,8 @@ class Instance:
     def close(self) -> None:
         self.stopped.set()
         if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept(); close() alone does not
             self.sock.close()
             self.path.unlink(missing_ok=True)
         os.close(self.lock_fd)

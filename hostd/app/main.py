@@ -54,13 +54,17 @@ class App:
         self.windows: list[Any] = []  # webview.Window
         self.apis: dict[int, WindowApi] = {}
         self._lock = threading.Lock()
+        self._quitting = False
 
     # --- windows -----------------------------------------------------------------------------
 
     def open_window(self, topic: str = "") -> Any:
+        """A new window on `topic`; None once the app is quitting."""
         import webview
 
         with self._lock:
+            if self._quitting:
+                return None
             g = self.geometry.cascaded(len(self.windows))
         api = WindowApi(self.paths, open_window=self.open_window, notify=self.notify)
         window = webview.create_window(
@@ -72,11 +76,15 @@ class App:
         with self._lock:
             self.windows.append(window)
             self.apis[id(window)] = api
+            late = self._quitting  # quit() ran while Qt made this window: it missed it
         window.events.moved += lambda x, y: self._moved(x, y)
         window.events.resized += lambda width, height: self._resized(width, height)
         # A reload gives the page new transports: the old connections have no reader left.
         window.events.before_load += api._close_all
         window.events.closed += lambda: self._closed(window)
+        if late:
+            window.destroy()
+            return None
         return window
 
     def _moved(self, x: int, y: int) -> None:
@@ -107,6 +115,7 @@ class App:
     def quit(self) -> None:
         """Close every window (the app then ends; the daemon and its answers go on)."""
         with self._lock:
+            self._quitting = True
             windows = list(self.windows)
         for window in windows:
             window.destroy()
