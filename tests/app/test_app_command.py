@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.client.sync_wire import request
+from hostd.client.sync_wire import WireClient
 from hostd_protocol.client_messages import Status
 from tests.app.harness import WHY_NOT, Daemon
 
@@ -44,17 +44,24 @@ def test_without_the_backend_it_names_the_extra(tmp_path: Path) -> None:
     assert "pip install 'hostd[app]'" in done.stderr
 
 
-def connections(d: Daemon) -> int:
-    return int(request(d.paths, Status(id=1)).connections) - 1  # less this request's own
+class Counter:
+    """The daemon's count of client connections, other than this one, asked on one
+    connection held for the whole test: a fresh connection per question would be counted
+    until the daemon saw the previous one close, one too many now and then."""
 
+    def __init__(self, d: Daemon) -> None:
+        self.client = WireClient.open(d.paths)
 
-def wait_connections(d: Daemon, n: int, app: subprocess.Popen[str]) -> None:
-    """Until the daemon counts `n` connections besides ours (the app's windows connected)."""
-    deadline = time.monotonic() + 60
-    while connections(d) < n:
-        assert app.poll() is None, "the app exited"
-        assert time.monotonic() < deadline, f"the app's windows did not connect ({connections(d)} of {n})"
-        time.sleep(0.05)  # polling another process's state, not ordering our own steps
+    def __call__(self) -> int:
+        return int(self.client.request(Status(id=0)).connections) - 1
+
+    def wait(self, n: int, app: subprocess.Popen[str] | None = None) -> None:
+        """Until exactly `n` other connections are open; `app` must run meanwhile."""
+        deadline = time.monotonic() + 60
+        while self() != n:
+            assert app is None or app.poll() is None, "the app exited"
+            assert time.monotonic() < deadline, f"the app's windows did not connect ({self()} of {n})"
+            time.sleep(0.05)  # polling another process's state, not ordering our own steps
 
 
 def tree(pid: int) -> set[int]:
@@ -79,33 +86,32 @@ def tree(pid: int) -> set[int]:
 @pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))
 def test_one_app_many_windows_and_no_network_listener(stack: Daemon) -> None:
     topic = stack.create_topic("instance")
+    count = Counter(stack)
+    count.wait(0)  # create_topic's connection is closed
+    sock = stack.paths.runtime_dir / "app.sock"
     app = subprocess.Popen([*HOSTD, "app", topic], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, env=stack.env)
     try:
-        base = connections(stack)
-        wait_connections(stack, base + 1, app)
+        count.wait(1, app)  # the window's page connected
         # A second `hostd app` hands over to the running one and exits at once.
         second = run_app(stack.env, topic)
         assert second.returncode == 0, second.stderr
         assert "opened a new window in the running app" in second.stderr
-        wait_connections(stack, base + 2, app)  # the new window has its own connection
+        count.wait(2, app)  # the new window has its own connection
         pids = tree(app.pid)
         assert len(pids) > 1  # Qt WebEngine's own processes are checked too
         for flags in ("-ltnp", "-lunp"):  # TCP and UDP listeners, with their processes
             shown = subprocess.run(["ss", flags], capture_output=True, text=True, check=True).stdout
             mine = [line for line in shown.splitlines() if any(f"pid={p}," in line for p in pids)]
             assert mine == [], f"the app listens on the network: {mine}"
-        sock = stack.paths.runtime_dir / "app.sock"
         assert sock.is_socket() and (sock.stat().st_mode & 0o777) == 0o600
         # SIGTERM (as Ctrl-C) closes the windows: a clean exit, the single-instance socket gone.
         app.send_signal(signal.SIGTERM)
         assert app.wait(timeout=30) == 0
         assert not sock.exists()
-        deadline = time.monotonic() + 30
-        while connections(stack) != base:  # the daemon saw both windows' connections close
-            assert time.monotonic() < deadline, f"{connections(stack)} connections left, not {base}"
-            time.sleep(0.05)
+        count.wait(0)  # the daemon saw both windows' connections close
     finally:
+        count.client.close()
         if app.poll() is None:
             app.kill()
             app.wait(timeout=30)
