@@ -96,7 +96,8 @@ def _ratios(res: Result, out: dict[str, Any]) -> None:
       the peer running hostd's CLI (`acp/same-cli`): the adapters alone; with `--old-peer`
       also against claude-agent-acp 0.23.1 (no goal: the package a user no longer gets).
     - item 4: Claude Code prewarmed first turn - its own in-session turn 2, goal <= 10 ms
-      (sent at once after `Warmed`, and after 1 s idle).
+      (sent at once after `Warmed`, and after 1 s idle); the same for each claude-agent-acp
+      run, beside it (no goal).
     """
     claude = out.get("claude-code")
     if claude is None:
@@ -119,11 +120,21 @@ def _ratios(res: Result, out: dict[str, Any]) -> None:
                     (a - b) * 1000,
                     goal=goal,
                 )
+    # Item 4 beside the same figure of each claude-agent-acp (issue 35: the prewarmed first
+    # turn's extra cost is the vendor CLI's first query; the peer pays it too). The goal
+    # stays on hostd's row only: the peer's rows are there to compare.
+    drivers = [("claude-code", "claude-code")] + [
+        (name, label)
+        for name, label in (("acp", "claude-agent-acp"), ("acp/zed-0.23.1", "claude-agent-acp 0.23.1"))
+        if name in out
+    ]
     for key, label in (("warm", "sent at once"), ("warm_idle", "after 1 s idle")):
-        for warm, hot in zip(mine[key], mine["turn2"], strict=False):
-            res.add(
-                f"item 4: claude-code prewarmed first turn ({label}) - in-session turn",
-                "ms",
-                (warm - hot) * 1000,
-                goal=("<=", 10.0),
-            )
+        for name, who in drivers:
+            samples = out[name].samples
+            for warm, hot in zip(samples[key], samples["turn2"], strict=False):
+                res.add(
+                    f"item 4: {who} prewarmed first turn ({label}) - its in-session turn",
+                    "ms",
+                    (warm - hot) * 1000,
+                    goal=("<=", 10.0) if name == "claude-code" else None,
+                )
