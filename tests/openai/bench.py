@@ -1,16 +1,23 @@
-"""Benchmark of the OpenAI driver against a bare `openai` SDK loop, side by side in one run.
+"""Benchmark of the OpenAI driver against its peers, side by side in one run.
 
-Same fake OpenAI-compatible server (tests/fakes/openai_api.py, Nagle off), same stdio MCP
-server (tests/fakes/mcp_test_server.py), rounds interleaved. Per loop:
+The loops: hostd-openai through the real daemon and a real client (tests/openai/
+bench_daemon.py), hostd-openai alone on its pipe (the driver's own share), a bare `openai` SDK
+loop (tests/openai/bare_openai_loop.py), and, where hostd-dev's bench dependencies are
+installed, openai-agents and pydantic-ai (hostd_dev/bench/openai_peers.py). Same fake
+OpenAI-compatible server (tests/fakes/openai_api.py, Nagle off), same stdio MCP server
+(tests/fakes/mcp_test_server.py), rounds interleaved (each round runs every loop once). Per
+loop:
 
-- cold: process start -> first text chunk (Python start, imports, MCP server connect, request);
-- prewarmed: a set-up process (driver: `Prewarm` -> `Warmed`; bare: its `ready`), a new
-  conversation -> first text chunk;
+- cold: process start -> first text chunk (Python start, imports, MCP server connect, request;
+  through the daemon: a new topic's send -> first chunk at the window);
+- prewarmed: a set-up process (driver: `Prewarm` -> `Warmed`; daemon: `prewarm` and a warm
+  spare; the other loops: their `ready`), a new conversation -> first text chunk;
 - in-session: a next turn of the same conversation -> first text chunk (median of 7 turns);
 - tool step: on the fake server's clock, the end of the response that asked for a tool ->
   the arrival of the request carrying its result (MCP call + loop overhead), median of 5 tool
   turns after an untimed first one (a fresh MCP server's first call pays its lazy set-up);
-- RSS of the loop process after those turns (MCP server not included);
+- RSS of the loop process after those turns (MCP server not included; through the daemon:
+  the topic's driver process, the daemon's own RSS apart);
 - driver only, hung MCP: a fresh driver process with a live MCP server and one that never
   answers (`initialize` unanswered), a send right after `Ready` -> first text chunk (the
   issue 32 bar: within 3 s; the turn waits for servers at most `mcp_startup_wait`, 2 s).
@@ -23,13 +30,17 @@ server (tests/fakes/mcp_test_server.py), rounds interleaved. Per loop:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,12 +62,16 @@ from tests.openai.peer import REPO, tools_server
 
 HELLO = "bench hello"
 TOOL = "bench tool"
+#: The peers' MCP tools keep their own names (hostd-openai and the bare loop prefix `t__`).
+TOOL_PLAIN = "bench tool plain"
 ANSWER = "Hello from the fake server."
 METRICS = ("cold", "prewarmed", "in_session", "tool_step", "rss", "hung_mcp")
 #: Per round, the in-session and tool-step figures are medians of this many turns (a 2-core
 #: machine shared with other work makes single turns bimodal).
 IN_SESSION_TURNS = 7
 TOOL_TURNS = 5
+#: Seconds a loop process may live before the bench kills it (a hung loop, not a slow one).
+LOOP_DEADLINE = 300.0
 
 
 def rules() -> list[Rule]:
@@ -64,7 +79,19 @@ def rules() -> list[Rule]:
         Rule(user_says(HELLO), Text(ANSWER)),
         Rule(user_says(TOOL), ToolCalls([("t__echo", {"text": "x"})])),
         Rule(after_tools(TOOL), Text("Tool done.")),
+        Rule(user_says(TOOL_PLAIN), ToolCalls([("echo", {"text": "x"})])),
+        Rule(after_tools(TOOL_PLAIN), Text("Tool done.")),
     ]
+
+
+#: The loops' names, in table order.
+DAEMON = "hostd-openai"
+PIPE = "hostd-openai, driver pipe only"
+BARE = "bare openai SDK"
+AGENTS = "openai-agents"
+PYDANTIC = "pydantic-ai"
+#: peer -> the module it needs (hostd-dev's bench dependencies).
+PEER_MODULES = {AGENTS: "agents", PYDANTIC: "pydantic_ai"}
 
 
 @dataclass
@@ -87,27 +114,41 @@ class LoopFigures:
 @dataclass
 class OpenAIBench:
     runs: int
-    driver: LoopFigures
-    bare: LoopFigures
+    #: loop name -> its figures, in table order.
+    loops: dict[str, LoopFigures]
+    #: The daemon's RSS after each round (it serves every topic; not the loop's own).
+    daemon_rss: list[float] = field(default_factory=list)
+    #: Why a peer did not run (its package is not installed).
+    missing: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "driver": asdict(self.driver), "bare": asdict(self.bare)}
+        return {
+            "runs": self.runs,
+            "loops": {name: asdict(f) for name, f in self.loops.items()},
+            "daemon_rss": self.daemon_rss,
+            "missing": self.missing,
+        }
 
     def summary(self) -> str:
-        d, b = self.driver, self.bare
-
         def ms(x: float) -> str:
-            return f"{x * 1000:.1f} ms"
+            return f"{x * 1000:.1f}"
 
-        return (
-            f"median of {self.runs} rounds, hostd-openai vs bare openai SDK loop: "
-            f"cold {ms(d.median('cold'))} vs {ms(b.median('cold'))}; "
-            f"prewarmed {ms(d.median('prewarmed'))} vs {ms(b.median('prewarmed'))}; "
-            f"in-session {ms(d.median('in_session'))} vs {ms(b.median('in_session'))}; "
-            f"tool step {ms(d.median('tool_step'))} vs {ms(b.median('tool_step'))}; "
-            f"RSS {d.median('rss'):.0f} MiB vs {b.median('rss'):.0f} MiB; "
-            f"hung MCP server beside a live one, send -> first chunk {ms(d.median('hung_mcp'))}"
-        )
+        names = list(self.loops)
+        parts = [f"median of {self.runs} rounds, {' / '.join(names)}:"]
+        for metric, label in (
+            ("cold", "cold"),
+            ("prewarmed", "prewarmed"),
+            ("in_session", "in-session"),
+            ("tool_step", "tool step"),
+        ):
+            values = " / ".join(ms(f.median(metric)) for f in self.loops.values())
+            parts.append(f"{label} {values} ms;")
+        rss = " / ".join(f"{f.median('rss'):.0f}" for f in self.loops.values())
+        parts.append(f"RSS {rss} MiB;")
+        if PIPE in self.loops:
+            hung = self.loops[PIPE].median("hung_mcp")
+            parts.append(f"hung MCP server beside a live one, send -> first chunk {ms(hung)} ms")
+        return " ".join(parts)
 
 
 def _rss_mib(pid: int) -> float:
@@ -176,7 +217,7 @@ async def _first_chunk(peer: Peer, send: Send) -> float:
             return first
 
 
-async def _driver_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
+async def _pipe_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
     t0 = time.perf_counter()
     cold = DriverProcess(_driver_env(), module="hostd_openai", cwd=str(REPO))
     try:
@@ -237,20 +278,22 @@ async def _driver_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
         warm.cleanup()
 
 
-# --- the bare loop ------------------------------------------------------------------------------
+# --- the loops on the line protocol: the bare SDK loop and the peers -----------------------------
 
 
-class _Bare:
-    def __init__(self, api: FakeOpenAI, state: Path) -> None:
+def loop_argv(name: str, api: FakeOpenAI, state: Path) -> list[str]:
+    """The command line of a loop that speaks bare_openai_loop's line protocol."""
+    if name == BARE:
+        module = ["tests.openai.bare_openai_loop"]
+    else:
+        module = ["hostd_dev.bench.openai_peers", name]
+    return [sys.executable, "-m", *module, api.base_url, "fake-model", str(state)]
+
+
+class LoopProcess:
+    def __init__(self, argv: list[str]) -> None:
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.openai.bare_openai_loop",
-                api.base_url,
-                "fake-model",
-                str(state),
-            ],
+            argv,
             cwd=str(REPO),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -259,6 +302,10 @@ class _Bare:
             bufsize=1,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        # A loop that hangs is killed, so a read of its output ends (and the bench says so).
+        self.watchdog = threading.Timer(LOOP_DEADLINE, self.proc.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
         self.stdin: IO[str] = self.proc.stdin
         self.stdout: IO[str] = self.proc.stdout
 
@@ -281,6 +328,7 @@ class _Bare:
         return first
 
     def close(self) -> None:
+        self.watchdog.cancel()
         self.stdin.close()
         try:
             self.proc.wait(10)
@@ -290,9 +338,10 @@ class _Bare:
         self.stdout.close()
 
 
-def _bare_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
+def _loop_round(name: str, api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
+    tool = TOOL if name == BARE else TOOL_PLAIN
     t0 = time.perf_counter()
-    cold = _Bare(api, root / "bare-cold")
+    cold = LoopProcess(loop_argv(name, api, root / f"{name}-cold"))
     try:
         cold.command(f"new {HELLO}")
         cold.expect("ready")
@@ -301,18 +350,18 @@ def _bare_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
         cold.expect("done")
     finally:
         cold.close()
-    warm = _Bare(api, root / "bare-warm")
+    warm = LoopProcess(loop_argv(name, api, root / f"{name}-warm"))
     try:
         warm.expect("ready")
         out.prewarmed.append(warm.turn(f"new {HELLO}"))
         out.in_session.append(
             statistics.median([warm.turn(f"next {HELLO}") for _ in range(IN_SESSION_TURNS)])
         )
-        warm.turn(f"next {TOOL}")  # see _driver_round: the first tool call is not timed
+        warm.turn(f"next {tool}")  # see _pipe_round: the first tool call is not timed
         steps = []
         for _ in range(TOOL_TURNS):
             n0 = len(api.requests)
-            warm.turn(f"next {TOOL}")
+            warm.turn(f"next {tool}")
             steps.append(tool_step(api.requests[n0:]))
         out.tool_step.append(statistics.median(steps))
         warm.command("rss")
@@ -324,19 +373,47 @@ def _bare_round(api: FakeOpenAI, root: Path, out: LoopFigures) -> None:
 # --- entry points -------------------------------------------------------------------------------
 
 
-async def measure_async(runs: int = 3) -> OpenAIBench:
-    driver, bare = LoopFigures(), LoopFigures()
+def missing_peers() -> dict[str, str]:
+    """Peers whose package is not installed -> why (scripts/setup installs them)."""
+    return {
+        name: f"{module} is not installed (hostd-dev's bench dependencies: scripts/setup)"
+        for name, module in PEER_MODULES.items()
+        if importlib.util.find_spec(module) is None
+    }
+
+
+async def measure_async(runs: int = 3, *, warm_up: bool = True) -> OpenAIBench:
+    """`runs` measured rounds (after an uncounted one that warms the OS caches, unless
+    `warm_up` is false), each running every loop once in the same order."""
+    from tests.openai.bench_daemon import daemon_round, running_daemon
+
+    missing = missing_peers()
+    names = [DAEMON, PIPE, BARE, *(p for p in PEER_MODULES if p not in missing)]
+    out = OpenAIBench(runs, {name: LoopFigures() for name in names}, missing=missing)
     with FakeOpenAI(rules()) as api, tempfile.TemporaryDirectory(prefix="hostd-oai-bench-") as d:
-        for i in range(runs + 1):  # round 0 warms the OS caches and is not counted
-            root = Path(d) / f"r{i}"
-            target_d, target_b = (driver, bare) if i else (LoopFigures(), LoopFigures())
-            await _driver_round(api, root, target_d)
-            await trio.to_thread.run_sync(_bare_round, api, root, target_b)
-    return OpenAIBench(runs=runs, driver=driver, bare=bare)
+        home = Path(tempfile.mkdtemp(prefix="hob", dir="/tmp"))  # short: AF_UNIX path limit
+        try:
+            async with running_daemon(home) as daemon:
+                for i in range(runs + 1 if warm_up else runs):
+                    root = Path(d) / f"r{i}"
+                    counted = i or not warm_up
+                    figs = out.loops if counted else {n: LoopFigures() for n in names}
+                    await daemon_round(
+                        daemon, api, root, figs[DAEMON], hello=HELLO, tool=TOOL,
+                        in_session_turns=IN_SESSION_TURNS, tool_turns=TOOL_TURNS,
+                    )
+                    if counted:
+                        out.daemon_rss.append(daemon.daemon_rss())
+                    await _pipe_round(api, root, figs[PIPE])
+                    for name in names[2:]:
+                        await trio.to_thread.run_sync(_loop_round, name, api, root, figs[name])
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    return out
 
 
-def measure(runs: int = 3) -> OpenAIBench:
-    result: OpenAIBench = trio.run(measure_async, runs)
+def measure(runs: int = 3, *, warm_up: bool = True) -> OpenAIBench:
+    result: OpenAIBench = trio.run(partial(measure_async, runs, warm_up=warm_up))
     return result
 
 
