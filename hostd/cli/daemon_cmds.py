@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -58,6 +59,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     nice = _driver_nice(args)
     if isinstance(nice, str):
         return fail(nice)
+    # Checked before detaching: the detached daemon's own complaint would only reach its log.
+    if args.log_level.upper() not in LOG_LEVELS:
+        return fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}")
+    if args.flush_interval is not None and not 0 <= args.flush_interval < math.inf:
+        return fail(f"--flush-interval is in seconds, 0 or more, not {args.flush_interval:g}")
     if args.detach:
         return _detach(paths, args)
     import trio
@@ -66,8 +72,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from hostd.shell.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
 
-    if args.log_level.upper() not in LOG_LEVELS:
-        return fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}")
     try:
         paths.ensure()  # a squatted or foreign folder: one line saying what to do
         # Detached (`--ready-fd`), stderr is the log file already (see `_detach`).

@@ -169,14 +169,23 @@ class ConnectRetry:
         return delay
 
     def give_up(self, exc: OSError, paths: Paths) -> BaseException:
-        """The error to raise for `exc`: a full backlog is not "not running"."""
+        """The error to raise for `exc`: a full backlog is not "not running"; "no such file"
+        and "refused" stay themselves (the callers' cue to auto-start or say how to start);
+        any other failure (a path under a file, past the socket path limit, not ours to
+        enter) means no daemon can be reached there, whatever is started."""
         if exc.errno == errno.EAGAIN:
             return ConnectionBroken(
                 f"hostd did not accept the connection within {BACKLOG_RETRY_S:.0f} s "
                 "(its listen backlog stayed full)",
                 details={"socket": str(paths.socket_path)},
             )
-        return exc
+        if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
+            return exc
+        return DaemonNotRunning(
+            f"cannot reach hostd at {paths.socket_path}: {exc.strerror or exc}; point --home "
+            "/ HOSTD_HOME at a folder of your own",
+            details={"socket": str(paths.socket_path)},
+        )
 
 
 def connect_attempts(paths: Paths, clock: Callable[[], float]) -> Generator[float, None, socket.socket]:

@@ -96,6 +96,48 @@ def test_status_without_daemon_says_how_to_start(
     assert f"`hostd serve --home {home}`" in err
 
 
+@pytest.mark.parametrize("where", ["file", "long"])
+def test_a_home_with_no_usable_socket_path_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    # Connecting fails with neither "no such file" nor "refused": under a file (ENOTDIR), or
+    # past the Unix socket path limit (an OSError without errno). Found from outside: both
+    # printed a traceback.
+    if where == "file":
+        (tmp_path / "f").write_text("")
+        home = tmp_path / "f"
+    else:
+        home = tmp_path / ("h" * 120)
+    assert main(["--home", str(home), "status"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"hostd: cannot reach hostd at {home / 'run' / 'hostd.sock'}: ")
+    assert err.endswith("point --home / HOSTD_HOME at a folder of your own\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        ([], {"HOSTD_LOG_LEVEL": "bogus"},
+         "hostd: --log-level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not 'BOGUS'\n"),
+        (["--flush-interval", "-1"], {},
+         "hostd: --flush-interval is in seconds, 0 or more, not -1\n"),
+    ],
+)
+def test_serve_detach_checks_its_settings_before_it_detaches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    argv: list[str], env: dict[str, str], said: str,
+) -> None:
+    # Found from outside: a bad $HOSTD_LOG_LEVEL with --detach said only "it exited with
+    # code 2" (the reason went to the detached daemon's log); a negative flush interval ran.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "h"
+    assert main(["--home", str(home), "serve", "--detach", *argv]) == 1
+    assert capsys.readouterr().err == said
+    assert not (home / "run" / "hostd.sock").exists()
+
+
 def test_command_groups_cover_every_command() -> None:
     _, every = build_parser()
     assert set(every) == set(COMMAND_GROUPS)
