@@ -115,15 +115,17 @@ async def _open_topic(client: Client, args: argparse.Namespace) -> TopicInfo:
     return topic
 
 
+def _fail(message: str) -> None:
+    """A failure's one line, on stderr and never wrapped (as every other command says it)."""
+    print(f"hostd chat: {message}", file=sys.stderr)
+
+
 def _offer_to_start(console: Console, paths: Paths, exc: DaemonNotRunning) -> bool:
     """Ask (on a terminal) whether to start the daemon; start it if yes."""
-    console.print(Text(f"hostd is not running (socket {paths.socket_path}).", style="yellow"))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        console.print(
-            "Start it with [bold]hostd serve --detach[/bold] (or run [bold]hostd --autostart "
-            "chat[/bold])."
-        )
+        _fail(exc.message)
         return False
+    console.print(Text(f"hostd is not running (socket {paths.socket_path}).", style="yellow"))
     try:
         answer = console.input("Start it now in the background? [Y/n] ").strip().lower()
     except (EOFError, KeyboardInterrupt):
@@ -208,11 +210,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if attempt or not _offer_to_start(console, paths, exc):
                 return 1
         except Quit as exc:
-            if exc.message:
+            if exc.message and exc.code:
+                _fail(exc.message)
+            elif exc.message:
                 console.print(Text(f"hostd chat: {exc.message}", style="red"))
             return exc.code
         except HostdError as exc:
-            console.print(Text(f"hostd chat: {exc.message} [{exc.code}]", style="red"))
+            _fail(f"{exc.message} [{exc.code}]")
             return 1
         except KeyboardInterrupt:
             return 130

@@ -208,10 +208,32 @@ async def test_chat_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> No
             env=env,
             check=False,
         )
-    out = proc.stdout.decode()
+    # One line on stderr, as every other command says it (it was two wrapped lines on stdout).
+    err = proc.stderr.decode()
     assert proc.returncode == 1
-    assert "hostd is not running" in out
-    assert "hostd serve --detach" in out
+    assert proc.stdout == b""
+    assert err.count("\n") == 1, err
+    assert err.startswith("hostd chat: hostd is not running")
+    assert "hostd serve --detach" in err
+
+
+async def test_chat_with_a_wrong_topic_is_one_line_on_stderr(daemon: DemoDaemon) -> None:
+    env = {**os.environ, "HOSTD_HOME": str(daemon.paths.home), "COLUMNS": "40"}
+    with trio.fail_after(30):
+        proc = await trio.run_process(
+            [sys.executable, "-m", "hostd", "chat", "nosuchtopic"],
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    assert proc.stderr.decode() == (
+        "hostd chat: no topic 'nosuchtopic': `hostd topics` lists them; `hostd chat --driver "
+        "NAME` starts a new one\n"
+    )
 
 
 async def test_chat_undo_regenerate_and_fork(daemon: DemoDaemon) -> None:
