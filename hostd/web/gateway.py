@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket
 from hostd.shell.paths import Paths
 from hostd.web import STATIC_DIR  # the built page (one place for the folder)
 from hostd.web.bridge import BridgeConfig, bridge_websocket
-from hostd.web.security import Guard, TokenGate, new_token, write_token_file
+from hostd.web.security import Guard, TokenGate, new_token, remove_token_file, write_token_file
 
 LOOPBACK = "127.0.0.1"
 
@@ -87,7 +87,8 @@ async def serve_gateway(
     """Serve until cancelled (or until SIGINT/SIGTERM when run by the command).
 
     `started()` is called with the `Gateway` once the port listens and the token file (mode
-    0600) is written; the token file is removed on the way out.
+    0600) is written; the token file is removed on the way out while it still names this
+    gateway (a `hostd web` started later on the same home wrote its own and is still running).
     """
     token = token or new_token()
     # The port is known only after binding (port 0 = a free one); the guard learns it then,
@@ -114,7 +115,7 @@ async def serve_gateway(
         finally:
             nursery.cancel_scope.cancel()
             if token_file is not None:
-                token_file.unlink(missing_ok=True)  # noqa: ASYNC240 (one unlink on exit)
+                remove_token_file(token_file, gateway.url)
 
 
 async def run_until_signal(

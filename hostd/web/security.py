@@ -62,6 +62,17 @@ def write_token_file(path: Path, url: str) -> None:
     os.replace(tmp, path)
 
 
+def remove_token_file(path: Path, url: str) -> None:
+    """Remove the gateway's URL file on its way out, only while it holds `url`: a gateway
+    started later on the same home replaced it with its own URL, and still runs."""
+    try:
+        held = path.read_text().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return
+    if held == url:
+        path.unlink(missing_ok=True)
+
+
 #: What a stored token must look like (as `new_token` makes them).
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43,128}")
 

@@ -112,6 +112,36 @@ async def test_token_file_is_private_and_removed(home: Path, gateway: tuple[Gate
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
+async def test_a_gateway_that_exits_leaves_a_newer_ones_url_file(home: Path) -> None:
+    # Found from outside: two `hostd web` on one home; the first one stopped and removed the
+    # URL file the second (still running) had written, so `web-url` named no gateway.
+    static = home / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<!doctype html><title>hostd</title>")
+    path = home / "run" / "web-url"
+    with trio.fail_after(20):
+        async with trio.open_nursery() as outer:
+            second: Gateway | None = None
+            async with trio.open_nursery() as inner:
+                await inner.start(
+                    lambda task_status: serve_gateway(
+                        Paths.under(home), token_file=path, static_dir=static,
+                        task_status=task_status,
+                    )
+                )
+                second = await outer.start(
+                    lambda task_status: serve_gateway(
+                        Paths.under(home), token_file=path, static_dir=static,
+                        task_status=task_status,
+                    )
+                )
+                inner.cancel_scope.cancel()  # the first gateway exits
+            assert second is not None
+            assert path.read_text() == second.url + "\n"
+            outer.cancel_scope.cancel()
+    assert not path.exists()  # the last one out removes its own file
+
+
 UPGRADE = {
     "Upgrade": "websocket",
     "Connection": "Upgrade",
