@@ -34,8 +34,7 @@ from rich.text import Text
 
 from hostd.cli.answers_cmd import answer_label
 from hostd.cli.common import terminal_safe
-from hostd.core.schedule_effects import scheduled_by
-from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo, scheduled_by
 from hostd_protocol.common import (
     ApprovalOption,
     PlanChunk,

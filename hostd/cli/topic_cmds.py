@@ -228,7 +228,7 @@ def sender(row: MessageRow) -> str:
     """Who wrote a row: its role, or `schedule ID` for a user row a schedule sent (a
     scheduled run must not read as if the user had typed it)."""
     if row.role == "user":
-        from hostd.core.schedule_effects import scheduled_by
+        from hostd_protocol.client_messages import scheduled_by
 
         if schedule := scheduled_by(row.meta):
             return f"schedule {schedule}"

@@ -3,12 +3,13 @@ effects): start a run, save or drop a schedule, show a notice."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from hostd_protocol.client_messages import (
+    SCHEDULE_RUN_PREFIX,
     ScheduleInfo,
+    scheduled_by,
 )
 from hostd_protocol.common import SendIntent
 
@@ -23,8 +24,9 @@ __all__ = [
     "scheduled_by",
 ]
 
-#: The prefix of every scheduled run's `client_msg_id`, so windows can tell it apart.
-KEY_PREFIX = "schedule:"
+#: The prefix of every scheduled run's `client_msg_id`, so windows can tell it apart
+#: (`scheduled_by` reads it; both live in hostd-protocol, shared by every window).
+KEY_PREFIX = SCHEDULE_RUN_PREFIX
 
 
 def run_key(schedule_id: str, due: float | None, now: float) -> str:
@@ -32,15 +34,6 @@ def run_key(schedule_id: str, due: float | None, now: float) -> str:
     run-now (unique per due time, so a resend after a crash is not stored twice)."""
     when = f"now:{now!r}" if due is None else repr(due)
     return f"{KEY_PREFIX}{schedule_id}:{when}"
-
-
-def scheduled_by(meta: Mapping[str, Any]) -> str:
-    """The id of the schedule whose run stored the row with this `meta` ("" for a message a
-    window sent): what a window labels such a row with instead of "you"."""
-    key = meta.get("client_msg_id", "")
-    if not isinstance(key, str) or not key.startswith(KEY_PREFIX):
-        return ""
-    return key[len(KEY_PREFIX) :].partition(":")[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,6 +118,7 @@ from hostd_protocol.client_messages.results import (
     UsageTotals,
 )
 from hostd_protocol.client_messages.schedules import (
+    SCHEDULE_RUN_PREFIX,
     AddSchedule,
     ListSchedules,
     MissedPolicy,
@@ -127,6 +128,7 @@ from hostd_protocol.client_messages.schedules import (
     ScheduleInfo,
     ScheduleRunStatus,
     SetScheduleEnabled,
+    scheduled_by,
 )
 
 __all__ = [
@@ -191,6 +193,7 @@ __all__ = [
     "SINCE_VERSION",
     "RunScheduleNow",
     "ScheduleBusy",
+    "SCHEDULE_RUN_PREFIX",
     "ScheduleInfo",
     "ScheduleListResult",
     "ScheduleResult",
@@ -224,4 +227,5 @@ __all__ = [
     "WatchTopics",
     "Welcome",
     "request_id_of",
+    "scheduled_by",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from hostd_protocol.common import _Frozen
 
@@ -12,11 +13,28 @@ __all__ = [
     "MissedPolicy",
     "RemoveSchedule",
     "RunScheduleNow",
+    "SCHEDULE_RUN_PREFIX",
     "ScheduleBusy",
     "ScheduleInfo",
     "ScheduleRunStatus",
     "SetScheduleEnabled",
+    "scheduled_by",
 ]
+
+#: The prefix of every scheduled run's `client_msg_id` (`schedule:<schedule id>:<due>`), the
+#: one mark that tells a window a user row was sent by a schedule, not typed by the user.
+SCHEDULE_RUN_PREFIX = "schedule:"
+
+
+def scheduled_by(meta: Mapping[str, Any]) -> str:
+    """The id of the schedule whose run stored a user row with this `meta` ("" for a message a
+    window sent): what a window shows such a row as, instead of "you". Every window reads it
+    here (Python) or with `scheduledBy` (TypeScript client): one rule, documented in
+    docs/protocol.md "Scheduled prompts"."""
+    key = meta.get("client_msg_id", "")
+    if not isinstance(key, str) or not key.startswith(SCHEDULE_RUN_PREFIX):
+        return ""
+    return key[len(SCHEDULE_RUN_PREFIX) :].partition(":")[0]
 
 
 ScheduleBusy = Literal["queue", "skip"]
