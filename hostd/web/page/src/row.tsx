@@ -1,11 +1,17 @@
 /** One transcript row: Markdown answers, folded thinking, tool cards, status badges. */
-import type { Chunk, MessageRow, PlanChunk, ToolCall, ToolResult } from "hostd-client";
+import { scheduledBy, type Chunk, type MessageRow, type PlanChunk, type ToolCall, type ToolResult } from "hostd-client";
 import type { ComponentChildren } from "preact";
 import { useMemo } from "preact/hooks";
 
 import { AttachmentChips, attachmentsOf } from "./attach";
 import { CopyButton, onCodeCopy } from "./copy";
 import { renderMarkdown } from "./markdown";
+
+/** Who wrote a user row: "You" (any window), or the schedule whose run sent it. */
+export function userWriter(row: MessageRow): string {
+  const schedule = scheduledBy(row);
+  return schedule ? `Schedule ${schedule}` : "You";
+}
 
 export function rowText(row: MessageRow): string {
   return (row.parts ?? [])
@@ -174,7 +180,7 @@ export function Row({ row, label, actions, removed = false, who, extra, dim = fa
     );
   }
   const text = rowText(row);
-  const writer = row.role === "user" ? "You" : (who ?? "Assistant");
+  const writer = row.role === "user" ? userWriter(row) : (who ?? "Assistant");
   return (
     <article
       aria-label={`${label ? `${label}, ` : ""}${writer}${removed ? ", removed" : ""}`}
