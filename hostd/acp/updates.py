@@ -6,7 +6,8 @@ editor gets as ACP updates. No I/O here: `updates_for_row` (history replay at
 
 Mapping (docs/acp.md has the whole table):
 - text / thinking -> `agent_message_chunk` / `agent_thought_chunk` (a user row's text ->
-  `user_message_chunk`);
+  `user_message_chunk`; a scheduled run's starts with `schedule <id>: ` and carries
+  `_meta.hostd.scheduledBy`, so the editor does not show it as if the user typed it);
 - a tool call -> `tool_call` (title, kind from the tool's name, `locations` from a path in
   its input, `diff` content for an edit or a write, `rawInput`), its result ->
   `tool_call_update` with status `completed` / `failed`, the output as text content;
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostd_protocol.client_messages import MessageRow
+from hostd_protocol.client_messages import MessageRow, scheduled_by
 from hostd_protocol.common import (
     Chunk,
     CommandInfo,
@@ -174,6 +175,15 @@ def updates_for_row(row: MessageRow) -> list[Update]:
     out: list[Update] = []
     for part in row.parts:
         out += updates_for_chunk(part, user=user)
+    schedule = scheduled_by(row.meta) if user else ""
+    if schedule:
+        # ACP has no author on a user message: the label is the text's first words (as
+        # `hostd chat` shows `schedule sc1 >`), the id in `_meta` for an editor that reads it.
+        label = {"sessionUpdate": "user_message_chunk", "content": _text_block(
+            f"schedule {schedule}: ")}
+        out = [label, *out]
+        for update in out:
+            update["_meta"] = {"hostd": {"scheduledBy": schedule}}
     return out
 
 

@@ -61,9 +61,11 @@ class Editor:
         assert self.proc.stdin is not None
         await self.proc.stdin.send_all(json.dumps(cmd).encode() + b"\n")
 
-    async def wait_for(self, pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The first event (seen so far or later) matching `pred`."""
-        seen = 0
+    async def wait_for(
+        self, pred: Callable[[dict[str, Any]], bool], after: int = 0
+    ) -> dict[str, Any]:
+        """The first event (seen so far or later, from the `after`th on) matching `pred`."""
+        seen = after
         while True:
             for event in self.events[seen:]:
                 if pred(event):

@@ -83,3 +83,19 @@ def test_mcp_servers_take_each_drivers_shape_and_prompts_inline_context() -> Non
         {"type": "resource", "resource": {"uri": "file:///p/a.py", "text": "x = 2"}},
     ])
     assert text == "explain \n<context uri='file:///p/a.py'>\nx = 2\n</context>\n"
+
+
+def test_a_scheduled_runs_user_row_is_labelled_with_its_schedule() -> None:
+    run = MessageRow(id="u", topic_id="t", role="user", status="success", position=1,
+                     parts=[TextDelta(text="news")],
+                     meta={"client_msg_id": "schedule:sc7:1700000000.0"})
+    meta = {"hostd": {"scheduledBy": "sc7"}}
+    assert updates_for_row(run) == [
+        {"sessionUpdate": "user_message_chunk",
+         "content": {"type": "text", "text": "schedule sc7: "}, "_meta": meta},
+        {"sessionUpdate": "user_message_chunk",
+         "content": {"type": "text", "text": "news"}, "_meta": meta},
+    ]
+    typed = MessageRow(id="v", topic_id="t", role="user", status="success", position=2,
+                       parts=[TextDelta(text="hi")], meta={"client_msg_id": "k1"})
+    assert "_meta" not in updates_for_row(typed)[0]
