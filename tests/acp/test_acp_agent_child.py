@@ -22,6 +22,7 @@ from trio._core import _thread_cache  # the idle timeout of trio's worker thread
 from hostd_acp.agent_process import AgentProcess
 from hostd_acp.jsonrpc import Dropped
 from tests.acp.support import AGENT
+from tests.polling import thread_retired
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="PDEATHSIG is Linux-only"
@@ -38,12 +39,6 @@ async def _refuse(method: str, params: msgspec.Raw) -> None:
 
 async def _dropped(drop: Dropped) -> None:
     raise AssertionError(f"unexpected drop {drop}")
-
-
-async def _retired(ident: int) -> None:
-    # Only the thread's own end can be waited for; it is bounded by the tiny idle timeout.
-    while any(t.ident == ident for t in threading.enumerate()):  # noqa: ASYNC110
-        await trio.sleep(0.01)
 
 
 async def test_the_agent_survives_when_trio_retires_an_idle_worker_thread(
@@ -67,7 +62,7 @@ async def test_the_agent_survives_when_trio_retires_an_idle_worker_thread(
                 # The worker that last ran a job (trio reuses the most recent idle one: the
                 # one that forked the agent when spawning went through a worker thread).
                 worker = await trio.to_thread.run_sync(threading.get_ident)
-                await _retired(worker)
+                await thread_retired(worker)
                 raw = await agent.request("initialize", {"protocolVersion": 1})
                 assert msgspec.json.decode(raw)["protocolVersion"] == 1
                 assert agent.alive

@@ -44,6 +44,7 @@ from tests.fakes.anthropic_api import (
     tool_use,
     user_says,
 )
+from tests.polling import eventually
 
 pytestmark = [
     pytest.mark.e2e,
@@ -149,8 +150,7 @@ async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded
 async def wait_for_file(path: Path) -> None:
     # The Bash tool runs in the agent's CLI (another process): its first visible effect is
     # this file, and there is nothing to wait on but the file itself.
-    while not await trio.Path(path).exists():  # noqa: ASYNC110
-        await trio.sleep(0.05)
+    assert await eventually(path.exists, 60), f"{path} was never written"
 
 
 def comparable(rows: list[MessageRow]) -> list[tuple[Any, ...]]:

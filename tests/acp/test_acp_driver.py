@@ -37,6 +37,7 @@ from hostd_protocol.driver_messages import (
 )
 from hostd_protocol.errors import DriverError
 from tests.acp.support import profile
+from tests.polling import eventually
 
 TIMEOUT = 30
 
@@ -379,8 +380,7 @@ async def test_a_stop_while_the_agent_starts_leaves_no_agent_behind(
             session = await sup.open("t", prof.options(agent="slow"))
             await session.send(Send(turn_id="t1", text="hello"))
             # The agent answers initialize only after 2 s: once it runs, stop the turn.
-            while not set(processes_in(work)) - {session.pid}:  # noqa: ASYNC110
-                await trio.sleep(0.02)  # another process: nothing to wait on but /proc
+            assert await eventually(lambda: set(processes_in(work)) - {session.pid}, TIMEOUT)
             await session.interrupt("t1", 5.0)
             stopped = TurnResult()
             async for batch in session.events:

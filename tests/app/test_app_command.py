@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from hostd.client.sync_wire import WireClient
 from hostd_protocol.client_messages import Status
 from tests.app.harness import WHY_NOT, Daemon
+from tests.polling import holds_within
 
 HOSTD = [sys.executable, "-m", "hostd"]
 
@@ -57,11 +57,11 @@ class Counter:
 
     def wait(self, n: int, app: subprocess.Popen[str] | None = None) -> None:
         """Until exactly `n` other connections are open; `app` must run meanwhile."""
-        deadline = time.monotonic() + 60
-        while self() != n:
+        def reached() -> bool:
             assert app is None or app.poll() is None, "the app exited"
-            assert time.monotonic() < deadline, f"the app's windows did not connect ({self()} of {n})"
-            time.sleep(0.05)  # polling another process's state, not ordering our own steps
+            return self() == n
+
+        assert holds_within(reached, 60, every=0.05), f"{self()} connections, not {n}"
 
 
 def tree(pid: int) -> set[int]:

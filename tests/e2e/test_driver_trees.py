@@ -17,6 +17,7 @@ from hostd.client import open_client
 from hostd.shell.paths import Paths
 from tests.e2e import daemon_proc
 from tests.e2e.test_sandbox_e2e import answer, orphans
+from tests.polling import eventually
 
 pytestmark = [
     pytest.mark.e2e,
@@ -41,9 +42,7 @@ async def test_the_orphans_of_a_driver_killed_from_outside_are_ended(home: Path)
                 driver = parent_of(orphan)
                 # SIGKILL: the driver's harness cannot end its tree itself.
                 os.kill(driver, signal.SIGKILL)
-                deadline = trio.current_time() + 10
-                while orphans(marker) and trio.current_time() < deadline:  # noqa: ASYNC110
-                    await trio.sleep(0.02)  # a process's end is not an event we can wait on
+                await eventually(lambda: not orphans(marker), 10)
                 left = orphans(marker)
                 # The topic still works: its next send starts a new driver.
                 assert await answer(c, t.id, "/text again") == "again"
@@ -68,9 +67,7 @@ async def test_a_setsid_child_of_a_driver_dies_with_a_killed_daemon(home: Path) 
                 assert orphans(marker)
         finally:
             await d.kill9()
-        deadline = trio.current_time() + 10
-        while orphans(marker) and trio.current_time() < deadline:  # noqa: ASYNC110
-            await trio.sleep(0.02)  # a process's end is not an event we can wait on
+        await eventually(lambda: not orphans(marker), 10)
         left = orphans(marker)
         for pid in left:
             os.kill(pid, signal.SIGKILL)

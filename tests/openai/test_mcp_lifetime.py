@@ -28,6 +28,7 @@ from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, user_says
+from tests.polling import eventually
 
 pytestmark = [
     pytest.mark.e2e,
@@ -55,14 +56,7 @@ def marked(marker: str) -> list[int]:
     return found
 
 
-async def until(cond: Any, within: float) -> bool:
-    """Poll `cond` (a process's start or end is not an event we can wait on) up to `within`."""
-    deadline = trio.current_time() + within
-    while not cond():
-        if trio.current_time() > deadline:
-            return False
-        await trio.sleep(0.02)
-    return True
+until = eventually  # a process's start or end is not an event we can wait on
 
 
 @asynccontextmanager

@@ -8,12 +8,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import trio
 
 from hostd_protocol import child_process
+from tests.polling import holds_within, thread_retired
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="PDEATHSIG and /proc are Linux-only"
@@ -75,8 +75,7 @@ async def test_spawn_from_trio_after_its_worker_threads_retired(
         child = await child_process.spawn(["cat"], stderr=None)
         try:
             worker = await trio.to_thread.run_sync(threading.get_ident)
-            while any(t.ident == worker for t in threading.enumerate()):  # noqa: ASYNC110
-                await trio.sleep(0.01)  # only the thread's own end can be waited for
+            await thread_retired(worker)
             assert child.stdin is not None and child.stdout is not None
             await child.stdin.send_all(b"ping\n")
             assert await child.stdout.receive_some(5) == b"ping\n"
@@ -121,12 +120,7 @@ def test_end_tree_ends_a_setsid_grandchild() -> None:
 
 
 def _ends(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return holds_within(lambda: not _alive(pid), within)
 
 
 def test_a_subreaper_keeps_an_orphaned_setsid_grandchild_in_its_tree() -> None:

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from hostd.testing.processes import no_new_children
 from hostd_protocol.driver_messages import Send
 from hostd_protocol.errors import DriverCrashed
 from hostd_scripted.spec import SPEC
+from tests.polling import holds_within, thread_retired
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc, PDEATHSIG and subreapers are Linux's"
@@ -73,16 +73,13 @@ def marked(marker: str) -> list[int]:
     return found
 
 
-def gone(marker: str, within: float = 5.0) -> bool:
+def gone(marker: str, within: float = 30.0) -> bool:
     """No process with `marker` left: a kill is delivered asynchronously, so bounded."""
-    deadline = time.monotonic() + within
-    while marked(marker):
-        if time.monotonic() > deadline:
-            for pid in marked(marker):
-                os.kill(pid, signal.SIGKILL)
-            return False
-        time.sleep(0.01)
-    return True
+    if holds_within(lambda: not marked(marker), within):
+        return True
+    for pid in marked(marker):
+        os.kill(pid, signal.SIGKILL)
+    return False
 
 
 async def text_of(session: DriverSession, turn_id: str, text: str) -> str:
@@ -112,8 +109,7 @@ async def test_a_confined_driver_outlives_the_worker_thread_that_was_idle(
             driver="scripted", options={**FAST, "sandbox": "confined"}))
         # The worker that last ran a job (the one that would have forked bwrap).
         worker = await trio.to_thread.run_sync(threading.get_ident)
-        while any(t.ident == worker for t in threading.enumerate()):  # noqa: ASYNC110
-            await trio.sleep(0.01)  # only the thread's own end can be waited for
+        await thread_retired(worker)
         assert await text_of(session, "t1", "/text still here") == "still here"
         assert session.alive
 
