@@ -40,6 +40,33 @@ class CredentialStatus(msgspec.Struct, frozen=True, kw_only=True):
     warning: str = ""
 
 
+class ProxiedCredential(msgspec.Struct, frozen=True, kw_only=True):
+    """A credential the daemon keeps out of a confined sandbox (`DriverSpec.credential_proxy`).
+
+    The driver gets `key_env` = a per-session placeholder and `base_url_env` = the URL of the
+    daemon's credential proxy as the sandbox sees it; the proxy swaps the placeholder for
+    `value` in `header` and forwards to `upstream` only.
+    """
+
+    #: The vendor API's base URL (e.g. https://api.anthropic.com).
+    upstream: str
+    #: The header that carries the credential upstream (e.g. `x-api-key`).
+    header: str
+    value: str = msgspec.field(default="")
+    #: The variable the driver reads its base URL from (set to the proxy's).
+    base_url_env: str
+    #: The variable the driver reads its key from (set to the placeholder).
+    key_env: str
+    #: Variables that must not reach the sandbox (other credentials the spec passes).
+    remove_env: tuple[str, ...] = ()
+    #: Bound read-only instead of `DriverSpec.sandbox_read` (which names the files the key
+    #: may come from, e.g. `~/.claude.json`).
+    sandbox_read: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:  # never the value
+        return f"ProxiedCredential(upstream={self.upstream!r}, header={self.header!r})"
+
+
 class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     """What a driver is and how to start it."""
 
@@ -116,6 +143,25 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: environment the driver would get (a `Mapping[str, str]`), returns a
     #: `CredentialStatus`. Must be quick, offline, and import nothing heavy.
     check: str = ""
+
+    #: Optional "module:function" called in the daemon with (the driver's environment, the
+    #: session's options) before a confined session starts: a `ProxiedCredential` when the
+    #: credential it would use can be kept out of the sandbox (see `ProxiedCredential`),
+    #: None to run as without. Quick, offline, no heavy import.
+    credential_proxy: str = ""
+
+    def proxied_credential(
+        self, environ: Mapping[str, str], options: Mapping[str, Any]
+    ) -> ProxiedCredential | None:
+        """Run `credential_proxy` (None when the driver declares none). Raises what the
+        function raises: the caller must not start a session it cannot confine as asked."""
+        if not self.credential_proxy:
+            return None
+        module, _, name = self.credential_proxy.partition(":")
+        result = getattr(importlib.import_module(module), name)(environ, options)
+        if result is not None and not isinstance(result, ProxiedCredential):
+            raise TypeError(f"{self.credential_proxy} returned {type(result).__name__}")
+        return result
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Raise `InvalidArgument` when `options` are not what this driver declares: with

@@ -40,6 +40,7 @@ thread; from trio call them via ``trio.to_thread.run_sync``.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -139,7 +140,10 @@ class FakeAnthropicAPI:
         default_input_tokens: int = 1000,
         host: str = "127.0.0.1",
         port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: serve HTTPS with this server context (`base_url` is then https)."""
+        self._tls = tls
         self._lock = threading.Condition()
         self._rules: list[Rule] = [_to_rule(r) for r in (rules or [])]
         self.responder = responder
@@ -165,7 +169,14 @@ class FakeAnthropicAPI:
         server.daemon_threads = True
         self._server = server
         port = server.server_address[1]
-        self.base_url = f"http://{self._host}:{port}"
+        scheme = "http"
+        if self._tls is not None:
+            # The handshake happens at the handler's first read, in its own thread.
+            server.socket = self._tls.wrap_socket(
+                server.socket, server_side=True, do_handshake_on_connect=False
+            )
+            scheme = "https"
+        self.base_url = f"{scheme}://{self._host}:{port}"
         self._stopping.clear()
         self._thread = threading.Thread(
             target=server.serve_forever,

@@ -142,7 +142,10 @@ class _Handler(BaseHTTPRequestHandler):
             for k, v in self.headers.items()
             if not any(p in k.lower() for p in SECRET_HEADER_PARTS)
         }
-        req = RecordedRequest(index=-1, path=path, query=query, headers=headers, body=body)
+        req = RecordedRequest(
+            index=-1, path=path, query=query, headers=headers, body=body,
+            api_key=self.headers.get("x-api-key") or "",
+        )
         fake = self.fake
         fake._record(req)
         if path == "/v1/messages/count_tokens":

@@ -154,6 +154,7 @@ class RecordedRequest:
     headers: dict[str, str]  # lower-cased names, secrets removed
     body: dict[str, Any]
     received_at: float = field(default_factory=time.monotonic)
+    api_key: str = ""  # the x-api-key header (tests of where a key goes read it here only)
     reply_kind: str | None = None
     tool_use_suppressed: bool = False
     client_disconnected: bool = False  # the client went away mid-answer (interrupt)
