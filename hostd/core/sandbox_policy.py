@@ -51,6 +51,9 @@ NETWORKS: tuple[Network, ...] = ("shared", "loopback", "none")
 OPTION = "sandbox"
 #: Where the daemon's loopback bridge folder appears inside the sandbox (its private /tmp).
 BRIDGE_INSIDE = "/tmp/.hostd-loopback"
+#: The daemon's credential proxy socket in the bridge folder (`<name>.sock`), reached in the
+#: sandbox at `127.0.0.1:credential_port(ports)` (`hostd.shell.drivers.credential_proxy`).
+CREDENTIAL_SOCKET = "credential"
 #: The module that forwards the sandbox's 127.0.0.1:<port> to that folder's sockets.
 LOOPBACK_INSIDE = "hostd.shell.drivers.loopback_inside"
 
@@ -91,6 +94,22 @@ class SandboxPolicy:
 
 
 UNCONFINED = SandboxPolicy()
+
+
+def credential_port(policy: SandboxPolicy) -> int:
+    """The sandbox-side port of the credential proxy: not one of the bridged ports (the
+    sandbox has its own network namespace, so nothing else is listening there)."""
+    port = 47011
+    while port in policy.ports:
+        port += 1
+    return port
+
+
+def proxies_credentials(policy: SandboxPolicy) -> bool:
+    """Whether a driver's credential can be kept out of this sandbox: it must be confined
+    with its own network namespace (`shared` would put the proxy's in-sandbox listener on
+    the host's loopback, usable by every local process)."""
+    return policy.confined and policy.network != "shared"
 
 
 def parse_policy(value: object) -> SandboxPolicy:
@@ -212,6 +231,7 @@ def bwrap_argv(
     mounts: SandboxMounts,
     bridge: str = "",
     python: str = "",
+    credential_proxy: bool = False,
 ) -> list[str]:
     """`command` wrapped in bubblewrap per `policy` (`command` itself when unconfined).
 
@@ -219,6 +239,8 @@ def bwrap_argv(
     variants; the working directory must exist (the shell creates it). With
     `network = "loopback"`, `bridge` is the daemon's bridge folder (bound at `BRIDGE_INSIDE`)
     and `python` runs the in-sandbox forwarder (`LOOPBACK_INSIDE`) in front of the command.
+    With `credential_proxy` (network `none` or `loopback` only), the forwarder also listens on
+    `127.0.0.1:credential_port(policy)` for the daemon's credential proxy in that folder.
     """
     if not policy.confined:
         return list(command)
@@ -258,18 +280,26 @@ def bwrap_argv(
         seen[path] = flag
     for path, flag in sorted(seen.items(), key=lambda kv: len(PurePosixPath(kv[0]).parts)):
         argv += [flag, path, path]
-    if policy.network == "loopback":
+    forwards = [str(p) for p in policy.ports] if policy.network == "loopback" else []
+    if credential_proxy:
+        if not proxies_credentials(policy):
+            raise SandboxUnavailable(
+                f"sandbox network {policy.network!r} cannot keep a credential out of the sandbox"
+            )
+        forwards.append(f"{credential_port(policy)}={CREDENTIAL_SOCKET}")
+    if forwards:
         if not bridge or not python:
             raise SandboxUnavailable("sandbox network 'loopback' needs the daemon's bridge")
         argv += ["--bind", bridge, BRIDGE_INSIDE]
         command = [python, "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
-                   ",".join(map(str, policy.ports)), "--", *command]
+                   ",".join(forwards), "--", *command]
     argv += ["--chdir", wd, "--", *command]
     return argv
 
 
 __all__ = [
     "BRIDGE_INSIDE",
+    "CREDENTIAL_SOCKET",
     "DEFAULT_CPU_SECONDS",
     "DEFAULT_MEMORY_MB",
     "DEFAULT_PIDS",
@@ -283,7 +313,9 @@ __all__ = [
     "SandboxPolicy",
     "bwrap_argv",
     "check_policy",
+    "credential_port",
     "driver_options",
     "parse_policy",
     "policy_of",
+    "proxies_credentials",
 ]

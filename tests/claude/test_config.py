@@ -92,3 +92,40 @@ def test_a_long_temp_dir_moves_somewhere_short(tmp_path: Path) -> None:
     finally:
         shutil.rmtree(paths.tmpdir)
     assert paths.config_dir == deep / ".hostd-claude" / ".claude"
+
+
+@pytest.mark.parametrize(
+    ("environ", "files", "proxied"),
+    [
+        ({"ANTHROPIC_API_KEY": "sk-env"}, {}, "sk-env"),
+        ({}, {".claude.json": {"primaryApiKey": "sk-console"}}, "sk-console"),
+        ({}, {".claude/.credentials.json": {"claudeAiOauth": {"accessToken": "t"}}}, None),
+        ({"CLAUDE_CODE_OAUTH_TOKEN": "tok"}, {}, None),
+        ({"ANTHROPIC_API_KEY": "sk-env", "CLAUDE_CODE_USE_BEDROCK": "1"}, {}, None),
+    ],
+)
+def test_only_an_api_key_is_kept_out_of_the_sandbox(
+    tmp_path: Path, environ: dict[str, str], files: dict[str, object], proxied: str | None
+) -> None:
+    import json
+
+    from hostd_claude_code.credentials import proxy_credential
+
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(json.dumps(data))
+    env = {"HOME": str(tmp_path), **environ}
+    found = proxy_credential(env, {})
+    assert (found.value if found else None) == proxied
+    if found is not None:
+        assert found.upstream == "https://api.anthropic.com"
+        assert found.sandbox_read == ()  # ~/.claude.json (the Console key) stays hidden
+        assert "sk-" not in repr(found)
+        with_base = proxy_credential({**env, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, {})
+        assert with_base is not None and with_base.upstream == "http://127.0.0.1:9"
+        # The topic's own key or base URL: the daemon's key is not involved.
+        assert proxy_credential(env, {"env": {"ANTHROPIC_BASE_URL": "http://x"}}) is None
+    summary = SPEC.check_credentials(env)
+    assert summary is not None
+    expect = "stays outside the sandbox" if proxied else "readable by the topic's tools"
+    assert expect in summary.summary

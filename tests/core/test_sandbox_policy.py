@@ -6,14 +6,17 @@ import pytest
 
 from hostd.core.sandbox_policy import (
     BRIDGE_INSIDE,
+    CREDENTIAL_SOCKET,
     LOOPBACK_INSIDE,
     UNCONFINED,
     SandboxMounts,
     SandboxPolicy,
     bwrap_argv,
+    credential_port,
     driver_options,
     parse_policy,
     policy_of,
+    proxies_credentials,
 )
 from hostd_protocol.errors import InvalidArgument, SandboxUnavailable
 
@@ -129,6 +132,32 @@ def test_loopback_bridges_the_declared_ports_only() -> None:
     tail = argv[argv.index("--") + 1:]
     assert tail == ["/usr/bin/python3", "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
                     "8080,11434", "--", *CMD]
+
+
+@pytest.mark.parametrize("network", ["none", "loopback"])
+def test_a_credential_proxy_gets_its_own_port_in_the_sandbox(network: str) -> None:
+    ports = (47011,) if network == "loopback" else ()
+    policy = SandboxPolicy("confined", network, ports)  # type: ignore[arg-type]
+    assert proxies_credentials(policy)
+    port = credential_port(policy)
+    assert port not in ports
+    argv = bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
+                      bridge="/run/hostd/loopback-x", python="/usr/bin/python3",
+                      credential_proxy=True)
+    assert "--unshare-net" in argv
+    tail = argv[argv.index("--") + 1:]
+    forwards = ",".join([*map(str, ports), f"{port}={CREDENTIAL_SOCKET}"])
+    assert tail == ["/usr/bin/python3", "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
+                    forwards, "--", *CMD]
+
+
+def test_a_shared_network_cannot_keep_a_credential_out() -> None:
+    policy = SandboxPolicy("confined", "shared")
+    assert not proxies_credentials(policy)
+    with pytest.raises(SandboxUnavailable, match="cannot keep a credential out"):
+        bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
+                   bridge="/run/hostd/loopback-x", python="/usr/bin/python3",
+                   credential_proxy=True)
 
 
 @pytest.mark.parametrize(

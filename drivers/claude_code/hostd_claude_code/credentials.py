@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hostd_protocol.driver_spec import CredentialStatus
+from hostd_protocol.driver_spec import CredentialStatus, ProxiedCredential
 
 CredentialKind = Literal["api-key", "token", "cloud", "login", "console-key", "none"]
 
@@ -146,12 +146,67 @@ def find_credential(
     return Credential("none", "none")
 
 
+#: Where the CLI sends its requests when `ANTHROPIC_BASE_URL` is not set.
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: Credential kinds the daemon keeps out of a confined sandbox (`proxy_credential`).
+PROXIED_KINDS: tuple[CredentialKind, ...] = ("api-key", "console-key")
+#: Topic `env` entries that change where the CLI goes or what it sends: with any of them
+#: the topic chose its own credential, and the daemon's is not involved.
+_TOPIC_OVERRIDES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
+                    "CLAUDE_CODE_OAUTH_TOKEN", *_CLOUD_VARS)
+
+
+def confinement(kind: CredentialKind, proxied: bool) -> str:
+    """What a confined topic's tools can see of the credential, in words (`hostd drivers`)."""
+    if proxied:
+        return ("confined topics (network none or loopback): the key stays outside the "
+                "sandbox, the daemon adds it to each API request")
+    if kind == "login":
+        return ("confined topics: the claude.ai login (a rotating OAuth token) is readable "
+                "by the topic's tools; only an API key is kept out of the sandbox")
+    return ("confined topics: the credential is readable by the topic's tools; only an API "
+            "key is kept out of the sandbox")
+
+
+def proxy_credential(
+    environ: Mapping[str, str], options: Mapping[str, object]
+) -> ProxiedCredential | None:
+    """`DriverSpec.credential_proxy`: for an API key (the daemon's `ANTHROPIC_API_KEY`, or
+    the Console key in `~/.claude.json`), what the daemon needs to keep it out of a confined
+    sandbox. None for a claude.ai login (its refresh stays with the CLI), a token, a cloud
+    provider, or a topic whose `env` option sets its own credential or base URL."""
+    extra = options.get("env")
+    if isinstance(extra, Mapping) and any(name in extra for name in _TOPIC_OVERRIDES):
+        return None
+    if any(environ.get(name) not in (None, "", "0", "false") for name in _CLOUD_VARS):
+        return None
+    cred = find_credential(environ)
+    if cred.kind == "api-key":
+        key = environ["ANTHROPIC_API_KEY"]
+    elif cred.kind == "console-key" and cred.env:
+        key = cred.env["ANTHROPIC_API_KEY"]
+    else:
+        return None
+    return ProxiedCredential(
+        upstream=environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+        header="x-api-key",
+        value=key,
+        base_url_env="ANTHROPIC_BASE_URL",
+        key_env="ANTHROPIC_API_KEY",
+        remove_env=("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+        # Not `SPEC.sandbox_read`: `~/.claude.json` holds the Console key, and a login in
+        # `~/.claude` is not what this session uses.
+        sandbox_read=(),
+    )
+
+
 def check(environ: Mapping[str, str]) -> CredentialStatus:
     """`DriverSpec.check`: the credential the driver will use with `environ`, or the fix."""
     cred = find_credential(environ)
     if cred.kind == "none":
         return CredentialStatus(ok=False, summary="not logged in", fix=LOGIN_FIX)
-    return CredentialStatus(ok=True, summary=cred.source, warning=cred.warning)
+    where = confinement(cred.kind, proxy_credential(environ, {}) is not None)
+    return CredentialStatus(ok=True, summary=f"{cred.source}; {where}", warning=cred.warning)
 
 
 def is_login_failure(text: str) -> bool:

@@ -66,6 +66,8 @@ SPEC = DriverSpec(
     version=__version__,
     env=ENV,
     check="hostd_claude_code.credentials:check",
+    # An API key stays outside a confined sandbox: the daemon's credential proxy adds it.
+    credential_proxy="hostd_claude_code.credentials:proxy_credential",
     options_type="hostd_claude_code.config:ClaudeCodeOptions",
     options_help=OPTIONS_HELP,
     # Claude Code's permission modes, switched per message (`Send.options`).
@@ -80,6 +82,7 @@ SPEC = DriverSpec(
     mode_option="permission_mode",
     # The user's own `claude` login (see `credentials`): read-only under a confined sandbox,
     # so the CLI answers with the user's login but cannot change it (token refreshes then
-    # happen outside the sandbox, by the user's own `claude`).
+    # happen outside the sandbox, by the user's own `claude`). Not bound at all when the
+    # daemon holds an API key for the session (`credential_proxy`).
     sandbox_read=("$CLAUDE_CONFIG_DIR", "~/.claude", "~/.claude.json"),
 )

@@ -19,8 +19,8 @@ Rules this module guards:
   proxy form (`GET http://other.host/...`), `CONNECT`, or a path with `..` segments is
   refused (400) and goes nowhere. A request that does
   not carry the session's placeholder is refused (401) and goes nowhere.
-- Bounded: request headers (64 KiB), request bodies (`MAX_BODY`, the Messages API's own
-  limit), connections at once (`MAX_CONNECTIONS`).
+- Bounded: request headers (64 KiB, within `IDLE_TIMEOUT`), request bodies (`MAX_BODY`, the
+  Messages API's own limit), connections served at once (`MAX_CONNECTIONS`; more wait).
 - The key is never logged, never put in an error text; errors name the upstream's host only.
 
 Libraries: h11 (sans-IO HTTP/1.1, the parser under httpcore and Hypercorn, already locked)
@@ -56,6 +56,9 @@ SOCKET_NAME = "credential"
 MAX_BODY = 32 * 1024 * 1024
 MAX_HEADERS = 64 * 1024
 MAX_CONNECTIONS = 32
+#: A kept-alive connection with no new request head within this long is closed (clients
+#: keep idle connections seconds, not minutes; a slot should not be held by a silent one).
+IDLE_TIMEOUT = 60.0
 #: The upstream may think for a long time between events of a stream (the CLI's own default
 #: timeout is 10 minutes).
 READ_TIMEOUT = 600.0
@@ -204,7 +207,9 @@ class CredentialProxy:
 
     async def _exchange(self, stream: trio.SocketStream, conn: h11.Connection) -> bool:
         """One request and its answer; whether the connection can take another."""
-        request = await _next(stream, conn)
+        request: object = None
+        with trio.move_on_after(IDLE_TIMEOUT):
+            request = await _next(stream, conn)
         if not isinstance(request, h11.Request):
             return False
         method = request.method.decode("ascii", "replace")

@@ -7,6 +7,10 @@ each relaying its connections to `127.0.0.1:<port>` on the host. The folder is b
 sandbox, where `hostd.shell.drivers.loopback_inside` listens on the sandbox's own
 `127.0.0.1:<port>` and relays to those sockets. Only the declared ports of the host's
 loopback are reachable; no other address, no other port.
+
+With a credential proxy (`hostd.shell.drivers.credential_proxy`) the same folder also holds
+`credential.sock`, the session's proxy to its vendor API; then a bridge runs with no
+declared ports too (network `none`: the vendor API through the daemon is all there is).
 """
 
 from __future__ import annotations
@@ -16,8 +20,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import trio
+
+from hostd.core.sandbox_policy import CREDENTIAL_SOCKET
+
+if TYPE_CHECKING:
+    from hostd.shell.drivers.credential_proxy import CredentialProxy
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +52,14 @@ async def _relay(a: trio.abc.Stream, b: trio.abc.Stream) -> None:
 class LoopbackBridge:
     """Unix sockets in a private folder, each relaying to one port of the host's loopback."""
 
-    def __init__(self, ports: Sequence[int], parent: str | None = None) -> None:
+    def __init__(
+        self,
+        ports: Sequence[int],
+        parent: str | None = None,
+        proxy: CredentialProxy | None = None,
+    ) -> None:
         self.ports = tuple(ports)
+        self.proxy = proxy
         self.folder = tempfile.mkdtemp(prefix="loopback-", dir=parent)
         os.chmod(self.folder, 0o700)
 
@@ -59,6 +75,10 @@ class LoopbackBridge:
             async with trio.open_nursery() as nursery:
                 for port, listener in zip(self.ports, listeners, strict=True):
                     nursery.start_soon(self._accept, listener, port)
+                if self.proxy is not None:
+                    path = os.path.join(self.folder, f"{CREDENTIAL_SOCKET}.sock")
+                    await nursery.start(lambda task_status: self.proxy.serve(  # type: ignore[union-attr]
+                        path, task_status=task_status))
                 task_status.started()
         finally:
             for listener in listeners:

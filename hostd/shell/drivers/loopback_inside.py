@@ -1,12 +1,13 @@
 """The sandbox's half of the loopback bridge: run as the first process inside bubblewrap.
 
-    python -I -m hostd.shell.drivers.loopback_inside DIR PORT[,PORT...] -- DRIVER ARGV...
+    python -I -m hostd.shell.drivers.loopback_inside DIR PORT[=NAME][,...] -- DRIVER ARGV...
 
 A sandbox with `network = "loopback"` has its own network namespace: its `127.0.0.1` is not
 the host's. For each declared PORT this listens on the sandbox's `127.0.0.1:PORT` and relays
 every connection to the Unix socket `DIR/PORT.sock`, which the daemon bound into the sandbox
-and relays to the host's `127.0.0.1:PORT` (`hostd.shell.drivers.loopback_bridge`). Nothing
-else of the host's network is reachable. Then it runs the driver as its child (stdin, stdout
+and relays to the host's `127.0.0.1:PORT` (`hostd.shell.drivers.loopback_bridge`); with
+`=NAME`, to `DIR/NAME.sock` instead (the daemon's credential proxy,
+`hostd.shell.drivers.credential_proxy`). Nothing else of the host's network is reachable. Then it runs the driver as its child (stdin, stdout
 and stderr inherited: the frames pass straight through) and exits with the child's code.
 
 Standard library only, threads: it starts before the driver and must not slow it down.
@@ -58,15 +59,17 @@ def _serve(listener: socket.socket, target: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: loopback_inside DIR PORT[,PORT...] -- ARGV...", file=sys.stderr)
+        print("usage: loopback_inside DIR PORT[=NAME][,...] -- ARGV...", file=sys.stderr)
         return 2
     folder, ports, command = argv[0], argv[1], argv[3:]
-    for port in (int(p) for p in ports.split(",") if p):
+    for entry in (p for p in ports.split(",") if p):
+        number, _, name = entry.partition("=")
+        port = int(number)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
-        target = os.path.join(folder, f"{port}.sock")
+        target = os.path.join(folder, f"{name or port}.sock")
         threading.Thread(target=_serve, args=(listener, target), daemon=True).start()
     # Dies with this forwarder (the sandbox's pid namespace ends with it anyway).
     child = child_process.popen(command, pdeathsig=signal.SIGKILL, new_session=False)

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import msgspec
+
 from hostd.core.sandbox_policy import SandboxMounts, SandboxPolicy, bwrap_argv, check_policy
 from hostd.shell.drivers.limits import Cgroups, Leaf, join_argv, probe_limits, rlimits
 from hostd_protocol import child_process
@@ -197,23 +199,28 @@ class Sandbox:
         python: str | None = None,
         bridge: str = "",
         read_also: tuple[str, ...] = (),
+        credential_proxy: bool = False,
+        spec_read: tuple[str, ...] | None = None,
     ) -> list[str]:
         """`command` as the policy says: itself, or inside bwrap. Raises `SandboxUnavailable`
         when the policy cannot be honoured (never falls back to unconfined). `bridge`: the
         folder of the session's `LoopbackBridge` (network "loopback"). `read_also`: more
-        folders visible read-only (a fork's source state dir)."""
+        folders visible read-only (a fork's source state dir). `credential_proxy`: the
+        bridge folder holds the session's credential proxy (see `bwrap_argv`). `spec_read`:
+        bound instead of the spec's `sandbox_read` (a proxied credential's files stay out)."""
         if not policy.confined:
             return list(command)
         home = user_home(environ)
+        env_home = {**environ, "HOME": home}
+        if spec_read is not None:
+            spec = msgspec.structs.replace(spec, sandbox_read=spec_read)
         uid_run = f"/run/user/{os.getuid()}"
         mounts = SandboxMounts(
             home=home,
             hidden=_existing([*self.hidden, uid_run]),
             read_only=(*interpreter_paths(python or sys.executable),
-                       *spec.sandbox_paths({**environ, "HOME": home})[0], *read_also),
-            read_write=tuple(
-                p for p in (*spec.sandbox_paths({**environ, "HOME": home})[1], state_dir) if p
-            ),
+                       *spec.sandbox_paths(env_home)[0], *read_also),
+            read_write=tuple(p for p in (*spec.sandbox_paths(env_home)[1], state_dir) if p),
         )
         wd = os.path.realpath(working_dir) if working_dir else ""
         check_policy(policy, wd, mounts)  # what the policy asks, before what the machine has
@@ -225,7 +232,7 @@ class Sandbox:
             )
         return bwrap_argv(
             support.bwrap, command, policy, working_dir=wd, mounts=mounts, bridge=bridge,
-            python=python or sys.executable,
+            python=python or sys.executable, credential_proxy=credential_proxy,
         )
 
 

@@ -1,6 +1,7 @@
 """How a driver session's process is started: its `Init`, its environment (only what the
 driver's spec names, plus its secrets), the sandbox its policy asks for (never unconfined
-instead), its loopback bridge, and what its stderr and events are redacted of.
+instead), its loopback bridge and credential proxy, and what its stderr and events are
+redacted of.
 
 The spawning half of `Supervisor` (`hostd.shell.drivers.supervisor`), mixed in: every process
 is started in the supervisor's nursery and reports its turns and its end to it.
@@ -15,7 +16,12 @@ import trio
 
 from hostd.core.options import SessionOptions
 from hostd.core.redaction import credential_values
-from hostd.core.sandbox_policy import driver_options, policy_of
+from hostd.core.sandbox_policy import (
+    credential_port,
+    driver_options,
+    policy_of,
+    proxies_credentials,
+)
 from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
 from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
@@ -25,8 +31,8 @@ from hostd.shell.drivers.session import DriverSession, driver_env
 from hostd_protocol.child_process import Limits
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init
-from hostd_protocol.driver_spec import DriverSpec
-from hostd_protocol.errors import DriverUnavailable
+from hostd_protocol.driver_spec import DriverSpec, ProxiedCredential
+from hostd_protocol.errors import DriverUnavailable, SandboxUnavailable
 
 __all__ = ["SessionSpawner"]
 
@@ -88,12 +94,25 @@ class SessionSpawner:
         # this driver's environment only, never `init`.
         env = driver_env(spec.env_names(opts.options), self._base_env, opts.secrets)
         policy = policy_of(opts.options)
+        proxied = await self._proxied(spec, env, opts) if proxies_credentials(policy) else None
+        proxy = None
+        if proxied is not None:
+            # The key stays here: the sandbox gets a placeholder and the proxy's address.
+            from hostd.shell.drivers.credential_proxy import CredentialProxy, ProxyTarget
+
+            target = ProxyTarget(proxied.upstream, proxied.header, proxied.value)
+            proxy = CredentialProxy(target)
+            for name in proxied.remove_env:
+                env.pop(name, None)
+            env[proxied.key_env] = target.placeholder
+            env[proxied.base_url_env] = f"http://127.0.0.1:{credential_port(policy)}"
         bridge: LoopbackBridge | None = None
         bridge_scope = trio.CancelScope()
-        if policy.confined and policy.network == "loopback" and policy.ports:
-            # The session's own bridge to the declared ports of the host's loopback, for as
-            # long as the session lives (cancelled in `_on_end`, or below if it never starts).
-            bridge = LoopbackBridge(policy.ports, self._sandbox.bridge_parent)
+        if policy.confined and ((policy.network == "loopback" and policy.ports) or proxy):
+            # The session's own bridge to the declared ports of the host's loopback and its
+            # credential proxy, for as long as the session lives (cancelled in `_on_end`, or
+            # below if it never starts).
+            bridge = LoopbackBridge(policy.ports, self._sandbox.bridge_parent, proxy)
 
             async def serve_bridge(task_status: trio.TaskStatus[None]) -> None:
                 with bridge_scope:
@@ -106,7 +125,8 @@ class SessionSpawner:
             # A fork reads its source's vendor files (read-only) to copy the session.
             source = fork_from.state_dir if fork_from is not None else ""
             argv = await self._sandboxed(
-                spec, opts, env, bridge.folder if bridge else "", (source,) if source else ()
+                spec, opts, env, bridge.folder if bridge else "", (source,) if source else (),
+                proxied,
             )
             if policy.confined:
                 # The whole confined tree shares one budget (`limits`).
@@ -141,6 +161,8 @@ class SessionSpawner:
                     for name in spec.env_names(opts.options)
                     if name not in spec.env
                 ),
+                # A key the spec's function found in a file (a Console key).
+                *((proxied.value,) if proxied is not None else ()),
             ],
         )
         session.on_turn_start = self._on_turn_start
@@ -177,6 +199,23 @@ class SessionSpawner:
 
         self._nursery.start_soon(remove)
 
+    async def _proxied(
+        self, spec: DriverSpec, env: Mapping[str, str], opts: SessionOptions
+    ) -> ProxiedCredential | None:
+        """The credential the spec keeps out of this confined session (it may read a file:
+        in a thread). One that cannot be worked out refuses the session: it would otherwise
+        start with the key inside."""
+        try:
+            return await trio.to_thread.run_sync(
+                spec.proxied_credential, dict(env), driver_options(opts.options)
+            )
+        except Exception as exc:
+            raise SandboxUnavailable(
+                f"driver {spec.name!r}: cannot keep its credential out of the sandbox "
+                f"({type(exc).__name__}: {exc})",
+                driver=spec.name,
+            ) from None
+
     async def _sandboxed(
         self,
         spec: DriverSpec,
@@ -184,6 +223,7 @@ class SessionSpawner:
         env: Mapping[str, str],
         bridge: str = "",
         read_also: tuple[str, ...] = (),
+        proxied: ProxiedCredential | None = None,
     ) -> list[str]:
         """The driver's argv under the session's sandbox policy. Raises `InvalidArgument` (a
         malformed policy) or `SandboxUnavailable` (one this machine cannot honour): the
@@ -215,5 +255,7 @@ class SessionSpawner:
                 python=self._python,
                 bridge=bridge,
                 read_also=read_also,
+                credential_proxy=proxied is not None,
+                spec_read=proxied.sandbox_read if proxied is not None else None,
             )
         )

@@ -1,0 +1,151 @@
+"""A confined Claude Code topic with an API key: the key stays outside the sandbox.
+
+The real daemon, a real confined topic (bubblewrap), the real bundled CLI, against the fake
+Messages API on the host's 127.0.0.1 as the configured `ANTHROPIC_BASE_URL`. The CLI's Bash
+tool runs `scan_for_key.py`, which looks for the real key in every visible process's
+environment, command line and memory and in the files a tool can read, then asks the
+credential proxy to send a request to another server. Checked: the turn succeeds, the scan
+finds nothing (it reads memory, so a miss is not a scan that looked nowhere), the fake API
+saw the real key on every request, and the other server saw no request. Control: with
+`network = "shared"` (no proxy) the same scan finds the key, so the scan can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.shell.daemon import DaemonConfig, serve_daemon
+from hostd.shell.drivers.registry import DriverRegistry
+from hostd.shell.drivers.sandbox import Sandbox, probe
+from hostd.shell.drivers.supervisor import Supervisor
+from hostd.shell.paths import Paths
+from hostd_claude_code.spec import SPEC
+from hostd_protocol.client_messages import ApprovalRequested, TurnEnded
+from hostd_protocol.common import ToolResult
+from tests.claude.driver_peer import offline_env
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, has_tool_result, text, tool_use
+
+SUPPORT = probe()
+pytestmark = [
+    pytest.mark.claude,
+    pytest.mark.e2e,
+    pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason),
+]
+
+TIMEOUT = 150
+SCAN = Path(__file__).with_name("scan_for_key.py")
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    # Outside /tmp: the sandbox's /tmp is its own, the user's home must be a real hidden one.
+    path = Path(tempfile.mkdtemp(prefix="hdkp", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def _run_turn(paths: Paths, env: dict[str, str], work: Path, policy: Any) -> tuple[Any, list[str]]:
+    registry = DriverRegistry.from_specs(SPEC)
+    sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_daemon(
+                    paths,
+                    config=DaemonConfig(default_driver="claude-code"),
+                    registry=registry,
+                    supervisor_factory=lambda r: Supervisor(r, base_env=env, sandbox=sandbox),
+                    task_status=task_status,
+                )
+            )
+            async with open_client(paths) as client:
+                topic = await client.create_topic(
+                    driver="claude-code", working_dir=str(work), options={"sandbox": policy}
+                )
+                async with client.attach(topic.id) as sub:
+                    await client.send(topic.id, "look for the key", intent="start")
+                    async for item in sub:
+                        if isinstance(item, ApprovalRequested):
+                            await client.answer_approval(topic.id, item.approval.id, allow=True)
+                        if isinstance(item, TurnEnded):
+                            ended = item
+                            break
+                    rows = sub.transcript.rows()
+                await client.shutdown()
+    outputs = [p.output for r in rows for p in r.parts if isinstance(p, ToolResult)]
+    return ended, outputs
+
+
+def _scan_result(outputs: list[str]) -> dict[str, Any]:
+    for output in outputs:
+        for line in output.splitlines():
+            if line.startswith("SCAN "):
+                result: dict[str, Any] = json.loads(line[5:])
+                return result
+    raise AssertionError(f"the scan printed nothing: {outputs!r}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "network"),
+    [
+        ("api-key", "loopback"),
+        ("console-key", "none"),
+        ("api-key", "shared"),  # control: no proxy, the key is in the sandbox
+    ],
+)
+async def test_a_tool_cannot_find_the_api_key_of_a_confined_topic(
+    root: Path, kind: str, network: str
+) -> None:
+    real_key = "sk-ant-realkey-" + secrets.token_hex(16)
+    home = root / "home"
+    home.mkdir()
+    work = root / "work"
+    work.mkdir()
+    shutil.copy(SCAN, work / "scan_for_key.py")
+    paths = Paths.under(root / "hostd")
+    with FakeAnthropicAPI([]) as other, FakeAnthropicAPI([]) as api:
+        scan = (f"python3 scan_for_key.py {other.base_url} {work} /tmp {home} "
+                f"{paths.data_dir}")
+        api.set_rules([
+            Rule(has_tool_result, text("Done.")),
+            Rule(lambda req: req.has_tools, tool_use("Bash", {"command": scan})),
+        ])
+        env = offline_env(api.base_url, HOME=str(home))
+        if kind == "console-key":
+            del env["ANTHROPIC_API_KEY"]
+            (home / ".claude.json").write_text(json.dumps({"primaryApiKey": real_key}))
+            (home / ".claude.json").chmod(0o600)
+        else:
+            env["ANTHROPIC_API_KEY"] = real_key
+        policy: dict[str, Any] = {"mode": "confined", "network": network}
+        if network == "loopback":
+            policy["ports"] = [int(other.base_url.rsplit(":", 1)[1])]
+        ended, outputs = await _run_turn(paths, env, work, policy)
+        seen = [r.api_key for r in api.message_requests]
+        elsewhere = other.requests
+    assert ended.status == "success", ended
+    result = _scan_result(outputs)
+    # The scan looked: it read memory of the sandbox's processes (the CLI's among them).
+    assert result["memory_read"] >= 2, result
+    assert result["files"] > 0, result
+    assert seen and all(key == real_key for key in seen), [k[:12] for k in seen]
+    if network == "shared":
+        assert result["found"], result
+        return
+    assert result["found"] == [], result
+    assert result["env_key"].startswith("hostd-proxy-"), result
+    assert result["base_url"].startswith("http://127.0.0.1:"), result
+    assert " 400 " in result["proxy_form_status"] + " ", result
+    assert elsewhere == [], elsewhere
