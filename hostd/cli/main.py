@@ -31,8 +31,6 @@ class CommandParser(argparse.ArgumentParser):
     """
 
     _intermixing = False
-    #: Set when a value failed its option's check (`_get_value`): said in one line.
-    _bad_value = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -41,19 +39,10 @@ class CommandParser(argparse.ArgumentParser):
         # `--every -1d` read "expected one argument".
         self._negative_number_matcher = _NEGATIVE_VALUE
 
-    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
-        try:
-            return super()._get_value(action, arg_string)
-        except argparse.ArgumentError:
-            self._bad_value = True
-            raise
-
     def error(self, message: str) -> NoReturn:
-        """A value its option refused is one line (what is wrong with it, and the help to
-        read); any other usage error shows this command's usage, as argparse does."""
-        if self._bad_value:
-            self.exit(2, f"hostd: {message}; see `{self.prog} --help`\n")
-        super().error(message)
+        """Every usage error is one line: what is wrong, and the help of this command to read
+        (argparse's usage block before it was up to five wrapped lines; `--help` shows it)."""
+        self.exit(2, f"hostd: {message}; see `{self.prog} --help`\n")
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

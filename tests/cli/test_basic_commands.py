@@ -138,6 +138,34 @@ def test_serve_detach_checks_its_settings_before_it_detaches(
     assert not (home / "run" / "hostd.sock").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["nosuch"], "hostd: argument COMMAND: invalid choice: 'nosuch' (choose from "),
+        (["send"], "hostd: the following arguments are required: topic; see `hostd send --help`"),
+        (["new", "--cwd", "/x"], "hostd: unrecognized arguments: --cwd /x; see `hostd new --help`"),
+        (["send", "t", "hi", "--intent", "bogus"], "hostd: argument --intent: invalid choice: "),
+        (["completion", "fish"], "hostd: argument shell: invalid choice: 'fish'"),
+        (["schedule", "add", "t", "x", "--cron", "0 9 * * *", "--every", "5m"],
+         "hostd: argument --every: not allowed with argument --cron; see `hostd schedule add "
+         "--help`"),
+        (["logs", "--lines", "abc"], "hostd: argument -n/--lines: invalid int value: 'abc'; see "),
+    ],
+)
+def test_every_usage_error_is_one_line_naming_the_help_to_read(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    # Found from outside: a missing argument, an unknown option or a bad choice printed the
+    # command's usage (up to 5 wrapped lines) and then the error; only a bad value was one line.
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(said), err
+    assert err.endswith(" --help`\n"), err
+
+
 def test_command_groups_cover_every_command() -> None:
     _, every = build_parser()
     assert set(every) == set(COMMAND_GROUPS)

@@ -133,5 +133,6 @@ def test_an_unknown_option_is_a_usage_error_of_its_own_command(
         main(["schedule", "add", "tp1", "hi", "--every", "5m", "--nope"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: hostd schedule add (TOPIC | --assistant NAME) TEXT")
-    assert err.endswith("hostd schedule add: error: unrecognized arguments: --nope\n")
+    assert err == (
+        "hostd: unrecognized arguments: --nope; see `hostd schedule add --help`\n"
+    )
