@@ -16,11 +16,17 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import Client
+from hostd.client import Client, Subscription
 from hostd.shell.daemon import Daemon, DaemonConfig, serve_daemon
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.paths import Paths
-from hostd_protocol.client_messages import MessageRow, Snapshot, TopicEvent, TurnEnded
+from hostd_protocol.client_messages import (
+    MessageRow,
+    RowAppended,
+    Snapshot,
+    TopicEvent,
+    TurnEnded,
+)
 from hostd_protocol.common import SendIntent
 from hostd_scripted.spec import SPEC as SCRIPTED
 
@@ -56,16 +62,23 @@ class InProcess:
             await self.done.wait()
 
 
+#: The supervisor's handshake timeout in these daemons: it only ends a hang. A scripted
+#: driver's spawn -> ready takes 0.2-0.4 s on an idle box but 1.5-3 s on a loaded 2-core one
+#: (CI), so a short timer here turned good drivers into `driver_timeout` and left tests waiting
+#: for an answer that never started. A test of the timer itself passes its own short one.
+HANG_LIMIT = 60.0
+
+
 async def start_in_process(
     nursery: trio.Nursery,
     paths: Paths,
     *,
-    handshake_timeout: float = 2.0,
+    handshake_timeout: float = HANG_LIMIT,
     config: DaemonConfig | None = None,
     **sup_kw: Any,
 ) -> InProcess:
     """`serve_daemon` in this process (real socket, store, supervisor and scripted driver
-    processes), with a handshake timeout short enough for tests."""
+    processes); `handshake_timeout` defaults to `HANG_LIMIT`."""
     from hostd.shell.drivers.supervisor import Supervisor
 
     done = trio.Event()
@@ -122,3 +135,15 @@ async def run_turn(
                     item, sub.transcript.rows(), events, trio.current_time() - start
                 )
     raise AssertionError("the subscription ended before the turn did")
+
+
+async def first_chunk(sub: Subscription) -> RowAppended:
+    """Wait for the next streamed chunk of `sub`'s topic. A turn that ends before it (a driver
+    that failed to start) fails the test at once, with the turn's error, instead of leaving it
+    waiting for its deadline."""
+    async for item in sub:
+        if isinstance(item, RowAppended):
+            return item
+        if isinstance(item, TurnEnded):
+            raise AssertionError(f"the turn ended before its answer streamed: {item}")
+    raise AssertionError("the subscription ended before the answer streamed")

@@ -1,12 +1,12 @@
 """Drivers that die or misbehave: each is a clear, bounded failure of its own topic only
 (DESIGN.md invariants 9 and 11). Real driver processes (the scripted driver's failure modes)
-under an in-process daemon with a 2 s handshake timeout and the default 3 s interrupt grace.
+under an in-process daemon with the default 3 s interrupt grace.
 
-Only a driver that never answers the handshake meets the 2 s timer (it always does: it
+Only a driver that never answers the handshake meets a 2 s timer (it always does: it
 hangs). Drivers that must complete or break their handshake by themselves run under a
-daemon whose handshake timeout only limits a hang (`HANG_LIMIT`): on a loaded 2-core box a
-Python driver can take more than 2 s to start, which once turned a crash or a good topic
-into a `driver_timeout` (CLOSING3, "Noticed and left alone").
+daemon whose handshake timeout only limits a hang (`HANG_LIMIT`, the fixture's default): on
+a loaded 2-core box a Python driver can take more than 2 s to start, which once turned a
+crash or a good topic into a `driver_timeout` (CLOSING3, "Noticed and left alone").
 """
 
 from __future__ import annotations
@@ -23,16 +23,19 @@ from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_dev.stress.dbcheck import row_text
 from hostd_protocol.client_messages import RowAppended, TopicEvent, TurnEnded
-from tests.reliability.conftest import TurnOutcome, run_turn, start_in_process
+from tests.reliability.conftest import (
+    HANG_LIMIT,
+    TurnOutcome,
+    first_chunk,
+    run_turn,
+    start_in_process,
+)
 
 pytestmark = pytest.mark.e2e
 
 #: A failing driver must end its turn within this (the 2 s handshake timeout, the 3 s
 #: interrupt grace, plus process start-up on a busy 2-core box).
 FAIL_BOUND = 6.0
-#: The handshake timeout of a daemon whose drivers must handshake (or fail) by themselves:
-#: long enough to never fire under load, short enough to end a hang.
-HANG_LIMIT = 60.0
 
 
 def _answer(outcome: TurnOutcome) -> str:
@@ -44,7 +47,7 @@ async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
     nursery: trio.Nursery, paths: Paths
 ) -> None:
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
+        d = await start_in_process(nursery, paths)
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
             first = await run_turn(c, t.id, "/whoami\nhello")
@@ -102,7 +105,7 @@ async def test_a_send_right_after_the_driver_died_between_turns_runs_on_a_new_dr
     before the daemon could notice: the turn runs (exactly once) on a new driver process that
     resumed the vendor session, not `driver_crashed` blaming a turn that never ran."""
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
+        d = await start_in_process(nursery, paths)
         sup = d.daemon.supervisor
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
@@ -147,7 +150,7 @@ async def test_misbehaving_drivers_fail_their_topic_only(
         "garbage-at-handshake": ("driver_protocol_error", "bad frame during the handshake"),
     }
     with trio.fail_after(HANG_LIMIT + 40):
-        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
+        d = await start_in_process(nursery, paths)
         outcomes: dict[str, TurnOutcome] = {}
         async with open_client(paths) as c:
             good = await c.create_topic(driver="scripted", title="good")
@@ -194,7 +197,7 @@ async def test_a_driver_that_never_handshakes_times_out_alone(
     """The 2 s handshake timer: a driver that never answers fails its topic with
     `driver_timeout`, the daemon and its other topics untouched."""
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths)
+        d = await start_in_process(nursery, paths, handshake_timeout=2.0)
         async with open_client(paths) as c:
             hung = await c.create_topic(driver="scripted", options={"hang_at_handshake": True})
             other = await c.create_topic(driver="scripted")
@@ -209,7 +212,7 @@ async def test_a_driver_that_never_handshakes_times_out_alone(
 
 async def test_stray_late_and_hanging_drivers(nursery: trio.Nursery, paths: Paths) -> None:
     with trio.fail_after(40):
-        d = await start_in_process(nursery, paths, handshake_timeout=HANG_LIMIT)
+        d = await start_in_process(nursery, paths)
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
             # Events for a turn that does not exist, and after the turn ended: ignored.
@@ -224,9 +227,7 @@ async def test_stray_late_and_hanging_drivers(nursery: trio.Nursery, paths: Path
             # `stopped` within the bound, and the next turn gets a new driver.
             async with c.attach(t.id) as sub:
                 sent = await c.send(t.id, "/text about to hang\n/hang\nq")
-                async for ev in sub:
-                    if isinstance(ev, RowAppended):
-                        break
+                await first_chunk(sub)
                 stop_at = trio.current_time()
                 await c.stop(t.id)
                 end = None

@@ -45,7 +45,7 @@ async def test_an_older_window_gets_resync_instead_of_rows_removed(
     nursery: trio.Nursery, paths: Paths
 ) -> None:
     with trio.fail_after(60):
-        d = await start_in_process(nursery, paths, handshake_timeout=60.0)
+        d = await start_in_process(nursery, paths)
         async with open_client(paths) as c:
             t = await c.create_topic(driver="scripted")
             await run_turn(c, t.id, "/text one")

@@ -9,8 +9,7 @@ import trio
 from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_dev.stress.dbcheck import read_rows
-from hostd_protocol.client_messages import RowAppended
-from tests.reliability.conftest import start_in_process
+from tests.reliability.conftest import first_chunk, start_in_process
 
 pytestmark = pytest.mark.e2e
 
@@ -24,9 +23,7 @@ async def test_shutdown_while_a_send_now_chains_leaves_nothing_pending(
             t = await c.create_topic(driver="scripted")
             async with c.attach(t.id) as sub:
                 await c.send(t.id, "/chunks 1000 size=8 rate=100\nfirst", "start")
-                async for ev in sub:
-                    if isinstance(ev, RowAppended):
-                        break
+                await first_chunk(sub)
                 queued = await c.send(t.id, "/chunks 1000 size=8 rate=100\nnext", "queue")
                 # Run `next` now: stops `first`, which chains into `next` when it ends...
                 await c.send_now(t.id, queued.row_id)
@@ -59,9 +56,7 @@ async def test_deleting_a_topic_mid_turn_is_clean(
                 t = await c.create_topic(driver="scripted")
                 async with c.attach(t.id) as sub:
                     sent = await c.send(t.id, "/chunks 1000 size=8 rate=200\nbusy", "start")
-                    async for ev in sub:
-                        if isinstance(ev, RowAppended):
-                            break
+                    await first_chunk(sub)
                     await c.delete_topic(t.id)
                     tail = []
                     async for ev in sub:
