@@ -119,3 +119,25 @@ def test_secret_references() -> None:
         r"to secrets.env",
     ):
         configured_servers(stdio, {})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"base_url": "notaurl"},
+         "base_url must start with http:// or https://, got 'notaurl'"),
+        ({"max_steps": 0}, "max_steps is out of range"),
+        ({"tool_retries": -1}, "tool_retries is out of range"),
+        ({"read_timeout": 0}, "read_timeout must be > 0"),
+    ],
+)
+def test_option_values_are_checked_when_the_topic_is_created(
+    options: dict[str, object], message: str
+) -> None:
+    # Found from outside: `hostd new --driver openai --option base_url=notaurl` was accepted
+    # and the first send failed with the driver's start-up error; the daemon checks a topic's
+    # options against the options Struct (`SPEC.check_options`), so the checks live there.
+    with pytest.raises(InvalidArgument, match=f"^invalid option for driver 'openai': {re.escape(message)}"):
+        SPEC.check_options(options)
+    with pytest.raises(InvalidArgument, match=f"^invalid openai option: {re.escape(message)}$"):
+        parse_options(options)

@@ -142,6 +142,26 @@ class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
     #: Headers added to every model request (never logged).
     headers: dict[str, str] = {}
 
+    def __post_init__(self) -> None:
+        # Here, not in `parse_options`: the daemon converts a topic's options to this Struct
+        # when the topic is created (`DriverSpec.check_options`), so a bad value is refused
+        # then rather than by the driver at the first send. A ValueError becomes msgspec's
+        # ValidationError with this message.
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {self.base_url!r}"
+            )
+        for name in _AT_LEAST_ONE + _AT_LEAST_ZERO:
+            if getattr(self, name) < (1 if name in _AT_LEAST_ONE else 0):
+                raise ValueError(f"{name} is out of range")
+        for name in ("read_timeout", "connect_timeout", "tool_timeout", "catalog_refresh"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+
+
+_AT_LEAST_ONE = ("max_steps", "max_tool_result_chars")
+_AT_LEAST_ZERO = ("model_retries", "tool_retries", "tool_search_over_tokens")
+
 
 def parse_options(raw: dict[str, Any]) -> tuple[OpenAIOptions, list[str]]:
     """Validate `Init.options`; returns the options and the names of ignored keys."""
@@ -157,23 +177,6 @@ def parse_options(raw: dict[str, Any]) -> tuple[OpenAIOptions, list[str]]:
         )
     except msgspec.ValidationError as exc:
         raise InvalidArgument(f"invalid openai option: {exc}") from None
-    if not opts.base_url.startswith(("http://", "https://")):
-        raise InvalidArgument(
-            f"invalid openai option: base_url must start with http:// or https://, "
-            f"got {opts.base_url!r}"
-        )
-    for name in (
-        "max_steps",
-        "model_retries",
-        "tool_retries",
-        "max_tool_result_chars",
-        "tool_search_over_tokens",
-    ):
-        if getattr(opts, name) < (1 if name in ("max_steps", "max_tool_result_chars") else 0):
-            raise InvalidArgument(f"invalid openai option: {name} is out of range")
-    for name in ("read_timeout", "connect_timeout", "tool_timeout", "catalog_refresh"):
-        if getattr(opts, name) <= 0:
-            raise InvalidArgument(f"invalid openai option: {name} must be > 0")
     for servers in (opts.mcp_servers, opts.mcp_servers_json):
         for server, cfg in servers.items():
             check_server(server, cfg, "invalid openai option: ")
