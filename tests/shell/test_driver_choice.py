@@ -119,3 +119,22 @@ def test_an_unknown_name_rescans_the_entry_points(monkeypatch: pytest.MonkeyPatc
         EntryPoint(name="late", value="hostd_scripted.spec:SPEC", group="hostd.drivers")
     )
     assert reg.get("late").module == "hostd_scripted"
+
+
+def test_an_unknown_name_suggests_the_close_one_and_an_install_that_works_outside_a_checkout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found from outside: with the wheels installed (no checkout), the advice was
+    # `pip install -e drivers/NAME`, and a typo got no hint.
+    def fake_entry_points(group: str) -> list[EntryPoint]:
+        return [EntryPoint(name="scripted", value="hostd_scripted.spec:SPEC", group=group)]
+
+    monkeypatch.setattr(registry_mod, "entry_points", fake_entry_points)
+    reg = DriverRegistry.discover()
+    with pytest.raises(DriverUnavailable) as err:
+        reg.get("scriptd")
+    assert err.value.message == (
+        "no driver named 'scriptd' is installed (did you mean 'scripted'?) (installed: "
+        "scripted); a driver of another package goes into hostd's environment: `pipx inject "
+        "hostd PACKAGE`, or `pip install PACKAGE` in the environment hostd runs from"
+    )

@@ -132,7 +132,8 @@ async def test_an_option_runs_the_suite_against_an_installed_driver(tmp_path: Pa
 
     # A driver that is not installed: its name and the installed ones, in one line.
     out = await _pytest(python, proj, "--hostd-driver", "echo-tset", "-k", "handshake")
-    assert "hostd_conformance: no driver named 'echo-tset' is installed (installed: " in out, out
+    assert ("hostd_conformance: no driver named 'echo-tset' is installed (did you mean "
+            "'echo-test'?) (installed: ") in out, out
     assert "Traceback" not in out and "During handling" not in out
 
 

@@ -132,10 +132,16 @@ class DriverRegistry:
             self.rescan()
             entry = self._entries.get(name)
         if entry is None:
+            import difflib
+
             known = ", ".join(sorted(self._entries)) or "none"
+            close = difflib.get_close_matches(name, list(self._entries), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            # Installed from wheels there is no checkout: name the installs that work there.
             raise DriverUnavailable(
-                f"no driver named {name!r} is installed (installed: {known}); install its "
-                f"distribution into hostd's environment, e.g. pip install -e drivers/{name}",
+                f"no driver named {name!r} is installed{hint} (installed: {known}); a driver "
+                "of another package goes into hostd's environment: `pipx inject hostd "
+                "PACKAGE`, or `pip install PACKAGE` in the environment hostd runs from",
                 driver=name,
             )
         if entry.spec is None:
