@@ -176,8 +176,10 @@ class TopicHost(DriverLink):
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._driver_loop)
-            nursery.start_soon(self._timer_loop)
             task_status.started()
+            # In this task, not a task of its own: one long-lived task fewer per topic for
+            # every full GC pass to walk (it never returns; `aclose` cancels the nursery).
+            await self._timer_loop()
 
     async def aclose(self) -> None:
         """Stop the host's tasks and close its driver session."""

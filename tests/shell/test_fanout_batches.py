@@ -97,3 +97,56 @@ async def test_a_batch_reaches_every_window_in_order_and_a_full_one_blocks_nobod
     for ours, peer in pairs:
         ours.close()
         peer.close()
+
+
+def writer_tasks() -> int:
+    """How many connection writer tasks are alive in this trio run."""
+    count, nurseries = 0, list(trio.lowlevel.current_root_task().child_nurseries)
+    while nurseries:
+        for task in nurseries.pop().child_tasks:
+            count += task.name.endswith("Connection._writer")
+            nurseries.extend(task.child_nurseries)
+    return count
+
+
+async def test_a_window_that_keeps_up_has_no_writer_task() -> None:
+    # A streaming window's frames go out through `flush`; its writer task only lives while
+    # something is left for it (a full socket, a reply), then ends: fewer long-lived tasks for
+    # every full GC pass to walk. Frames still arrive in order, through either path.
+    stream = TopicStream("tp", 0)
+    ours, peer = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = Connection(
+        trio.SocketStream(ours), NoRequests(), connection_id="c", max_queue_bytes=64 << 20,
+        hello_timeout=60,
+    )
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            stream.subscribe(conn)
+            nursery.start_soon(conn.run)
+            await trio.testing.wait_all_tasks_blocked()
+            assert writer_tasks() == 0
+            for seq in (1, 2, 3):
+                with stream.held():
+                    stream.publish(event(seq))
+            assert await read_seqs(peer, 3) == [1, 2, 3]
+            await trio.testing.wait_all_tasks_blocked()
+            assert writer_tasks() == 0
+            stream.publish(event(4))  # outside a batch: the writer writes it, then ends
+            assert writer_tasks() == 1
+            assert await read_seqs(peer, 1) == [4]
+            await trio.testing.wait_all_tasks_blocked()
+            assert writer_tasks() == 0
+            # Beyond the socket's buffer: the writer takes the rest, ends when it is written.
+            n, text = 400, "x" * 2000
+            with stream.held():
+                for seq in range(5, 5 + n):
+                    stream.publish(event(seq, text))
+            assert writer_tasks() == 1
+            assert await read_seqs(peer, n) == list(range(5, 5 + n))
+            await trio.testing.wait_all_tasks_blocked()
+            assert writer_tasks() == 0
+            stream.publish(event(5 + n))
+            assert await read_seqs(peer, 1) == [5 + n]
+            conn.abort()
+    ours.close()
+    peer.close()
