@@ -158,7 +158,22 @@ def paths_from(args: argparse.Namespace) -> Paths:
     return Paths.from_env(getattr(args, "home", None))
 
 
+#: A streaming printer left stdout's line open (an answer's text without its newline, see
+#: `set_line_open`): a failure then closes it first, so its line does not read as the end of
+#: the answer on a terminal ("onehostd: lost the connection ...").
+_line_open = False
+
+
+def set_line_open(is_open: bool) -> None:
+    """Say whether stdout's current line holds streamed text that has no newline yet."""
+    global _line_open
+    _line_open = is_open
+
+
 def fail(message: str, code: int = 1) -> int:
+    if _line_open:
+        set_line_open(False)
+        out().print("")
     print(f"hostd: {message}", file=sys.stderr)
     return code
 

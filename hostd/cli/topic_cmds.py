@@ -19,6 +19,7 @@ from hostd.cli.common import (
     print_json,
     request,
     run_client,
+    set_line_open,
     text_table,
 )
 from hostd_protocol.client_messages import (
@@ -293,6 +294,7 @@ class StreamPrinter:
             self.in_text = True
         elif _breaks_the_line(item):
             self.in_text = False
+        set_line_open(self.in_text)
         if not self.in_text and self.held:
             held, self.held = self.held, []
             for notice in held:

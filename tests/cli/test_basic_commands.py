@@ -48,6 +48,22 @@ def test_stream_printer(capture: Console) -> None:
     )
 
 
+def test_a_failure_mid_answer_starts_its_own_line(
+    capture: Console, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found from outside: the daemon killed during `hostd send --follow` printed
+    # "onehostd: lost the connection to hostd: ..." on the terminal (the answer's line was open).
+    p = StreamPrinter()
+    p.show(RowOpened(topic_id="tp", seq=1, row=MessageRow(
+        id="a", topic_id="tp", role="assistant", status="pending", position=2)))
+    p.show(RowAppended(topic_id="tp", seq=2, row_id="a", chunk=TextDelta("one")))
+    assert common.fail("lost the connection") == 1
+    assert capture.export_text() == "assistant:\none\n"
+    assert capsys.readouterr().err == "hostd: lost the connection\n"
+    assert common.fail("again") == 1  # the line is closed once
+    assert capture.export_text() == ""
+
+
 SCHEDULED = {"client_msg_id": "schedule:sc7:1800000000.0"}
 
 
