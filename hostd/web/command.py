@@ -90,7 +90,7 @@ def cmd_web(args: argparse.Namespace) -> int:
             token_file=token_file, on_ready=ready,
         ))
     except OSError as exc:
-        return fail(f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}")
+        return _serve_failed(exc, args.port)
     except BaseExceptionGroup as group:
         # A bind error surfaces through the server's nurseries, wrapped once per nursery.
         oserrors, _ = group.split(OSError)
@@ -100,7 +100,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         while isinstance(leaf, BaseExceptionGroup):
             leaf = leaf.exceptions[0]
         assert isinstance(leaf, OSError)
-        return fail(f"cannot serve on 127.0.0.1:{args.port}: {leaf.strerror or leaf}")
+        return _serve_failed(leaf, args.port)
     finally:
         app_page.unlink(missing_ok=True)
     return 0
@@ -115,3 +115,13 @@ def _daemon_listens(socket_path: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def _serve_failed(exc: OSError, port: int) -> int:
+    """One line for an OSError that ended the gateway: a file it could not write (the URL
+    file, which names one) or the port it could not serve on (which does not)."""
+    from hostd.cli.common import fail
+
+    if exc.filename is not None:
+        return fail(f"cannot write the URL file {exc.filename}: {exc.strerror or exc}")
+    return fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}")

@@ -141,10 +141,15 @@ class Guard:
 
     def origins(self) -> frozenset[str]:
         """The origins our own page is served from."""
-        return frozenset({f"http://127.0.0.1:{self.port}", f"http://localhost:{self.port}"})
+        return frozenset(f"http://{host}" for host in self.hosts())
 
     def hosts(self) -> frozenset[str]:
-        return frozenset({f"127.0.0.1:{self.port}", f"localhost:{self.port}"})
+        """The `Host` values of requests to us: on port 80, HTTP's default, clients leave the
+        port out (browsers always do, in `Origin` too)."""
+        hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        if self.port == 80:
+            hosts |= {"127.0.0.1", "localhost"}
+        return frozenset(hosts)
 
     def check(self, kind: str, headers: dict[str, str], query: str) -> Verdict:
         """Check one request. `kind` is the ASGI scope type ("http" or "websocket");

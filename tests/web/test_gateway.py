@@ -216,6 +216,17 @@ def test_guard_checks_are_exact() -> None:
     assert guard.check("http", {"host": "127.0.0.1:8123", "cookie": "bad\x00cookie"}, "").status == 401
 
 
+def test_on_port_80_the_host_and_origin_have_no_port() -> None:
+    # Found from outside: `hostd web --port 80` refused every browser request with 403, as
+    # clients leave the default port out of Host and Origin.
+    guard = Guard("secret", 80)
+    assert guard.check("http", {"host": "127.0.0.1"}, "token=secret").token_in_query
+    assert guard.check("http", {"host": "localhost:80"}, "token=secret").token_in_query
+    ws = {"host": "localhost", "origin": "http://localhost", "cookie": "hostd_web_80=secret"}
+    assert guard.check("websocket", ws, "").allowed
+    assert Guard("secret", 8123).check("http", {"host": "127.0.0.1"}, "token=secret").status == 403
+
+
 async def test_a_text_message_that_is_not_a_json_object_is_refused(gateway: tuple[Gateway, object]) -> None:
     gw, _ = gateway
     with trio.fail_after(20):

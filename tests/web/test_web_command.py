@@ -34,6 +34,19 @@ def test_port_in_use_is_one_line(home: Path) -> None:
     assert proc.stderr.splitlines()[-1] == f"hostd: cannot serve on 127.0.0.1:{port}: Address already in use"
 
 
+def test_an_unwritable_token_file_is_named(home: Path, tmp_path: Path) -> None:
+    # Found from outside: "cannot serve on 127.0.0.1:0: No such file or directory" blamed the
+    # port for the --token-file that could not be written.
+    (tmp_path / "file").write_text("")
+    where = tmp_path / "file" / "web-url"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hostd", "--home", str(home), "web", "--token-file", str(where)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].startswith(f"hostd: cannot write the URL file {where}: ")
+
+
 def test_open_hands_the_url_to_the_browser(home: Path) -> None:
     # `webbrowser` runs $BROWSER (a "generic" browser: it waits for the command to finish), so
     # the URL is in the file before the gateway handles the SIGTERM queued behind it.
