@@ -18,7 +18,7 @@ from hostd.cli.answers_cmd import parse_target, target_label
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import AnswerTarget
 
-__all__ = ["also_note", "choose_row", "parse_also"]
+__all__ = ["also_note", "choose_row", "parse_also", "unknown_target"]
 
 
 def parse_also(arg: str) -> list[AnswerTarget] | str:
@@ -30,6 +30,25 @@ def parse_also(arg: str) -> list[AnswerTarget] | str:
         except argparse.ArgumentTypeError as exc:
             return str(exc)
     return targets
+
+
+def unknown_target(
+    targets: Sequence[AnswerTarget], drivers: Sequence[str], assistants: Sequence[str]
+) -> str | None:
+    """Why `/also` cannot take `targets` (a driver or assistant name the daemon does not
+    know: most likely a typo, which would refuse every later message), or None."""
+    import difflib
+
+    for t in targets:
+        if t.driver and t.driver not in drivers:
+            close = difflib.get_close_matches(t.driver, list(drivers), n=1)
+            hint = f"did you mean {close[0]!r}?; " if close else ""
+            return (f"no driver named {t.driver!r} ({hint}installed: {', '.join(drivers)}); "
+                    "/also is unchanged")
+        if t.assistant and t.assistant not in assistants:
+            return (f"no assistant named {t.assistant!r} (known: {', '.join(assistants)}; "
+                    "`hostd assistants` lists them); /also is unchanged")
+    return None
 
 
 def also_note(targets: Sequence[AnswerTarget]) -> str:

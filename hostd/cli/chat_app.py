@@ -32,7 +32,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from hostd.cli.chat_answers import also_note, parse_also
+from hostd.cli.chat_answers import also_note, parse_also, unknown_target
 from hostd.cli.chat_commands import HELP, Command, agent_help, parse_command
 from hostd.cli.chat_input import (
     EndOfInput,
@@ -172,6 +172,18 @@ class ChatApp(ChatRequests):
     def note_text(self, text: str, style: str = "dim") -> None:
         # Notes quote titles, tool names and the daemon's messages (which quote content).
         self.note(Text(terminal_safe(text), style=style))
+
+    async def _unknown_target(self, targets: list[AnswerTarget]) -> str | None:
+        """`chat_answers.unknown_target` against what the daemon has (nothing to check, or a
+        daemon that cannot list assistants: the send says it, as before)."""
+        if not any(t.driver or t.assistant for t in targets):
+            return None
+        try:
+            drivers = [d.name for d in await self.client.list_drivers()]
+            assistants = [a.name for a in await self.client.list_assistants()]
+        except HostdError:
+            return None
+        return unknown_target(targets, drivers, assistants)
 
     def set_hint(self, text: str, seconds: float = QUIT_WINDOW) -> None:
         self.hint = text
@@ -488,6 +500,10 @@ class ChatApp(ChatRequests):
             targets = parse_also(cmd.arg)
             if isinstance(targets, str):
                 self.note_text(targets, "red")
+                return
+            wrong = await self._unknown_target(targets)
+            if wrong:
+                self.note_text(wrong, "red")
                 return
             self.also = targets
             self.note_text(also_note(targets))

@@ -276,7 +276,7 @@ async def test_chat_several_answers_and_choose(daemon: DemoDaemon) -> None:
     with trio.fail_after(30):
         proc = await trio.run_process(
             [sys.executable, "-m", "hostd", "chat", topic_id],
-            stdin=b"/also scripted/m1\nsame question\n/choose 1\n/choose 7\n",
+            stdin=b"/also scriptd/m1\n/also scripted/m1\nsame question\n/choose 1\n/choose 7\n",
             capture_stdout=True,
             capture_stderr=True,
             env=env,
@@ -284,6 +284,8 @@ async def test_chat_several_answers_and_choose(daemon: DemoDaemon) -> None:
         )
     out = proc.stdout.decode()
     assert proc.returncode == 0, out + proc.stderr.decode()
+    # A typo is refused when /also is set, not at every message after it.
+    assert "no driver named 'scriptd' (did you mean 'scripted'?" in out.replace("\n", " ")
     assert "also answered by scripted/m1" in out
     assert "[answer 1: scripted/m1" in out
     assert "continuing from answer 1" in out

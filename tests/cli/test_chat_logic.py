@@ -208,3 +208,24 @@ def test_fork_row_takes_a_message_number_or_a_label() -> None:
     assert fork_row(rows, "B1") == fork_row(rows, "7").replace("'7'", "'B1'")
     assert fork_row([], "") == "nothing to fork yet"
     assert undo_row(rows) is not None and undo_row(rows).id == "u2"  # type: ignore[union-attr]
+
+
+def test_also_names_an_unknown_driver_or_assistant_when_it_is_set() -> None:
+    # Found from outside: `/also nosuch` was taken ("messages are also answered by nosuch"),
+    # then every message was refused ("nothing was sent") until `/also` alone cleared it.
+    from hostd.cli.chat_answers import unknown_target
+    from hostd_protocol.common import AnswerTarget
+
+    drivers = ["claude-code", "scripted"]
+    assistants = ["default", "reviewer"]
+    assert unknown_target([AnswerTarget(driver="scripted", model="m")], drivers, assistants) is None
+    assert unknown_target([AnswerTarget(assistant="reviewer")], drivers, assistants) is None
+    assert unknown_target([AnswerTarget(model="m")], drivers, assistants) is None
+    assert unknown_target([AnswerTarget(driver="scriptd")], drivers, assistants) == (
+        "no driver named 'scriptd' (did you mean 'scripted'?; installed: claude-code, scripted); "
+        "/also is unchanged"
+    )
+    assert unknown_target([AnswerTarget(assistant="nope")], drivers, assistants) == (
+        "no assistant named 'nope' (known: default, reviewer; `hostd assistants` lists them); "
+        "/also is unchanged"
+    )
