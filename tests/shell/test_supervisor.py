@@ -51,6 +51,11 @@ from hostd_scripted.spec import SPEC
 BROKEN = DriverSpec(name="broken", module="hostd_no_such_module_anywhere")
 REGISTRY = DriverRegistry.from_specs(SPEC, BROKEN)
 FAST = {"chunk_rate": 0, "tool_pause": 0}
+#: The idle TTL of tests about idleness. A session starts idle when its open returns, so the
+#: TTL must outlast any stall between that and the test's next step (a Send, `mark_busy`): a
+#: loaded machine can hold a runnable process back for a few hundred ms, and with 0.2 s the
+#: idle close then won (reproduced with a 0.3 s stall before that step).
+IDLE_TTL = 1.0
 
 
 def opts(**options: Any) -> SessionOptions:
@@ -224,14 +229,15 @@ async def test_driver_that_cannot_import_reports_its_stderr(
 async def test_handshake_timeout_kills_and_reports(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
-    # Long enough for the interpreter to reach `init` and say so even on a loaded machine.
-    async with serving(tmp_path, base_env, handshake_timeout=2.5) as sup:
+    # Long enough for the interpreter to reach `init` and say so even on a loaded machine (a
+    # driver's start took 1.5-2.9 s at load 10, so with 2.5 s its stderr could still be empty).
+    async with serving(tmp_path, base_env, handshake_timeout=5.0) as sup:
         start = trio.current_time()
         with pytest.raises(DriverTimeout) as info:
             await sup.open("t", opts(hang_at_handshake=True))
-        assert trio.current_time() - start < 2.5 + 2
+        assert trio.current_time() - start < 5.0 + 2
         err = info.value
-        assert err.message == "driver 'scripted' did not complete the handshake within 2.5s"
+        assert err.message == "driver 'scripted' did not complete the handshake within 5s"
         assert err.exit_code == -signal.SIGKILL
         assert "hanging at the handshake" in err.stderr_tail
         assert sup.statistics().sessions == 0
@@ -534,10 +540,10 @@ async def test_interrupt_kills_a_driver_that_does_not_stop(
 async def test_idle_ttl_closes_after_the_turn_and_prewarms(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
-    async with serving(tmp_path, base_env, idle_ttl=0.3) as sup:
+    async with serving(tmp_path, base_env, idle_ttl=IDLE_TTL) as sup:
         session = await sup.open("t", opts())
         # A turn longer than the TTL is never cut: idleness starts after its TurnEnd.
-        result = await turn(session, "long", "/sleep 0.6\n/text done")
+        result = await turn(session, "long", f"/sleep {IDLE_TTL * 1.5}\n/text done")
         assert result.end is not None and result.end.status == "success"
         token = next(e.token for e in result.events if isinstance(e, ResumeToken))
         ended = await wait_end(session)
@@ -554,7 +560,7 @@ async def test_idle_ttl_closes_after_the_turn_and_prewarms(
 
 
 async def test_mark_busy_pins_the_session(tmp_path: Path, base_env: dict[str, str]) -> None:
-    async with serving(tmp_path, base_env, idle_ttl=0.2, prewarm_on_idle=False) as sup:
+    async with serving(tmp_path, base_env, idle_ttl=IDLE_TTL, prewarm_on_idle=False) as sup:
         pinned = await sup.open("pinned", opts())
         sup.mark_busy("pinned")
         other = await sup.open("other", opts())
@@ -844,14 +850,14 @@ async def test_a_driver_that_failed_to_load_is_unavailable_with_its_reason(
 async def test_a_refused_second_send_does_not_make_the_session_look_idle(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
-    async with serving(tmp_path, base_env, idle_ttl=0.2, prewarm_on_idle=False) as sup:
+    async with serving(tmp_path, base_env, idle_ttl=IDLE_TTL, prewarm_on_idle=False) as sup:
         session = await sup.open("t", opts())
-        await session.send(Send(turn_id="a", text="/sleep 0.6\n/text done"))
+        await session.send(Send(turn_id="a", text=f"/sleep {IDLE_TTL * 1.5}\n/text done"))
         await session.send(Send(turn_id="b", text="hi"))  # one turn at a time: refused
         result = await collect_turn(session, "a")
         busy = [e for e in result.events if isinstance(e, TurnEnd) and e.turn_id == "b"]
         assert busy and busy[0].error_code == "topic_busy"
-        # 0.6 s of turn a passed with a 0.2 s TTL: it still finished.
+        # Turn a outlasted the TTL: it still finished.
         assert result.end is not None and result.end.status == "success"
         assert result.ended is None
         assert session.active_turn is None
