@@ -220,15 +220,18 @@ function App() {
         <button class="ghost" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)" onClick={showShortcuts}>?</button>
         <ThemeToggle />
       </header>
+      {/* Keys: a banner that comes or goes must not take the place (and DOM) of its
+          unkeyed sibling: Preact matched the new banner with the page body, which then was
+          made anew, losing the new-topic form and every other state below it. */}
       {s.conn === "offline" && s.connReason && (
-        <div class="conn-banner" data-testid="conn-reason">{s.connReason}</div>
+        <div key="conn" class="conn-banner" data-testid="conn-reason">{s.connReason}</div>
       )}
       {s.error && (
-        <div class="error-banner" role="alert" data-testid="error" onClick={() => session.clearError()}>
+        <div key="error" class="error-banner" role="alert" data-testid="error" onClick={() => session.clearError()}>
           {s.error}
         </div>
       )}
-      <div class="body">
+      <div key="body" class="body">
         <Sidebar s={s} open={drawer} close={() => setDrawer(false)} />
         {s.topicId ? <TopicView s={s} /> : <main class="topic empty-topic">Pick a topic or create one.</main>}
       </div>
