@@ -56,6 +56,7 @@ from hostd_protocol.driver_messages import (
     CompactionComplete,
     CompactionError,
     CompactionStart,
+    Log,
     Notice,
     Send,
     UsageEvent,
@@ -356,12 +357,14 @@ class AgentLoop:
                 error_status=status,
             )
         )
+        # The windows hear of the retry once, from the host's notice for `ApiRetry`; a Notice
+        # here too printed every retry twice. Why it failed goes to the log (and the turn's
+        # error names it when the retries run out).
         await turn.emit(
-            Notice(
-                code="api_retry",
-                message=f"The model server failed ({why}); retry {attempt} of "
-                f"{opts.model_retries} in {delay:.1f} s.",
-                turn_id=turn.turn_id,
+            Log(
+                level="warning",
+                message=f"the model server failed ({why}); retry {attempt} of "
+                f"{opts.model_retries} in {delay:.1f} s",
             )
         )
         await trio.sleep(delay)
