@@ -79,9 +79,13 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, base_env: dict[str, str], *, timeout: float = 20, **kwargs: Any
+    tmp_path: Path, base_env: dict[str, str], *, timeout: float = 60, **kwargs: Any
 ) -> AsyncIterator[Supervisor]:
+    # The supervisor's timers only end hangs here; a test of one passes its own. A scripted
+    # driver that was asked to close took more than the default 2 s (+1 s after SIGTERM) to
+    # exit on a starved CPU and was reported as killed (DriverTimeout), failing "closed cleanly".
     kwargs.setdefault("handshake_timeout", 10.0)
+    kwargs.setdefault("close_timeout", 10.0)
     sup = Supervisor(REGISTRY, base_env=base_env, workdir_root=str(tmp_path / "w"), **kwargs)
     with trio.fail_after(timeout):
         async with trio.open_nursery() as nursery:
