@@ -46,7 +46,8 @@ def terminal_safe(text: str) -> str:
     Titles, answers, tool names and errors come from windows, models and the tools they run
     (a repository's file, a web page): printed raw, an escape sequence in them would retitle
     or clear the user's terminal, rewrite what it shows, or set its clipboard (OSC 52). What
-    a human reads is made safe here; `--json` and `export` keep the exact text."""
+    a human reads is made safe here (`export` too when it writes to a terminal); `--json`
+    and `export` to a file or a pipe keep the exact text."""
     return text.replace("\r\n", "\n").translate(_CONTROLS)
 
 

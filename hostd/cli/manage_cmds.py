@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from hostd.cli.common import fail, out, paths_from, print_json, request, text_table
+from hostd.cli.common import fail, out, paths_from, print_json, request, terminal_safe, text_table
 from hostd_protocol.client_messages import (
     DeleteTopic,
     GetTopic,
@@ -216,6 +216,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"cannot write {args.output}: {exc.strerror or exc}")
         print(f"wrote {args.output} ({len(rows)} messages)", file=sys.stderr)
+    elif sys.stdout.isatty():
+        # Read on a terminal: its escape sequences (an answer's, a tool's) made visible, as
+        # every command shows them; a file or a pipe gets the exact text.
+        sys.stdout.write(terminal_safe(text))
     else:
         sys.stdout.write(text)
     return 0

@@ -225,3 +225,36 @@ def test_an_untitled_topic_is_named_after_its_first_message(hostd: Hostd) -> Non
     named = hostd.ok("new", "--driver", "scripted", "--title", "mine").strip()
     hostd.ok("send", named, "hello", "--follow")
     assert {t["id"]: t["title"] for t in json.loads(hostd.ok("topics", "--json"))}[named] == "mine"
+
+
+def test_export_to_a_terminal_shows_control_characters_and_a_file_keeps_them(hostd: Hostd) -> None:
+    # Found from outside: `hostd export TOPIC` on a terminal wrote an answer's escape
+    # sequences raw (clear screen, retitle, OSC 52 clipboard), where every other command
+    # shows them made visible; a file or a pipe keeps the exact text.
+    import pty
+
+    hostd.ok("serve", "--detach")
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    hostd.ok("send", tid, "/text hello \x1b[2J\x1b]0;PWNED\x07 world", "--follow")
+    assert "\x1b[2J" in hostd.ok("export", tid)  # a pipe: exact
+    main_fd, tty_fd = pty.openpty()
+    try:
+        proc = subprocess.run(
+            hostd.argv("export", tid), env=hostd.env, cwd=hostd.project, stdout=tty_fd,
+            stderr=subprocess.PIPE, timeout=TIMEOUT, check=False,
+        )
+        os.close(tty_fd)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(main_fd)
+    assert proc.returncode == 0, proc.stderr
+    assert b"hello" in shown and b"world" in shown
+    assert b"\x1b" not in shown and b"\x07" not in shown
