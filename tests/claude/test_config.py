@@ -127,5 +127,5 @@ def test_only_an_api_key_is_kept_out_of_the_sandbox(
         assert proxy_credential(env, {"env": {"ANTHROPIC_BASE_URL": "http://x"}}) is None
     summary = SPEC.check_credentials(env)
     assert summary is not None
-    expect = "stays outside the sandbox" if proxied else "readable by the topic's tools"
+    expect = "key kept out of the sandbox" if proxied else "confined: readable by tools"
     assert expect in summary.summary

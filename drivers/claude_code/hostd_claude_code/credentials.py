@@ -157,15 +157,13 @@ _TOPIC_OVERRIDES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_T
 
 
 def confinement(kind: CredentialKind, proxied: bool) -> str:
-    """What a confined topic's tools can see of the credential, in words (`hostd drivers`)."""
+    """What a confined topic's tools can see of the credential, in a few words for
+    `hostd drivers` (docs/claude-code-driver.md has the table)."""
     if proxied:
-        return ("confined topics (network none or loopback): the key stays outside the "
-                "sandbox, the daemon adds it to each API request")
+        return "confined (network none/loopback): key kept out of the sandbox"
     if kind == "login":
-        return ("confined topics: the claude.ai login (a rotating OAuth token) is readable "
-                "by the topic's tools; only an API key is kept out of the sandbox")
-    return ("confined topics: the credential is readable by the topic's tools; only an API "
-            "key is kept out of the sandbox")
+        return "confined: readable by tools (a login is not proxied)"
+    return "confined: readable by tools (only an API key is proxied)"
 
 
 def proxy_credential(
