@@ -88,6 +88,13 @@ async def _run_turn(paths: Paths, env: dict[str, str], work: Path, policy: Any) 
     return ended, outputs
 
 
+def _ptrace_scope() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        return 0  # no Yama: same-uid processes may read each other's memory
+
+
 def _scan_result(outputs: list[str]) -> dict[str, Any]:
     for output in outputs:
         for line in output.splitlines():
@@ -137,8 +144,11 @@ async def test_a_tool_cannot_find_the_api_key_of_a_confined_topic(
         elsewhere = other.requests
     assert ended.status == "success", ended
     result = _scan_result(outputs)
-    # The scan looked: it read memory of the sandbox's processes (the CLI's among them).
-    assert result["memory_read"] >= 2, result
+    # The scan looked: it read memory of the sandbox's processes (the CLI's among them),
+    # where the kernel lets a process read another's (Yama's ptrace_scope 1+ allows only
+    # descendants: the CLI's memory is then closed to its tools anyway).
+    if _ptrace_scope() == 0:
+        assert result["memory_read"] >= 2, result
     assert result["files"] > 0, result
     assert seen and all(key == real_key for key in seen), [k[:12] for k in seen]
     if network == "shared":
