@@ -231,9 +231,13 @@ class ChatRequests:
         self.note_text(f"{approval.tool}: {verb}", "green" if allow else "yellow")
 
     async def _wait_idle(self) -> None:
-        """Until no turn runs and nothing is queued (piped input: let the answers finish)."""
+        """Until no turn runs and nothing is queued (piped input: let the answers finish).
+
+        "Runs" as `_answering` says: the send's reply can come before its `turn-started`
+        event is seen, and a loaded machine then left `echo hi | hostd chat` before the answer.
+        """
         while True:
             rows = self.transcript.rows()
-            if not self.transcript.active_turn_id and not any(r.status == "queued" for r in rows):
+            if not self._answering() and not any(r.status == "queued" for r in rows):
                 return
             await self._event_seen.wait()

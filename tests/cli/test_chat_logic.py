@@ -1,16 +1,20 @@
 """The pure parts of `hostd chat`: the line editor, command parsing, and which rows go to the
-scrollback (settled, in order, once) versus the live region."""
+scrollback (settled, in order, once) versus the live region; when piped input may leave."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from hostd.cli.chat_app import Command, parse_command
 from hostd.cli.chat_input import EndOfInput, Interrupt, LineEditor, Submit
+from hostd.cli.chat_requests import ChatRequests
 from hostd.cli.chat_state import ChatState
-from hostd_protocol.client_messages import MessageRow, TopicInfo
+from hostd.core.transcript import Transcript
+from hostd_protocol.client_messages import MessageRow, Snapshot, TopicInfo
 from hostd_protocol.common import TextDelta
 
 
@@ -229,3 +233,42 @@ def test_also_names_an_unknown_driver_or_assistant_when_it_is_set() -> None:
         "no assistant named 'nope' (known: default, reviewer; `hostd assistants` lists them); "
         "/also is unchanged"
     )
+
+
+class _Requests(ChatRequests):
+    """`ChatRequests` with what `ChatApp` gives it: a real transcript, no connection."""
+
+    def __init__(self) -> None:
+        self._transcript = Transcript(Snapshot(topic=TopicInfo(id="t"), seq=1))
+        self._started: set[str] = set()
+        self._ended: set[str] = set()
+        self._event_seen = trio.Event()
+
+    @property
+    def transcript(self) -> Transcript:
+        return self._transcript
+
+    def see_turn_end(self, turn_id: str) -> None:
+        self._ended.add(turn_id)
+        self._event_seen.set()
+        self._event_seen = trio.Event()
+
+
+async def test_piped_input_waits_for_a_turn_it_started_before_its_events_arrive() -> None:
+    """The send's reply (turn t1 started) came, its `turn-started` event not yet: the end of
+    piped input still waits for t1's end (it used to quit at once, losing the answer)."""
+    requests = _Requests()
+    requests._started.add("t1")
+    done = trio.Event()
+
+    async def drain() -> None:
+        await requests._wait_idle()
+        done.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not done.is_set()
+            requests.see_turn_end("t1")
+    assert done.is_set()
