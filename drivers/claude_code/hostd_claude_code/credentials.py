@@ -149,7 +149,7 @@ def find_credential(
 #: Where the CLI sends its requests when `ANTHROPIC_BASE_URL` is not set.
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: Credential kinds the daemon keeps out of a confined sandbox (`proxy_credential`).
-PROXIED_KINDS: tuple[CredentialKind, ...] = ("api-key", "console-key")
+PROXIED_KINDS: tuple[CredentialKind, ...] = ("api-key", "console-key", "token")
 #: Topic `env` entries that change where the CLI goes or what it sends: with any of them
 #: the topic chose its own credential, and the daemon's is not involved.
 _TOPIC_OVERRIDES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
@@ -160,38 +160,45 @@ def confinement(kind: CredentialKind, proxied: bool) -> str:
     """What a confined topic's tools can see of the credential, in a few words for
     `hostd drivers` (docs/claude-code-driver.md has the table)."""
     if proxied:
-        return "confined (network none/loopback): key kept out of the sandbox"
+        return "confined (network none/loopback): kept out of the sandbox"
     if kind == "login":
         return "confined: readable by tools (a login is not proxied)"
-    return "confined: readable by tools (only an API key is proxied)"
+    return "confined: readable by tools (only API keys and tokens are proxied)"
 
 
 def proxy_credential(
     environ: Mapping[str, str], options: Mapping[str, object]
 ) -> ProxiedCredential | None:
     """`DriverSpec.credential_proxy`: for an API key (the daemon's `ANTHROPIC_API_KEY`, or
-    the Console key in `~/.claude.json`), what the daemon needs to keep it out of a confined
-    sandbox. None for a claude.ai login (its refresh stays with the CLI), a token, a cloud
-    provider, or a topic whose `env` option sets its own credential or base URL."""
+    the Console key in `~/.claude.json`) or a long-lived token (`CLAUDE_CODE_OAUTH_TOKEN`,
+    `ANTHROPIC_AUTH_TOKEN`: a bearer), what the daemon needs to keep it out of a confined
+    sandbox. None for a claude.ai login (its refresh stays with the CLI), a cloud provider,
+    or a topic whose `env` option sets its own credential or base URL."""
     extra = options.get("env")
     if isinstance(extra, Mapping) and any(name in extra for name in _TOPIC_OVERRIDES):
         return None
     if any(environ.get(name) not in (None, "", "0", "false") for name in _CLOUD_VARS):
         return None
     cred = find_credential(environ)
+    header, key_env = "x-api-key", "ANTHROPIC_API_KEY"
     if cred.kind == "api-key":
-        key = environ["ANTHROPIC_API_KEY"]
+        value = environ["ANTHROPIC_API_KEY"]
     elif cred.kind == "console-key" and cred.env:
-        key = cred.env["ANTHROPIC_API_KEY"]
+        value = cred.env["ANTHROPIC_API_KEY"]
+    elif cred.kind == "token":
+        # A long-lived bearer token (`claude setup-token`, or a gateway's): it does not
+        # rotate, so the daemon can hold it as it holds a key.
+        key_env = next(name for name in _TOKEN_VARS if environ.get(name))
+        header, value = "authorization", f"Bearer {environ[key_env]}"
     else:
         return None
     return ProxiedCredential(
         upstream=environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
-        header="x-api-key",
-        value=key,
+        header=header,
+        value=value,
         base_url_env="ANTHROPIC_BASE_URL",
-        key_env="ANTHROPIC_API_KEY",
-        remove_env=("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+        key_env=key_env,
+        remove_env=tuple(n for n in ("ANTHROPIC_API_KEY", *_TOKEN_VARS) if n != key_env),
         # Not `SPEC.sandbox_read`: `~/.claude.json` holds the Console key, and a login in
         # `~/.claude` is not what this session uses.
         sandbox_read=(),
