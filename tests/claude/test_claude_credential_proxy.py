@@ -42,7 +42,7 @@ pytestmark = [
     pytest.mark.skipif(not SUPPORT.available, reason=SUPPORT.reason),
 ]
 
-TIMEOUT = 150
+TIMEOUT = 240  # daemon + CLI start, two model requests and a memory scan, on a loaded machine
 SCAN = Path(__file__).with_name("scan_for_key.py")
 
 
@@ -109,7 +109,8 @@ def _scan_result(outputs: list[str]) -> dict[str, Any]:
     [
         ("api-key", "loopback"),
         ("console-key", "none"),
-        ("ANTHROPIC_AUTH_TOKEN", "none"),
+        # The same bearer path as CLAUDE_CODE_OAUTH_TOKEN in the proxy.
+        pytest.param("ANTHROPIC_AUTH_TOKEN", "none", marks=pytest.mark.slow),
         ("CLAUDE_CODE_OAUTH_TOKEN", "loopback"),
         ("api-key", "shared"),  # control: no proxy, the key is in the sandbox
     ],
