@@ -200,3 +200,17 @@ async def test_an_https_upstream_is_reached_over_verified_tls(
         assert [r.api_key for r in api.requests] == [REAL]
     assert refused.status_code == 502
     assert REAL not in refused.text and "127.0.0.1" in json.loads(refused.text)["error"]["message"]
+
+
+async def test_garbage_from_the_sandbox_ends_only_its_own_connection(folder: Path) -> None:
+    with FakeAnthropicAPI([Rule(lambda req: True, text("hello"))]) as api:
+        target = ProxyTarget(api.base_url, "x-api-key", REAL)
+        with trio.fail_after(TIMEOUT):
+            async with running(target, folder) as client:
+                for junk in ("\x00\x01 not http\r\n\r\n", "GET / HTTP/1.1\r\nbad header\r\n\r\n",
+                             "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + "a: b\r\n" * 20000):
+                    status_line, _ = await _raw(folder, junk)
+                    assert not status_line.startswith("HTTP/1.1 2"), status_line
+                response = await client.post("/v1/messages", **_messages(target.placeholder))
+                assert response.status_code == 200, response.text
+        assert [r.api_key for r in api.requests] == [REAL]

@@ -204,6 +204,9 @@ class CredentialProxy:
                     log.debug("credential proxy: bad HTTP from the sandbox: %s", exc)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     pass
+                except Exception as exc:  # one connection never ends the proxy
+                    # The type only: a message could quote what the request carried.
+                    log.warning("credential proxy: connection ended by %s", type(exc).__name__)
 
     async def _exchange(self, stream: trio.SocketStream, conn: h11.Connection) -> bool:
         """One request and its answer; whether the connection can take another."""
@@ -256,9 +259,14 @@ class CredentialProxy:
         import httpx2
 
         client = self._http()
-        upstream = client.build_request(
-            method, url, headers=forward_headers(headers, self.target), content=body
-        )
+        try:
+            upstream = client.build_request(
+                method, url, headers=forward_headers(headers, self.target), content=body
+            )
+        except (httpx2.InvalidURL, ValueError):
+            await _send_simple(stream, conn, 400, "invalid_request_error",
+                               "hostd credential proxy: not a valid request target")
+            return
         try:
             response = await client.send(upstream, stream=True)
         except httpx2.HTTPError as exc:
