@@ -65,7 +65,14 @@ from hostd_protocol.client_messages import (
     TurnEnded,
 )
 from hostd_protocol.common import SendIntent, TurnStatus
-from hostd_protocol.errors import AlreadyAnswered, HostdError, NotFound, UnknownTopic
+from hostd_protocol.errors import (
+    AlreadyAnswered,
+    HostdError,
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    UnknownTopic,
+)
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpAgent", "AgentDefaults"]
 
@@ -249,6 +256,9 @@ class AcpAgent:
             return await handler(params)
         except UnknownTopic as exc:
             raise RequestRefused(RESOURCE_NOT_FOUND, exc.message) from None
+        except (InvalidArgument, PayloadTooLarge) as exc:
+            # What the editor sent is wrong (a value, a size): its params, not our fault.
+            raise RequestRefused(INVALID_PARAMS, f"{exc.code}: {exc.message}") from None
         except HostdError as exc:
             raise RequestRefused(INTERNAL_ERROR, f"{exc.code}: {exc.message}") from None
 

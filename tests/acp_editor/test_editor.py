@@ -271,6 +271,19 @@ async def test_garbage_and_unknown_methods_get_json_rpc_errors_and_nothing_else_
                     assert unknown["error"]["code"] == -32601
                     bad = await ed.result(await ed.start_call("session/prompt", {"x": 1}))
                     assert bad["error"]["code"] == -32002  # no such session
+                    # What the editor sent is wrong: invalid params, not an internal error
+                    # (found from outside: a 2 MB prompt and an unknown option were -32603).
+                    big = await ed.result(
+                        await ed.start_call("session/prompt", prompt(sid, "x" * 2_000_000))
+                    )
+                    assert big["error"]["code"] == -32602
+                    assert big["error"]["message"].startswith("payload_too_large: ")
+                    opts = await ed.result(await ed.start_call("session/new", {
+                        "cwd": str(tmp_path), "mcpServers": [],
+                        "_meta": {"hostd": {"options": {"bogus": 1}}},
+                    }))
+                    assert opts["error"]["code"] == -32602
+                    assert opts["error"]["message"].startswith("invalid_argument: unknown option")
                     await ed.command({"op": "raw", "text": "this is not json\n{\"a\": 1}\n"})
                     result = await ed.call("session/prompt", prompt(sid, "/text still here"))
                     assert result == {"stopReason": "end_turn"}
@@ -370,9 +383,10 @@ def test_a_daemon_it_cannot_reach_is_one_line_and_exit_code_1(tmp_path: Path) ->
     )
     assert proc.returncode == 1
     assert proc.stdout == ""  # stdout is the editor's channel
+    # The clients' one mapping of a socket path no daemon can be reached at (every command).
     assert proc.stderr.splitlines() == [
-        f"hostd: acp: cannot reach the daemon at {blocker}/home/run/hostd.sock: Not a "
-        "directory; check --home / HOSTD_HOME"
+        f"hostd: cannot reach hostd at {blocker}/home/run/hostd.sock: Not a directory; point "
+        "--home / HOSTD_HOME at a folder of your own"
     ]
 
 
