@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console.print(table)
     if note:
         console.print(f"[red]no default:[/red] {escape(note)}")
-    if not catalog.assistants:
+    if not catalog.assistants and not catalog.errors:
         console.print(
             f"no assistants yet: add TOML files to {config / 'assistants'} "
             "(docs/configuration.md)"

@@ -232,3 +232,13 @@ def test_cli_without_assistants(tmp_path: Path) -> None:
     write(tmp_path / "assistants", "default.toml", 'driver = "scripted"\ndescription = "Mine"\n')
     code, out = cli(tmp_path)
     assert "(built-in)" not in out and "Mine" in out
+
+
+def test_cli_with_only_broken_files_does_not_say_there_are_none(tmp_path: Path) -> None:
+    # Found from outside: a folder whose one file was broken said "no assistants yet: add
+    # TOML files" above the error naming that file.
+    bad = write(tmp_path / "assistants", "bad.toml", "driver = \n")
+    code, out = cli(tmp_path)
+    assert code == 1
+    assert "no assistants yet" not in out
+    assert f"error: {bad}:1:" in out
