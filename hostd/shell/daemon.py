@@ -73,16 +73,12 @@ from hostd_protocol.client_messages import (
     MessageRow,
     Result,
     ScheduleInfo,
+    StateChanged,
     TopicEvent,
     TopicInfo,
     TurnStarted,
 )
-from hostd_protocol.errors import (
-    ConfigError,
-    HostdError,
-    UnknownRequest,
-    UnknownTopic,
-)
+from hostd_protocol.errors import ConfigError, HostdError, UnknownRequest, UnknownTopic
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 if TYPE_CHECKING:
@@ -396,6 +392,9 @@ class Daemon(RequestHandlers):
     def _observe(self, topic_id: str, event: TopicEvent) -> None:
         self.turns.observe(topic_id, event)
         self.scheduler.observe(topic_id, event)
+        if type(event) is StateChanged and (host := self.hosts.get(topic_id)) is not None:
+            # Protocol 1.6: the topic list is live for watching windows, busy badges too.
+            self._topics_changed("changed", topic_id, host.topic_info())
         if self.tracing is not None:
             host = self.hosts.get(topic_id) if type(event) is TurnStarted else None
             self.tracing.topic_event(topic_id, event, host.info.assistant if host else "")

@@ -71,3 +71,25 @@ async def test_a_lost_connection_ends_the_watch_with_its_error(running: Running)
             with pytest.raises(ConnectionBroken):
                 async for _ in watch:
                     pass
+
+
+async def test_a_topic_starting_and_ending_an_answer_is_a_change_with_its_state(
+    running: Running,
+) -> None:
+    # Protocol 1.6: busy badges of a topic list need no polling.
+    with trio.fail_after(20):
+        async with open_client(running.paths) as ui, open_client(running.paths) as other:
+            topic = await other.create_topic(title="busy")
+            async with ui.watch_topics() as watch:
+                await other.send(topic.id, "hi", "start")
+                turn = await running.supervisor.turns.receive()
+                change = await watch.__anext__()
+                assert (change.change, change.topic_id) == ("changed", topic.id)
+                assert [t.state for t in watch.topics()] == ["answering"]
+                turn.end()
+                states = []
+                async for _change in watch:
+                    states.append(watch.topics()[0].state)
+                    if states[-1] == "idle":
+                        break
+                assert states[-1] == "idle"

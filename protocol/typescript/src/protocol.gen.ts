@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 5];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 6];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
