@@ -198,13 +198,9 @@ function App() {
     const onHash = () => void session.open(topicFromHash());
     window.addEventListener("hashchange", onHash);
     onHash();
+    // The session keeps the topic list live (`watch-topics`; a poll for an older daemon).
     void session.run();
-    // No topic-list event in the protocol yet: poll it (cheap, one request).
-    const timer = setInterval(() => void session.refreshTopics(), 5000);
-    return () => {
-      window.removeEventListener("hashchange", onHash);
-      clearInterval(timer);
-    };
+    return () => window.removeEventListener("hashchange", onHash);
   }, []);
   return (
     <div class="app">

@@ -18,6 +18,7 @@ import {
   type Subscription,
   type SubscriptionItem,
   type TopicInfo,
+  type TopicWatch,
   type Transcript,
   type Transport,
   type Usage,
@@ -146,6 +147,8 @@ export class Session {
   private wantTopic = "";
   private failures = 0;
   private wake: (() => void) | null = null;
+  /** The connection whose topic list is live (`watch-topics`): no need to read it again. */
+  private watched: Client | null = null;
 
   subscribe(listener: () => void): () => void {
     this.listeners.add(listener);
@@ -185,7 +188,7 @@ export class Session {
       this.client = client;
       this.failures = 0;
       this.set({ conn: "online", connReason: "", multiAnswer: client.speaks(1, 1), stopOneAnswer: client.speaks(1, 2) });
-      void this.refreshTopics();
+      void this.keepTopics(client);
       if (this.wantTopic) void this.attach(this.wantTopic);
       const reason = await client.closed();
       this.client = null;
@@ -214,13 +217,48 @@ export class Session {
     this.wake?.();
   }
 
+  /**
+   * Keep the topic list current for as long as `client` is the connection. A daemon of
+   * protocol 1.6 tells a watching window of every topic created, renamed, deleted, or
+   * starting or ending an answer (`watch-topics`): the list is live from it. An older one
+   * does not say when another topic starts or stops answering: read the list every 5 s.
+   */
+  private async keepTopics(client: Client): Promise<void> {
+    if (client.speaks(1, 6)) {
+      let watch: TopicWatch;
+      try {
+        watch = await client.watchTopics();
+      } catch (exc) {
+        if (this.client === client) this.fail(exc);
+        return;
+      }
+      this.watched = client;
+      this.showTopics(watch.topics());
+      try {
+        while (!(await watch.next()).done) this.showTopics(watch.topics());
+      } catch {
+        // The connection ended: `run` connects again and watches anew.
+      }
+      return;
+    }
+    const closed = client.closed();
+    while (this.client === client) {
+      await this.refreshTopics();
+      await Promise.race([new Promise((resolve) => setTimeout(resolve, 5000)), closed]);
+    }
+  }
+
+  private showTopics(topics: TopicInfo[]): void {
+    topics.sort((a, b) => (b.updated_at ?? 0) - (a.updated_at ?? 0));
+    this.set({ topics });
+  }
+
+  /** Read the topic list now (a no-op while it is live from `watch-topics`). */
   async refreshTopics(): Promise<void> {
     const client = this.client;
-    if (client === null) return;
+    if (client === null || client === this.watched) return;
     try {
-      const topics = await client.listTopics();
-      topics.sort((a, b) => (b.updated_at ?? 0) - (a.updated_at ?? 0));
-      this.set({ topics });
+      this.showTopics(await client.listTopics());
     } catch (exc) {
       this.fail(exc);
     }

@@ -138,7 +138,8 @@ export function Sidebar({ s, open, close }: { s: ViewState; open: boolean; close
       <nav aria-label="Topics" onClick={(e) => (e.target as Element).closest("a") && close()}>
         <ul class="topic-list">
           {shown.map((t) => (
-            // The open topic's state is live (its events); the others' as last listed.
+            // The open topic's state is live (its events); the others' from the topic list's
+            // watch (protocol 1.6; an older daemon's: as last listed).
             <TopicItem key={t.id} topic={t} current={t.id === s.topicId} state={t.id === s.topicId ? s.topicState : t.state} />
           ))}
         </ul>
