@@ -248,6 +248,14 @@ class Client(TopicOps, ScheduleOps, RowReading):
             raise error_from_code(reply.code, reply.message, reply.details)
         return reply.result
 
+    async def wait_closed(self) -> HostdError:
+        """Wait until the connection has ended (the daemon went away, or this side closed
+        it) and return why: `ConnectionBroken` when the daemon closed it or vanished,
+        `ConnectionClosed` when this client closed it."""
+        await self._reader_done.wait()
+        assert self._closed is not None
+        return self._closed
+
     async def aclose(self) -> None:
         self._fail_all(ConnectionClosed("the client closed the connection"))
         await trio.aclose_forcefully(self._stream)

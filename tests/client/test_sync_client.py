@@ -17,6 +17,7 @@ from tests.shell.conftest import Running
 #: Public coroutine methods of `Client` that have no blocking twin, and why.
 NOT_REQUESTS = {
     "aclose": "lifecycle: the sync client's is close() (and `with`)",
+    "wait_closed": "lifecycle: a blocking caller learns of a lost daemon from its next request",
 }
 #: Public names only the sync client has.
 SYNC_ONLY = {"close"}
