@@ -21,27 +21,40 @@ Methods (docs/acp.md):
 - the topic's approvals become `session/request_permission`; the first answer from any
   window wins, a later one from the editor is dropped quietly.
 
-Rules this module guards: one attachment per session, forwarding its events in `seq`
-order; a prompt is answered exactly once (turn end, draft after a stop, topic deleted, or
-the daemon gone); nothing the editor sends can end the process but closing stdin.
+The daemon may stop or crash under a running editor: `hostd.acp.link.DaemonLink` connects
+again (starting the daemon), each open session re-attaches with `since=` its last seq (a
+daemon that cannot replay that far sends a fresh snapshot: rows the editor has not seen are
+shown, prompts whose turn is no longer running are answered from their rows), and the editor
+is told in one `agent_message_chunk` note per session. Requests made meanwhile wait for
+the daemon (bounded); a prompt is sent again with the same `client_msg_id` (the daemon
+stores it once).
+
+Rules this module guards: one attachment per session per connection, forwarding its events
+in `seq` order; a prompt is answered exactly once (turn end, draft after a stop, topic
+deleted, its turn gone after a restart); nothing the editor sends can end the process but
+closing stdin, and losing the daemon ends no session.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import trio
 
+from hostd.acp.inputs import mcp_option, prompt_text
+from hostd.acp.link import Connect, DaemonLink
+from hostd.acp.sessions import OURS, Prompt, Session, note, ours
 from hostd.acp.updates import (
     commands_update,
     mode_state,
+    permission_answer,
+    permission_request,
     stop_reason,
     updates_for_chunk,
     updates_for_row,
@@ -61,12 +74,14 @@ from hostd_protocol.client_messages import (
     RowUpdated,
     Snapshot,
     TopicDeleted,
+    TopicEvent,
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import SendIntent, TurnStatus
+from hostd_protocol.common import SendIntent
 from hostd_protocol.errors import (
     AlreadyAnswered,
+    ConnectionBroken,
     HostdError,
     InvalidArgument,
     NotFound,
@@ -77,15 +92,10 @@ from hostd_protocol.errors import (
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpAgent", "AgentDefaults"]
 
 ACP_PROTOCOL_VERSION = 1
+#: How a session attaches on a connection (see `AcpAgent._follow`).
+Follow = Literal["open", "replay", "since", "fresh"]
 #: ACP's "resource not found" error code (a session id that names no topic).
 RESOURCE_NOT_FOUND = -32002
-#: Our sends' client_msg_id prefix: the editor already shows what it sent.
-_OURS = "acp:"
-#: Default answers when the driver offers no options of its own.
-_DEFAULT_OPTIONS = [
-    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-    {"optionId": "reject", "name": "Deny", "kind": "reject_once"},
-]
 
 
 @dataclass(frozen=True)
@@ -99,115 +109,24 @@ class AgentDefaults:
     busy_intent: SendIntent = "steer"
 
 
-@dataclass
-class _Prompt:
-    """One `session/prompt` waiting for the end of the turn that carries its message."""
-
-    key: str
-    row_id: str = ""
-    turn_id: str = ""
-    done: trio.Event = field(default_factory=trio.Event)
-    status: TurnStatus = "success"
-    error: str = ""
-
-    def finish(self, status: TurnStatus, error: str = "") -> None:
-        if not self.done.is_set():
-            self.status, self.error = status, error
-            self.done.set()
-
-
-class _Session:
-    """One ACP session = one topic, attached for as long as this process runs."""
-
-    def __init__(self, topic: TopicInfo, driver: DriverInfo | None) -> None:
-        self.topic_id = topic.id
-        self.driver = driver.name if driver else topic.driver
-        #: The driver's modes (`DriverSpec.modes`), the send option they travel in, the
-        #: current one (the topic's option, else the driver's first).
-        self.modes = list(driver.modes) if driver else []
-        self.mode_key = driver.mode_option if driver and self.modes else ""
-        self.mode_ids = [m.id for m in self.modes]
-        current = topic.options.get(self.mode_key) if self.mode_key else None
-        self.mode = current if current in self.mode_ids else (self.mode_ids or [""])[0]
-        self.prompts: dict[str, _Prompt] = {}
-        #: Turns that ended, so a prompt whose reply comes after its turn's end still finds it.
-        self.ended: dict[str, TurnEnded] = {}
-        #: Approvals the editor is being asked about.
-        self.asking: set[str] = set()
-        self.live = trio.Event()
-        self.replayed = trio.Event()
-        self.gone = False
-
-
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _prompt_text(blocks: Any) -> str:
-    """ACP content blocks as the message text: text as is, embedded resources inlined."""
-    if not isinstance(blocks, list):
-        raise RequestRefused(INVALID_PARAMS, "prompt must be a list of content blocks")
-    out: list[str] = []
-    for b in blocks:
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind == "text":
-            out.append(str(b.get("text", "")))
-        elif kind == "resource":
-            res = b.get("resource") or {}
-            if isinstance(res, dict):
-                uri, text = res.get("uri", ""), res.get("text")
-                body = text if isinstance(text, str) else "(binary content)"
-                out.append(f"\n<context uri={uri!r}>\n{body}\n</context>\n")
-        elif kind == "resource_link":
-            out.append(f"[{b.get('name') or b.get('uri', '')}]({b.get('uri', '')})")
-        else:
-            raise RequestRefused(INVALID_PARAMS, f"hostd does not take {kind!r} content")
-    return "".join(out)
-
-
-def _mcp_option(driver: DriverInfo | None, servers: Any) -> dict[str, Any]:
-    """The editor's MCP servers as the driver's option, in the shape it declares
-    (`DriverSpec.mcp_option` / `mcp_format`); {} when it takes none."""
-    if not isinstance(servers, list) or not servers or driver is None or not driver.mcp_option:
-        return {}
-    if driver.mcp_format == "acp":
-        return {driver.mcp_option: servers}  # e.g. to an inner ACP agent's session/new as is
-    if driver.mcp_format == "mcp.json":
-        table: dict[str, Any] = {}
-        for s in servers:
-            if not isinstance(s, dict) or not s.get("name"):
-                continue
-            pairs = s.get("env") or s.get("headers") or []
-            kv = {p["name"]: p["value"] for p in pairs if isinstance(p, dict) and "name" in p}
-            # The openai driver takes names of letters, digits, '-' and '_' only.
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(s["name"]))
-            if s.get("url"):
-                kind = {"type": "sse"} if s.get("type") == "sse" else {}
-                table[name] = {"url": s["url"], "headers": kv, **kind}
-            else:
-                table[name] = {
-                    "command": s.get("command", ""),
-                    "args": list(s.get("args") or []),
-                    "env": kv,
-                }
-        return {driver.mcp_option: table} if table else {}
-    return {}
-
-
 class AcpAgent:
-    """The ACP agent side of `hostd acp`, over one daemon connection."""
+    """The ACP agent side of `hostd acp`, over a daemon connection made again when lost."""
 
-    def __init__(self, client: Client, defaults: AgentDefaults, version: str) -> None:
-        self.client = client
+    def __init__(self, connect: Connect, defaults: AgentDefaults, version: str) -> None:
+        self.link = DaemonLink(connect, on_up=self._connected, on_down=self._lost)
         self.defaults = defaults
         self.version = version
         self.peer: RpcPeer | None = None
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, Session] = {}
         #: The daemon's drivers by name (what each declares: modes, MCP option).
         self._drivers: dict[str, DriverInfo] | None = None
         self._nursery: trio.Nursery | None = None
+        #: The daemon's process id (a new one after a restart: sessions take a snapshot).
+        self._daemon_pid = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "initialize": self._initialize,
             "authenticate": self._authenticate,
@@ -224,7 +143,8 @@ class AcpAgent:
         send: Callable[[bytes], Awaitable[None]],
         max_line: int = 8 * 1024 * 1024,
     ) -> None:
-        """Serve the editor until its input ends."""
+        """Serve the editor until its input ends (the first daemon connection is made before:
+        its failure is this call's)."""
         self.peer = RpcPeer(
             send,
             on_request=self._on_request,
@@ -234,6 +154,7 @@ class AcpAgent:
         )
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.link.run)
             await self.peer.serve(receive, nursery)
             self.peer.close("the editor closed the connection")
             nursery.cancel_scope.cancel()  # the editor is gone: the daemon goes on alone
@@ -276,7 +197,7 @@ class AcpAgent:
 
     async def _stop(self, topic_id: str) -> None:
         try:
-            await self.client.stop(topic_id)
+            await (await self.link.client()).stop(topic_id)
         except HostdError:
             pass  # nothing to stop (the turn ended meanwhile), or the topic is gone
 
@@ -313,10 +234,11 @@ class AcpAgent:
 
     async def _driver(self, name: str, assistant: str = "") -> DriverInfo | None:
         """What the daemon says of a driver (by name, else of an assistant's driver)."""
+        client = await self.link.client()
         if self._drivers is None or name not in self._drivers:
-            self._drivers = {d.name: d for d in await self.client.list_drivers()}
+            self._drivers = {d.name: d for d in await client.list_drivers()}
         if not name and assistant:
-            found = [a for a in await self.client.list_assistants() if a.name == assistant]
+            found = [a for a in await client.list_assistants() if a.name == assistant]
             name = found[0].driver if found else ""
         return self._drivers.get(name)
 
@@ -327,8 +249,8 @@ class AcpAgent:
         choice = self._choice(params)
         options = choice["options"]
         driver = await self._driver(choice["driver"], choice["assistant"] or "default")
-        options.update(_mcp_option(driver, params.get("mcpServers")))
-        topic = await self.client.create_topic(
+        options.update(mcp_option(driver, params.get("mcpServers")))
+        topic = await (await self.link.client()).create_topic(
             title=choice["title"],
             assistant=choice["assistant"],
             driver=choice["driver"],
@@ -349,7 +271,7 @@ class AcpAgent:
             raise RequestRefused(INVALID_PARAMS, "session/load: sessionId is required")
         if sid in self.sessions:
             raise RequestRefused(INVALID_PARAMS, f"session {sid} is already open")
-        topic = await self.client.get_topic(sid)  # UnknownTopic -> resource not found
+        topic = await (await self.link.client()).get_topic(sid)  # UnknownTopic: not found
         driver = await self._driver(topic.driver, topic.assistant or "default")
         session = await self._open(topic, driver, replay=True)
         await session.replayed.wait()
@@ -358,7 +280,7 @@ class AcpAgent:
 
     async def _list(self, params: dict[str, Any]) -> Any:
         cwd = params.get("cwd")
-        topics = await self.client.list_topics()
+        topics = await (await self.link.client()).list_topics()
         return {
             "sessions": [
                 {
@@ -387,7 +309,7 @@ class AcpAgent:
                                       "currentModeId": session.mode})
         return {}
 
-    def _session(self, params: dict[str, Any]) -> _Session:
+    def _session(self, params: dict[str, Any]) -> Session:
         sid = params.get("sessionId")
         session = self.sessions.get(sid) if isinstance(sid, str) else None
         if session is None:
@@ -396,19 +318,13 @@ class AcpAgent:
 
     async def _prompt(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
-        text = _prompt_text(params.get("prompt"))
+        text = prompt_text(params.get("prompt"))
         if not text.strip():
             raise RequestRefused(INVALID_PARAMS, "the prompt is empty")
-        prompt = _Prompt(key=f"{_OURS}{uuid.uuid4().hex}")
+        prompt = Prompt(key=f"{OURS}{uuid.uuid4().hex}")
         session.prompts[prompt.key] = prompt
         try:
-            sent = await self.client.send(
-                session.topic_id,
-                text,
-                self.defaults.busy_intent,
-                client_msg_id=prompt.key,
-                options={session.mode_key: session.mode} if session.mode_key else None,
-            )
+            sent = await self._send(session, prompt, text)
             prompt.row_id = prompt.row_id or sent.row_id
             if sent.disposition == "started":
                 # A steered or queued message's turn is the one that finally carries it
@@ -424,48 +340,166 @@ class AcpAgent:
             raise RequestRefused(INTERNAL_ERROR, prompt.error or "the turn failed")
         return {"stopReason": stop_reason(prompt.status)}
 
+    async def _send(self, session: Session, prompt: Prompt, text: str) -> Any:
+        """Send the prompt's message; when the daemon is lost meanwhile, again on the next
+        connection with the same key (the daemon stores a key once; a stored one answers
+        with its row)."""
+        while True:
+            client = await self.link.client()
+            try:
+                return await client.send(
+                    session.topic_id,
+                    text,
+                    self.defaults.busy_intent,
+                    client_msg_id=prompt.key,
+                    options={session.mode_key: session.mode} if session.mode_key else None,
+                )
+            except ConnectionBroken:
+                await self.link.replaced(client)
+
+    # --- the daemon connection ------------------------------------------------------------
+
+    async def _connected(self, client: Client, nursery: trio.Nursery, again: bool) -> None:
+        """A new connection: re-attach every open session there."""
+        try:
+            pid = (await client.status()).pid
+        except HostdError:
+            return  # lost again at once: the next connection does it
+        restarted, self._daemon_pid = pid != self._daemon_pid, pid
+        if not again:
+            return
+        for session in list(self.sessions.values()):
+            if not session.gone:
+                await nursery.start(
+                    self._follow, client, session, "fresh" if restarted else "since"
+                )
+        what = "the daemon restarted" if restarted else "the connection to the daemon was back"
+        for session in list(self.sessions.values()):
+            if not session.gone:
+                await self._update(session, note(
+                    f"hostd: {what}; this session goes on", "reconnected"))
+
+    async def _lost(self, reason: HostdError) -> None:
+        print(f"hostd acp: lost the daemon ({reason.message}); connecting again",
+              file=sys.stderr)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._give_up, reason)
+
+    async def _give_up(self, reason: HostdError) -> None:
+        """Prompts do not wait longer than requests for a daemon that does not come back."""
+        if await self.link.wait_down_for(self.link.wait_s):
+            for session in self.sessions.values():
+                for prompt in list(session.prompts.values()):
+                    prompt.finish("error", f"lost the daemon ({reason.message}) and it has "
+                                  "not come back; hostd acp keeps trying")
+
     # --- one session: the topic's events to the editor ----------------------------------
 
     async def _open(
         self, topic: TopicInfo, driver: DriverInfo | None, *, replay: bool
-    ) -> _Session:
-        session = self.sessions[topic.id] = _Session(topic, driver)
-        assert self._nursery is not None
-        await self._nursery.start(self._follow, session, replay)
+    ) -> Session:
+        session = self.sessions[topic.id] = Session(topic, driver)
+        client, nursery = self.link.current, self.link.nursery
+        if client is None or nursery is None:
+            raise ConnectionBroken("lost the daemon while opening the session; try again")
+        await nursery.start(self._follow, client, session, "replay" if replay else "open")
         return session
 
     async def _follow(
-        self, session: _Session, replay: bool, task_status: Any = trio.TASK_STATUS_IGNORED
+        self,
+        client: Client,
+        session: Session,
+        how: Follow,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Forward the topic's events on this connection; a new connection starts another:
+        `since` its last seq on the same daemon, `fresh` (a snapshot) on a restarted one,
+        whose replay buffer starts empty at the stored seq and would tell nothing."""
+        started = False
         try:
-            async with self.client.attach(session.topic_id) as sub:
+            async with client.attach(
+                session.topic_id, since=session.seq if how == "since" else None
+            ) as sub:
                 task_status.started()
-                first = await sub.__anext__()
-                assert isinstance(first, Snapshot)
-                if replay:
-                    for row in await self._history(first):
-                        for update in updates_for_row(row):
-                            await self._update(session, update)
-                session.replayed.set()
-                await session.live.wait()
-                if first.commands:
-                    await self._update(session, commands_update(first.commands))
-                for approval in first.approvals:
-                    self._ask(session, approval)
-                async for event in sub:
-                    await self._forward(session, event)
+                started = True
+                if how != "since":
+                    first = await sub.__anext__()
+                    assert isinstance(first, Snapshot)
+                    if how == "fresh":
+                        await self._resynced(client, session, first)
+                    else:
+                        await self._begin(client, session, first, how == "replay")
+                    session.seq = sub.seq
+                async for item in sub:
+                    if isinstance(item, Snapshot):  # a resync: the daemon could not replay
+                        await self._resynced(client, session, item)
+                    else:
+                        await self._forward(session, item)
+                    session.seq = sub.seq
+        except ConnectionBroken:
+            pass  # the daemon is gone: the link connects again and re-attaches
         except (PeerGone, HostdError) as exc:
             print(f"hostd acp: session {session.topic_id} ended: {exc}", file=sys.stderr)
+            self._end(session, "the session's topic is gone")
         finally:
-            session.gone = True
             session.replayed.set()
-            for prompt in list(session.prompts.values()):
-                prompt.finish("error", "the session's topic is gone or the daemon stopped")
+            if not started:
+                task_status.started()
 
-    async def _history(self, snap: Snapshot) -> list[MessageRow]:
+    def _end(self, session: Session, why: str) -> None:
+        session.gone = True
+        for prompt in list(session.prompts.values()):
+            prompt.finish("error", why)
+
+    async def _begin(
+        self, client: Client, session: Session, first: Snapshot, replay: bool
+    ) -> None:
+        session.seq = first.seq
+        rows = await self._history(client, first) if replay else list(first.rows)
+        for row in rows:
+            session.shown.add(row.id)
+            if replay:
+                for update in updates_for_row(row):
+                    await self._update(session, update)
+        session.replayed.set()
+        await session.live.wait()
+        if first.commands:
+            await self._update(session, commands_update(first.commands))
+        for approval in first.approvals:
+            self._ask(session, approval)
+
+    async def _resynced(self, client: Client, session: Session, snap: Snapshot) -> None:
+        """A fresh snapshot on a new connection (the daemon restarted): show the rows the
+        editor has not seen, ask its open approvals, and answer the prompts whose turn no
+        longer runs from their answer rows."""
+        for row in snap.rows:
+            if row.id in session.shown:
+                continue
+            session.shown.add(row.id)
+            self._track(session, row)
+            if not ours(row):
+                for update in updates_for_row(row):
+                    await self._update(session, update)
+        for prompt in list(session.prompts.values()):
+            if not prompt.turn_id or prompt.turn_id == snap.active_turn_id:
+                continue  # not started yet (queued rows survive), or still running
+            answers = [r for r in snap.rows if r.turn_id == prompt.turn_id and r.role != "user"]
+            status = answers[-1].status if answers else "error"
+            if status == "success":
+                prompt.finish("success")
+            elif status == "stopped":
+                prompt.finish("stopped")
+            else:
+                error = answers[-1].error if answers else ""
+                prompt.finish("error", "the daemon stopped during this answer"
+                              + (f": {error}" if error else "") + "; send it again")
+        for approval in snap.approvals:
+            self._ask(session, approval)
+
+    async def _history(self, client: Client, snap: Snapshot) -> list[MessageRow]:
         rows = list(snap.rows)
         while snap.truncated and rows:
-            page = await self.client.history(
+            page = await client.history(
                 snap.topic.id, before_position=rows[0].position, limit=1000
             )
             rows = list(page.rows) + rows
@@ -473,18 +507,19 @@ class AcpAgent:
                 break
         return rows
 
-    async def _update(self, session: _Session, update: dict[str, Any]) -> None:
+    async def _update(self, session: Session, update: dict[str, Any]) -> None:
         assert self.peer is not None
         await self.peer.notify("session/update", {"sessionId": session.topic_id, "update": update})
 
-    async def _forward(self, session: _Session, event: Any) -> None:
+    async def _forward(self, session: Session, event: TopicEvent) -> None:
         if isinstance(event, RowAppended):
             for update in updates_for_chunk(event.chunk):
                 await self._update(session, update)
         elif isinstance(event, RowOpened):
             self._track(session, event.row)
             row = event.row
-            if row.role == "user" and str(row.meta.get("client_msg_id", "")).startswith(_OURS):
+            session.shown.add(row.id)
+            if ours(row):
                 return  # the editor shows what it sent itself
             for update in updates_for_row(row):
                 await self._update(session, update)
@@ -518,10 +553,9 @@ class AcpAgent:
                      "status": status},
                 )
         elif isinstance(event, TopicDeleted):
-            for prompt in session.prompts.values():
-                prompt.finish("error", "the topic was deleted")
+            self._end(session, "the topic was deleted")
 
-    def _track(self, session: _Session, row: MessageRow) -> None:
+    def _track(self, session: Session, row: MessageRow) -> None:
         key = row.meta.get("client_msg_id")
         prompt = session.prompts.get(key) if isinstance(key, str) else None
         if prompt is not None:
@@ -531,50 +565,25 @@ class AcpAgent:
 
     # --- approvals ------------------------------------------------------------------------
 
-    def _ask(self, session: _Session, approval: ApprovalInfo) -> None:
+    def _ask(self, session: Session, approval: ApprovalInfo) -> None:
         if approval.id in session.asking or approval.status != "open":
             return
         session.asking.add(approval.id)
         assert self._nursery is not None
         self._nursery.start_soon(self._permission, session, approval)
 
-    async def _permission(self, session: _Session, approval: ApprovalInfo) -> None:
+    async def _permission(self, session: Session, approval: ApprovalInfo) -> None:
         assert self.peer is not None
-        options = [
-            {"optionId": o.id, "name": o.label or o.id, "kind": o.kind or "allow_once"}
-            for o in approval.options
-        ] or _DEFAULT_OPTIONS
-        kinds = {o["optionId"]: o["kind"] for o in options}
-        params = {
-            "sessionId": session.topic_id,
-            "toolCall": {
-                "toolCallId": approval.id,
-                "title": approval.description or approval.tool,
-                "kind": "other",
-                "status": "pending",
-                "rawInput": approval.input,
-            },
-            "options": options,
-        }
+        params, kinds = permission_request(session.topic_id, approval)
         try:
             raw = await self.peer.request("session/request_permission", params)
         except (PeerGone, PeerRpcError):
             return  # the editor is gone or refused: other windows can still answer
         finally:
             session.asking.discard(approval.id)
+        allow, option_id, reason = permission_answer(raw, kinds)
         try:
-            outcome = msgspec.json.decode(raw).get("outcome") or {}
-        except (msgspec.DecodeError, AttributeError):
-            outcome = {}
-        chosen = outcome.get("optionId") if outcome.get("outcome") == "selected" else None
-        if chosen not in kinds:
-            allow, option_id, reason = False, "", "cancelled in the editor"
-        else:
-            allow = str(kinds[chosen]).startswith("allow")
-            option_id = "" if any(chosen == d["optionId"] for d in _DEFAULT_OPTIONS) else chosen
-            reason = ""
-        try:
-            await self.client.answer_approval(
+            await (await self.link.client()).answer_approval(
                 session.topic_id, approval.id, allow, reason, option_id=option_id
             )
         except (AlreadyAnswered, NotFound, UnknownTopic):

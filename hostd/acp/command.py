@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import AbstractAsyncContextManager
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: ignore[type-arg]
@@ -29,7 +30,7 @@ def cmd_acp(args: argparse.Namespace) -> int:
     from hostd import __version__
     from hostd.acp.agent import AcpAgent, AgentDefaults
     from hostd.cli.common import exit_for, fail, leaves, paths_from
-    from hostd.client.async_client import open_client
+    from hostd.client.async_client import Client, open_client
 
     defaults = AgentDefaults(
         assistant=args.assistant, driver=args.driver, model=args.model,
@@ -40,10 +41,13 @@ def cmd_acp(args: argparse.Namespace) -> int:
     async def main() -> None:
         stdin = trio.lowlevel.FdStream(os.dup(0))
         stdout = trio.lowlevel.FdStream(os.dup(1))
-        async with stdin, stdout, open_client(
-            paths, client_name="hostd-acp", autostart=True
-        ) as client:
-            agent = AcpAgent(client, defaults, __version__)
+
+        def connect() -> AbstractAsyncContextManager[Client]:
+            # Also after the daemon stopped or crashed: started again, like at the start.
+            return open_client(paths, client_name="hostd-acp", autostart=True)
+
+        async with stdin, stdout:
+            agent = AcpAgent(connect, defaults, __version__)
 
             async def receive() -> bytes:
                 return await stdin.receive_some(65536)

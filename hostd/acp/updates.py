@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostd_protocol.client_messages import MessageRow, scheduled_by
+import msgspec
+
+from hostd_protocol.client_messages import ApprovalInfo, MessageRow, scheduled_by
 from hostd_protocol.common import (
     Chunk,
     CommandInfo,
@@ -39,6 +41,8 @@ from hostd_protocol.common import (
 __all__ = [
     "commands_update",
     "mode_state",
+    "permission_answer",
+    "permission_request",
     "stop_reason",
     "tool_kind",
     "updates_for_chunk",
@@ -223,3 +227,46 @@ def stop_reason(status: TurnStatus) -> str:
     """A turn's end as the prompt's `stopReason` (an error is answered as a JSON-RPC
     error instead: ACP has no stop reason for it)."""
     return "cancelled" if status == "stopped" else "end_turn"
+
+
+#: Default answers when the driver offers no options of its own.
+_DEFAULT_OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Deny", "kind": "reject_once"},
+]
+
+
+def permission_request(session_id: str, approval: ApprovalInfo) -> tuple[Update, dict[str, str]]:
+    """An approval as `session/request_permission` params, and each option's kind: the
+    driver's options (e.g. an ACP agent's allow-always), else Allow / Deny."""
+    options = [
+        {"optionId": o.id, "name": o.label or o.id, "kind": o.kind or "allow_once"}
+        for o in approval.options
+    ] or _DEFAULT_OPTIONS
+    params = {
+        "sessionId": session_id,
+        "toolCall": {
+            "toolCallId": approval.id,
+            "title": approval.description or approval.tool,
+            "kind": "other",
+            "status": "pending",
+            "rawInput": approval.input,
+        },
+        "options": options,
+    }
+    return params, {o["optionId"]: o["kind"] for o in options}
+
+
+def permission_answer(raw: msgspec.Raw | bytes, kinds: dict[str, str]) -> tuple[bool, str, str]:
+    """The editor's `request_permission` result as (allow, the driver's option id or "",
+    reason); anything but a known option is a denial "cancelled in the editor"."""
+    try:
+        outcome = msgspec.json.decode(raw).get("outcome") or {}
+    except (msgspec.DecodeError, AttributeError):
+        outcome = {}
+    chosen = outcome.get("optionId") if isinstance(outcome, dict) and outcome.get(
+        "outcome") == "selected" else None
+    if chosen not in kinds:
+        return False, "", "cancelled in the editor"
+    allow = str(kinds[chosen]).startswith("allow")
+    return allow, "" if any(chosen == d["optionId"] for d in _DEFAULT_OPTIONS) else chosen, ""

@@ -3,7 +3,8 @@ options."""
 
 from __future__ import annotations
 
-from hostd.acp.agent import _mcp_option, _prompt_text
+from hostd.acp.inputs import mcp_option as _mcp_option
+from hostd.acp.inputs import prompt_text as _prompt_text
 from hostd.acp.updates import commands_update, mode_state, updates_for_chunk, updates_for_row
 from hostd_protocol.client_messages import DriverInfo, MessageRow
 from hostd_protocol.common import (
