@@ -392,6 +392,9 @@ class RequestHandlers:
         ]
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
+        if msg.attachments and not self.registry.takes_images(driver := host.info.driver):
+            raise InvalidArgument(f"the {driver} driver of this topic takes no images (its "
+                                  "model would never see them); send the text alone")
         client_msg_id = msg.client_msg_id
         if msg.history:
             # The transcript waits for this message's turn, found again by its key (a fresh

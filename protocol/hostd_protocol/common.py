@@ -190,12 +190,17 @@ class CompactionAnchor(_Frozen, frozen=True):
     summary: str = ""
 
 
+#: The image types an attachment may have.
+ImageMediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
 class Attachment(_Frozen, frozen=True):
     """A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
-    whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
-    `image_url` part); the others see the text only."""
+    that take images (`DriverSpec.images`) pass it on (Claude Code: an image block; OpenAI:
+    an `image_url` part; ACP: an image block); a message with images to another driver is
+    refused."""
 
-    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    media_type: ImageMediaType
     #: The bytes, base64 (standard alphabet, padded).
     data: str
     #: The file name, for display.

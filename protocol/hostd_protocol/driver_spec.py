@@ -115,6 +115,9 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: editor's MCP servers there.
     mcp_option: str = ""
     mcp_format: Literal["", "acp", "mcp.json"] = ""
+    #: True when the driver hands a message's images (`Send.attachments`, protocol 1.5) to
+    #: its model; windows offer images only then (`hostd acp` advertises image prompts).
+    images: bool = False
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

@@ -70,6 +70,7 @@ SPEC = DriverSpec(
     credential_proxy="hostd_claude_code.credentials:proxy_credential",
     options_type="hostd_claude_code.config:ClaudeCodeOptions",
     options_help=OPTIONS_HELP,
+    images=True,  # image blocks in the user message
     # Claude Code's permission modes, switched per message (`Send.options`).
     modes=(
         DriverMode(id="default", name="Ask", description="every tool asks through hostd"),

@@ -80,4 +80,5 @@ SPEC = DriverSpec(
     options_type="hostd_openai.config:OpenAIOptions",
     mcp_option="mcp_servers",
     mcp_format="mcp.json",
+    images=True,  # image_url content parts
 )

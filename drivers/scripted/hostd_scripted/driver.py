@@ -8,6 +8,8 @@ and the text it generates, is `hostd_scripted.player`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import os
 import sys
@@ -18,7 +20,9 @@ from typing import Any
 import trio
 
 from hostd_protocol.common import (
+    Attachment,
     Capabilities,
+    TextDelta,
     TurnStatus,
 )
 from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed
@@ -146,6 +150,8 @@ class ScriptedDriver(DriverBase):
         await turn.message_start()
         player = Player(self, turn, opts, script)
         await player.begin_call()
+        if turn.send.attachments:
+            await turn.chunk(TextDelta(text=images_line(turn.send.attachments)))
         only: str | None = None  # `/model NAME`: the steps below run for that model only
         try:
             for step in script.steps:
@@ -175,3 +181,16 @@ class ScriptedDriver(DriverBase):
     def _write_raw(self, data: bytes) -> None:
         fd = self.frames_fd if self.frames_fd is not None else 1
         os.write(fd, data)
+
+
+def images_line(attachments: list[Attachment]) -> str:
+    """What the scripted driver says of a message's images, before its answer (a model
+    would look at them): `(images: dot.png image/png 68 bytes) `."""
+    parts = []
+    for a in attachments:
+        try:
+            size = f"{len(base64.b64decode(a.data, validate=True))} bytes"
+        except (binascii.Error, ValueError):
+            size = "not base64"
+        parts.append(f"{a.name or 'image'} {a.media_type} {size}")
+    return f"(images: {', '.join(parts)}) "

@@ -47,4 +47,6 @@ SPEC = DriverSpec(
         DriverMode(id="think", name="Think", description="thinks before answering"),
     ),
     mode_option="scenario",
+    # It says what it got ("(images: dot.png image/png 68 bytes)"), so windows can test them.
+    images=True,
 )

@@ -56,6 +56,7 @@ class DriverEntry:
             mode_option=spec.mode_option if spec else "",
             mcp_option=spec.mcp_option if spec else "",
             mcp_format=spec.mcp_format if spec else "",
+            images=spec.images if spec else False,
         )
 
 
@@ -123,6 +124,12 @@ class DriverRegistry:
             e.info(environ_of(e.spec) if environ_of is not None and e.spec is not None else None)
             for e in self.entries()
         ]
+
+    def takes_images(self, name: str) -> bool:
+        """Whether driver `name` hands a message's images to its model (True when unknown
+        here: the turn then fails the usual way)."""
+        entry = self._entries.get(name)
+        return entry is None or entry.spec is None or entry.spec.images
 
     def get(self, name: str) -> DriverSpec:
         """The spec of driver `name`; raises `DriverUnavailable` saying why and what to do.

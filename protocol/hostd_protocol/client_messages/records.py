@@ -145,6 +145,8 @@ class DriverInfo(_Frozen, frozen=True):
     #: The option that takes MCP servers and its shape ("acp" or "mcp.json"; 1.4).
     mcp_option: str = ""
     mcp_format: str = ""
+    #: The driver hands a message's images to its model (`DriverSpec.images`; 1.6).
+    images: bool = False
 
 
 class AssistantInfo(_Frozen, frozen=True):

@@ -96,8 +96,9 @@ export interface AnswerTarget {
 
 /**
  * A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
- * whose vendor takes images pass it on (Claude Code: an image block; OpenAI: an
- * `image_url` part); the others see the text only.
+ * that take images (`DriverSpec.images`) pass it on (Claude Code: an image block; OpenAI:
+ * an `image_url` part; ACP: an image block); a message with images to another driver is
+ * refused.
  */
 export interface Attachment {
   readonly data: string;
@@ -776,6 +777,8 @@ export interface DriverInfo {
   readonly description?: string;
   /** Default: `""` (omitted on the wire). */
   readonly fix?: string;
+  /** Default: `false` (omitted on the wire). */
+  readonly images?: boolean;
   /** Default: `""` (omitted on the wire). */
   readonly mcp_format?: string;
   /** Default: `""` (omitted on the wire). */
