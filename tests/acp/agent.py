@@ -21,6 +21,9 @@ does depends on its text (first word):
     mode             names the session's mode (session/new offers "ask" and "auto", in "auto")
     anything else    "echo: <text>"
 
+Images in a prompt (it takes them unless --no-images) are said first: "images: <mimeType>
+<base64 length>, ...; ".
+
 Flags: --protocol N (initialize answers version N), --no-initialize (never answers),
 --init-delay S, --no-resume, --no-load, --ignore-eof (keeps running when stdin closes, as
 claude-agent-acp does) and --child (starts a `sleep` child in its own process group, as an
@@ -120,7 +123,10 @@ class Agent:
             if self.args.no_initialize:
                 return
             await trio.sleep(self.args.init_delay)
-            caps: dict[str, Any] = {"loadSession": not self.args.no_load}
+            caps: dict[str, Any] = {
+                "loadSession": not self.args.no_load,
+                "promptCapabilities": {"image": not self.args.no_images},
+            }
             if not self.args.no_resume:
                 caps["sessionCapabilities"] = {"resume": {}, "close": {}}
             await self.reply(
@@ -208,6 +214,12 @@ class Agent:
         text = "".join(
             b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text"
         )
+        images = [
+            f"{b.get('mimeType')} {len(b.get('data', ''))}"
+            for b in params.get("prompt", []) if b.get("type") == "image"
+        ]
+        if images:  # said first, whatever the text asks
+            await self.say(sid, f"images: {', '.join(images)}; ")
         earlier = list(self.history[sid])
         self.history[sid].append(text)
         self._save(sid)
@@ -387,6 +399,7 @@ if __name__ == "__main__":
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--ignore-eof", action="store_true")
     parser.add_argument("--child", action="store_true")
+    parser.add_argument("--no-images", action="store_true")
     parsed = parser.parse_args()
     if parsed.child:
         # A child in our process group, as claude-agent-acp's Claude CLI is.

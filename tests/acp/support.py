@@ -51,6 +51,7 @@ def write_agents_file(home: Path, extra: Mapping[str, tuple[str, list[str]]] = {
         "future": (sys.executable, [str(AGENT), "--protocol", "2"]),
         "loader": (sys.executable, [str(AGENT), "--no-resume"]),
         "stubborn": (sys.executable, [str(AGENT), "--ignore-eof", "--child"]),
+        "blind": (sys.executable, [str(AGENT), "--no-images"]),
         "missing": ("hostd-no-such-agent-command", []),
         **extra,
     }

@@ -55,10 +55,11 @@ async def turn(
     approve: bool | None = None,
     option: str = "",
     stop_on: type | None = None,
+    send: Send | None = None,
 ) -> TurnResult:
-    """Send, answer approvals (when `approve` is set), optionally interrupt at the first
-    event of type `stop_on`, and collect the turn."""
-    await session.send(Send(turn_id=turn_id, text=text))
+    """Send (`send`, else a `Send` of `text`), answer approvals (when `approve` is set),
+    optionally interrupt at the first event of type `stop_on`, and collect the turn."""
+    await session.send(send or Send(turn_id=turn_id, text=text))
     result = TurnResult()
     async with trio.open_nursery() as nursery:
         async for batch in session.events:

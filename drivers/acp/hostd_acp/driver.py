@@ -65,6 +65,7 @@ from hostd_acp.schema import (
     ACP_PROTOCOL_VERSION,
     ClientCapabilities,
     FsCapabilities,
+    ImageBlock,
     InitializeParams,
     InitializeResult,
     PromptParams,
@@ -294,11 +295,28 @@ class AcpDriver(AcpSession, AgentMessages, SessionFork, DriverBase):
 
     # --- turns ------------------------------------------------------------------------------
 
+    def _prompt_blocks(self, turn: TurnContext) -> list[TextBlock | ImageBlock]:
+        """The prompt: the message's images as ACP image blocks, then its text. An agent
+        whose `promptCapabilities.image` is false fails the turn, saying so (never a turn
+        that silently leaves the images out)."""
+        images = turn.send.attachments
+        if images and not (self._info and self._info.agent_capabilities.prompt_capabilities.image):
+            raise TurnFailed(
+                f"the ACP agent {self._agent_name!r} takes no images (its promptCapabilities "
+                "say so); send the message without them",
+                driver=DRIVER_NAME,
+            )
+        blocks: list[TextBlock | ImageBlock] = [
+            ImageBlock(mime_type=a.media_type, data=a.data) for a in images
+        ]
+        return [*blocks, TextBlock(text=prompt_text(turn.send))]
+
     async def run_turn(self, turn: TurnContext) -> TurnStatus | None:
         session_id = await self._ensure_session()
         for event in self._take_deferred(turn.turn_id):
             await turn.emit(event)
         agent = self._agent_or_fail()
+        blocks = self._prompt_blocks(turn)
         prompt = _Prompt(session_id, turn)
         self._active = prompt
 
@@ -311,9 +329,7 @@ class AcpDriver(AcpSession, AgentMessages, SessionFork, DriverBase):
             try:
                 raw = await agent.request(
                     "session/prompt",
-                    PromptParams(
-                        session_id=session_id, prompt=[TextBlock(text=prompt_text(turn.send))]
-                    ),
+                    PromptParams(session_id=session_id, prompt=blocks),
                     on_answer=detach,
                 )
             except AgentGone as exc:

@@ -139,9 +139,17 @@ class TextBlock(_Out, tag="text", tag_field="type"):
     text: str
 
 
+class ImageBlock(_Out, tag="image", tag_field="type"):
+    """An image in a prompt (only to an agent whose `promptCapabilities.image` is true)."""
+
+    mime_type: str
+    data: str
+    uri: str | None = None
+
+
 class PromptParams(_Out):
     session_id: str
-    prompt: list[TextBlock]
+    prompt: list[TextBlock | ImageBlock]
 
 
 class TokenUsage(_In):

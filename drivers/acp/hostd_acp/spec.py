@@ -134,6 +134,8 @@ def make_spec() -> DriverSpec:
         # Passed to the agent's session/new as they are (ACP's own shape).
         mcp_option="mcp_servers",
         mcp_format="acp",
+        # Passed on as ACP image blocks to an agent whose promptCapabilities take images.
+        images=True,
         # Ready only when an agent's command is found (else the first turn would fail).
         check="hostd_acp.spec:check_agents",
     )
