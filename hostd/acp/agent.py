@@ -8,8 +8,8 @@ the ACP driver uses toward the agents it runs (hostd is the ACP client there, th
 here).
 
 Methods (docs/acp.md):
-- `initialize`: protocol 1; `loadSession`, prompt capabilities (embedded context: inlined as
-  text), MCP capabilities, `sessionCapabilities.list`.
+- `initialize`: protocol 1; `loadSession`, prompt capabilities (embedded context inlined;
+  images where the default driver takes them), MCP capabilities, `sessionCapabilities.list`.
 - `session/new`: a new topic (working dir = `cwd`; driver / assistant / model from
   `_meta.hostd`, else this command's defaults); the editor's `mcpServers` become the
   driver's MCP option where the driver takes MCP servers.
@@ -21,13 +21,9 @@ Methods (docs/acp.md):
 - the topic's approvals become `session/request_permission`; the first answer from any
   window wins, a later one from the editor is dropped quietly.
 
-The daemon may stop or crash under a running editor: `hostd.acp.link.DaemonLink` connects
-again (starting the daemon), each open session re-attaches with `since=` its last seq (a
-daemon that cannot replay that far sends a fresh snapshot: rows the editor has not seen are
-shown, prompts whose turn is no longer running are answered from their rows), and the editor
-is told in one `agent_message_chunk` note per session. Requests made meanwhile wait for
-the daemon (bounded); a prompt is sent again with the same `client_msg_id` (the daemon
-stores it once).
+When the daemon stops or crashes, `hostd.acp.link.DaemonLink` connects again (starting
+it) and each open session re-attaches (`_follow`: `since=` on the same daemon, a fresh
+snapshot on a restarted one); the editor gets one note per session (docs/acp.md).
 
 Rules this module guards: one attachment per session per connection, forwarding its events
 in `seq` order; a prompt is answered exactly once (turn end, draft after a stop, topic
@@ -47,7 +43,7 @@ from typing import Any, Literal
 import msgspec
 import trio
 
-from hostd.acp.inputs import mcp_option, prompt_text
+from hostd.acp.inputs import mcp_option, prompt_input
 from hostd.acp.link import Connect, DaemonLink
 from hostd.acp.sessions import OURS, Prompt, Session, note, ours
 from hostd.acp.updates import (
@@ -78,7 +74,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import SendIntent
+from hostd_protocol.common import Attachment, SendIntent
 from hostd_protocol.errors import (
     AlreadyAnswered,
     ConnectionBroken,
@@ -204,11 +200,16 @@ class AcpAgent:
     # --- methods --------------------------------------------------------------------------
 
     async def _initialize(self, params: dict[str, Any]) -> Any:
+        # Images where new sessions' driver takes them (a session of another driver refuses
+        # them with a reason: ACP has no per-session prompt capabilities).
+        d = self.defaults
+        driver = await self._driver(d.driver, d.assistant or ("" if d.driver else "default"))
+        images = bool(driver and driver.images)
         return {
             "protocolVersion": ACP_PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {"list": {}},
             },
@@ -318,13 +319,15 @@ class AcpAgent:
 
     async def _prompt(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
-        text = prompt_text(params.get("prompt"))
-        if not text.strip():
+        text, images = prompt_input(
+            params.get("prompt"), images=session.images, driver=session.driver
+        )
+        if not text.strip() and not images:
             raise RequestRefused(INVALID_PARAMS, "the prompt is empty")
         prompt = Prompt(key=f"{OURS}{uuid.uuid4().hex}")
         session.prompts[prompt.key] = prompt
         try:
-            sent = await self._send(session, prompt, text)
+            sent = await self._send(session, prompt, text, images)
             prompt.row_id = prompt.row_id or sent.row_id
             if sent.disposition == "started":
                 # A steered or queued message's turn is the one that finally carries it
@@ -340,19 +343,26 @@ class AcpAgent:
             raise RequestRefused(INTERNAL_ERROR, prompt.error or "the turn failed")
         return {"stopReason": stop_reason(prompt.status)}
 
-    async def _send(self, session: Session, prompt: Prompt, text: str) -> Any:
+    async def _send(
+        self, session: Session, prompt: Prompt, text: str, images: list[Attachment]
+    ) -> Any:
         """Send the prompt's message; when the daemon is lost meanwhile, again on the next
         connection with the same key (the daemon stores a key once; a stored one answers
-        with its row)."""
+        with its row). A message with images never steers (the daemon refuses it): it
+        queues behind a running turn instead."""
+        intent = self.defaults.busy_intent
+        if images and intent == "steer":
+            intent = "auto"
         while True:
             client = await self.link.client()
             try:
                 return await client.send(
                     session.topic_id,
                     text,
-                    self.defaults.busy_intent,
+                    intent,
                     client_msg_id=prompt.key,
                     options={session.mode_key: session.mode} if session.mode_key else None,
+                    attachments=images,
                 )
             except ConnectionBroken:
                 await self.link.replaced(client)

@@ -45,6 +45,8 @@ class Session:
     def __init__(self, topic: TopicInfo, driver: DriverInfo | None) -> None:
         self.topic_id = topic.id
         self.driver = driver.name if driver else topic.driver
+        #: The driver hands images to its model (`DriverSpec.images`): image blocks pass.
+        self.images = bool(driver and driver.images)
         #: The driver's modes (`DriverSpec.modes`), the send option they travel in, the
         #: current one (the topic's option, else the driver's first).
         self.modes = list(driver.modes) if driver else []
