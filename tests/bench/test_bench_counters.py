@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hostd_dev.bench.procs import (
+from hostd_dev.bench.cpu_stats import (
     COUNTERS,
     STAT_FIELDS,
     counters_delta,

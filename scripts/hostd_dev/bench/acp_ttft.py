@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from hostd_dev.bench.procs import busy_cpu_seconds
+from hostd_dev.bench.cpu_stats import busy_cpu_seconds
 from hostd_dev.bench.report import Context, Result, first_missing
 
 GOAL = (

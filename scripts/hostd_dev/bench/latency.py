@@ -21,17 +21,14 @@ from typing import Any
 from hostd.testing.processes import child_pids
 from hostd_dev.bench import load_driver
 from hostd_dev.bench.control import create_topics, send_all
-from hostd_dev.bench.procs import (
-    DaemonProc,
-    WindowsProc,
-    bare_fleet_turn,
+from hostd_dev.bench.cpu_stats import (
     busy_cpu_seconds,
     exact_cpu_seconds,
     machine_cpu_fields,
     others_cpu_seconds,
     runqueue_seconds,
-    spawn_fleet,
 )
+from hostd_dev.bench.procs import DaemonProc, WindowsProc, bare_fleet_turn, spawn_fleet
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import percentile
 from hostd_dev.bench.trace import Trace, analyse

@@ -15,8 +15,9 @@ import threading
 from typing import Any
 
 from hostd_dev.bench.control import create_topics, with_client
+from hostd_dev.bench.cpu_stats import rss_mib
 from hostd_dev.bench.latency import RATE, bench_script, stream_rounds
-from hostd_dev.bench.procs import PYTHON, DaemonProc, rss_mib
+from hostd_dev.bench.procs import PYTHON, DaemonProc
 from hostd_dev.bench.report import Context, Result
 
 GOAL = "daemon RSS <= 60 MB with 1,000 idle topics"

@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hostd_dev.bench.control import create_topics, send_all
-from hostd_dev.bench.procs import DaemonProc, WindowsProc, cpu_seconds
+from hostd_dev.bench.cpu_stats import cpu_seconds
+from hostd_dev.bench.procs import DaemonProc, WindowsProc
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import median
 

@@ -16,11 +16,8 @@ from typing import Any
 
 from hostd.testing.processes import child_pids
 from hostd_dev.bench.control import create_topics, send_all
-from hostd_dev.bench.procs import (
+from hostd_dev.bench.cpu_stats import (
     COUNTERS,
-    BareDriver,
-    DaemonProc,
-    WindowsProc,
     busy_cpu_seconds,
     counters_delta,
     cpu_seconds,
@@ -29,6 +26,7 @@ from hostd_dev.bench.procs import (
     runqueue_seconds,
     steal_seconds,
 )
+from hostd_dev.bench.procs import BareDriver, DaemonProc, WindowsProc
 from hostd_dev.bench.report import Context, Result
 from hostd_dev.bench.stats import median
 
