@@ -36,7 +36,6 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -45,7 +44,7 @@ import trio
 
 from hostd.acp.inputs import mcp_option, prompt_input
 from hostd.acp.link import Connect, DaemonLink
-from hostd.acp.sessions import OURS, Prompt, Session, note, ours
+from hostd.acp.sessions import OURS, AgentDefaults, Prompt, Session, note, ours
 from hostd.acp.updates import (
     commands_update,
     mode_state,
@@ -74,7 +73,7 @@ from hostd_protocol.client_messages import (
     TopicInfo,
     TurnEnded,
 )
-from hostd_protocol.common import Attachment, SendIntent
+from hostd_protocol.common import Attachment
 from hostd_protocol.errors import (
     AlreadyAnswered,
     ConnectionBroken,
@@ -92,17 +91,6 @@ ACP_PROTOCOL_VERSION = 1
 Follow = Literal["open", "replay", "since", "fresh"]
 #: ACP's "resource not found" error code (a session id that names no topic).
 RESOURCE_NOT_FOUND = -32002
-
-
-@dataclass(frozen=True)
-class AgentDefaults:
-    """What `session/new` uses when `_meta.hostd` names nothing (the command's flags)."""
-
-    assistant: str = ""
-    driver: str = ""
-    model: str = ""
-    #: The intent of a prompt sent while a turn runs.
-    busy_intent: SendIntent = "steer"
 
 
 def _iso(ts: float) -> str:

@@ -14,12 +14,23 @@ from typing import Any
 import trio
 
 from hostd_protocol.client_messages import DriverInfo, MessageRow, TopicInfo, TurnEnded
-from hostd_protocol.common import TurnStatus
+from hostd_protocol.common import SendIntent, TurnStatus
 
-__all__ = ["OURS", "Prompt", "Session", "note", "ours"]
+__all__ = ["OURS", "AgentDefaults", "Prompt", "Session", "note", "ours"]
 
 #: Our sends' client_msg_id prefix: the editor already shows what it sent.
 OURS = "acp:"
+
+
+@dataclass(frozen=True)
+class AgentDefaults:
+    """What `session/new` uses when `_meta.hostd` names nothing (the command's flags)."""
+
+    assistant: str = ""
+    driver: str = ""
+    model: str = ""
+    #: The intent of a prompt sent while a turn runs.
+    busy_intent: SendIntent = "steer"
 
 
 @dataclass
