@@ -424,14 +424,30 @@ def _summary(result: DemoResult) -> RenderableType:
     return table
 
 
-def _next_steps() -> RenderableType:
+#: The checkout hostd runs from, if it does (an editable install); None from the wheels.
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _in_checkout() -> bool:
+    return (_CHECKOUT / "scripts" / "test").is_file() and (_CHECKOUT / "docs").is_dir()
+
+
+def _next_steps(*, in_checkout: bool | None = None) -> RenderableType:
+    """What to try next; the checkout's scripts and docs only where they exist (installed
+    from the wheels there are none)."""
     lines = [
         ("hostd serve --detach", "run your own daemon (stop it with `hostd stop`)"),
         ("hostd chat --driver scripted", "chat in the terminal; type while it answers to steer"),
+        ("hostd web --open", "the same topics in the browser"),
         ("hostd drivers", "see which drivers are installed (Claude Code needs its CLI)"),
-        ("scripts/test", "run the whole test suite"),
-        ("docs/protocol.md", "the wire protocol, for UI and driver authors"),
     ]
+    if in_checkout if in_checkout is not None else _in_checkout():
+        lines += [
+            ("scripts/test", "run the whole test suite"),
+            ("docs/protocol.md", "the wire protocol, for UI and driver authors"),
+        ]
+    else:
+        lines.append(("hostd protocol-schema", "the wire protocol's JSON Schema, for UI authors"))
     table = Table.grid(padding=(0, 2))
     for cmd, what in lines:
         table.add_row(Text(cmd, style="bold cyan"), what)

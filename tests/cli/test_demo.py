@@ -82,3 +82,22 @@ def test_demo_fails_clearly_when_the_answer_does_not_roll(
     data = json.loads(report.read_bytes())
     assert data["ok"] is False
     assert data["daemon_pids"] and all(_gone(pid) for pid in data["daemon_pids"])
+
+
+def test_where_to_go_next_names_only_what_exists_where_hostd_runs() -> None:
+    # Found from outside: run from the installed wheels, the demo sent the user to
+    # `scripts/test` and `docs/protocol.md`, which exist only in a checkout.
+    from rich.console import Console
+
+    from hostd.cli.demo import _next_steps
+
+    def shown(in_checkout: bool) -> str:
+        c = Console(width=120, record=True, color_system=None)
+        c.print(_next_steps(in_checkout=in_checkout))
+        return c.export_text()
+
+    installed = shown(False)
+    assert "scripts/test" not in installed and "docs/protocol.md" not in installed
+    assert "hostd web --open" in installed and "hostd protocol-schema" in installed
+    checkout = shown(True)
+    assert "scripts/test" in checkout and "docs/protocol.md" in checkout
