@@ -1,11 +1,12 @@
 """What the page shows of work done elsewhere, in a real browser (Debian's headless chromium)
 against the real daemon and `hostd web`: a scheduled run is labelled with its schedule, not
 "You"; topics the CLI creates, renames, deletes and sets answering show up live in an open
-page (`watch-topics`, protocol 1.6), without the page reading the list again. Every wait ends
-on a condition in the page."""
+page (`watch-topics`, protocol 1.6), without the page reading the list again; images are
+refused at once for a driver that takes none. Every wait ends on a condition in the page."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -15,7 +16,13 @@ from collections.abc import Callable
 from playwright.sync_api import Browser, Page, WebSocket, expect
 
 from hostd.client.sync_wire import request
-from hostd_protocol.client_messages import AddSchedule, RunScheduleNow, ScheduleResult
+from hostd_protocol.client_messages import (
+    AddSchedule,
+    CreateTopic,
+    RunScheduleNow,
+    ScheduleResult,
+    TopicResult,
+)
 from tests.web.browser import (
     BROWSER_TEST_MARKS,
     WAIT_MS,
@@ -28,6 +35,7 @@ from tests.web.browser import (
 pytestmark = BROWSER_TEST_MARKS
 
 YEAR_S = 365 * 86400.0
+DOT = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 
 def test_a_scheduled_run_shows_as_its_schedule_not_as_you(
@@ -110,3 +118,25 @@ def test_topics_made_elsewhere_show_up_live_without_reading_the_list_again(
         raise
     finally:
         context.close()
+
+
+def test_images_are_refused_at_once_for_a_driver_that_takes_none(
+    stack: WebStack, pages: Callable[[str], Page]
+) -> None:
+    # The dev tools' load driver declares no images (`DriverSpec.images` false, 1.6).
+    created = request(stack.paths, CreateTopic(id=1, title="no eyes", driver="bench-load"))
+    assert isinstance(created, TopicResult)
+    page = pages(created.topic.id)
+    # The page knows once it has read the drivers (at connect).
+    page.wait_for_selector("[data-testid=attach][data-images=no]", state="attached")
+    page.get_by_test_id("attach").set_input_files([
+        {"name": "dot.png", "mimeType": "image/png", "buffer": base64.b64decode(DOT)},
+        {"name": "notes.md", "mimeType": "text/markdown", "buffer": b"ship it\n"},
+    ])
+    expect(page.get_by_role("alert")).to_contain_text(
+        "dot.png: the bench-load driver of this topic takes no images (text files still go)"
+    )
+    expect(page.get_by_role("list", name="Attachments to send")).to_have_count(0)
+    expect(page.get_by_role("textbox", name="Message")).to_have_value(
+        "notes.md:\n```\nship it\n```"
+    )

@@ -33,10 +33,13 @@ function looksLikeText(file: File): boolean {
 }
 
 /** Read `files`: images within `budget` base64 characters, text files, the rest refused. */
-export async function pickFiles(files: Iterable<File>, budget: number): Promise<Picked> {
+/** Picks what can go with a message; `noImages`: why images cannot (the topic's driver). */
+export async function pickFiles(files: Iterable<File>, budget: number, noImages = ""): Promise<Picked> {
   const out: Picked = { images: [], texts: [], refused: [] };
   for (const file of files) {
-    if (IMAGE_TYPES.has(file.type)) {
+    if (IMAGE_TYPES.has(file.type) && noImages) {
+      out.refused.push(`${file.name}: ${noImages}`);
+    } else if (IMAGE_TYPES.has(file.type)) {
       const data = await base64Of(file);
       if (data.length > budget) {
         out.refused.push(`${file.name}: too big (images go up to 1.5 MB in all with one message)`);

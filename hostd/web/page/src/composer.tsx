@@ -144,9 +144,14 @@ export function Composer({ s }: { s: ViewState }) {
   const [images, setImages] = useState<Attachment[]>([]);
   const [refused, setRefused] = useState("");
   const canAttach = session.client?.speaks(1, 5) ?? false;
+  // A 1.6 daemon says which drivers take images; the daemon refuses them for the others.
+  const driverName = s.topics.find((t) => t.id === s.topicId)?.driver ?? "";
+  const driver = s.drivers.find((d) => d.name === driverName);
+  const noImages = driver && session.client?.speaks(1, 6) && !driver.images
+    ? `the ${driver.name} driver of this topic takes no images (text files still go)` : "";
   const attach = async (files: Iterable<File>) => {
     const used = images.reduce((n, a) => n + a.data.length, 0);
-    const picked = await pickFiles(files, MAX_ATTACHMENT_CHARS - used);
+    const picked = await pickFiles(files, MAX_ATTACHMENT_CHARS - used, noImages);
     if (picked.images.length) setImages([...images, ...picked.images]);
     if (picked.texts.length) update([text, ...picked.texts].filter(Boolean).join("\n\n"));
     setRefused(picked.refused.join("; "));
@@ -245,7 +250,7 @@ export function Composer({ s }: { s: ViewState }) {
         {canAttach && (
           <label class="button ghost attach-button" title="Attach images or text files (or paste, or drop them here)">
             Attach
-            <input type="file" multiple class="sr-only" data-testid="attach"
+            <input type="file" multiple class="sr-only" data-testid="attach" data-images={noImages ? "no" : "yes"}
               accept="image/png,image/jpeg,image/gif,image/webp,text/*,.md,.py,.ts,.js,.json,.toml,.yaml,.yml,.sh,.diff,.patch,.csv,.log"
               onChange={(e) => {
                 const input = e.target as HTMLInputElement;

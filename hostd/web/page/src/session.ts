@@ -14,6 +14,7 @@ import {
   omittedOf,
   type ApprovalInfo,
   type CommandInfo,
+  type DriverInfo,
   type MessageRow,
   type Subscription,
   type SubscriptionItem,
@@ -55,6 +56,8 @@ export interface ViewState {
   stopOneAnswer: boolean;
   /** The commands the topic's agent offers (typed as `/name args`; protocol 1.4). */
   commands: CommandInfo[];
+  /** The daemon's drivers (read once per connection): which take images (1.6). */
+  drivers: DriverInfo[];
   /** The last error of a request, one line. */
   error: string;
   /** Bumped on every change (cheap change detection for the view). */
@@ -77,6 +80,7 @@ const EMPTY: ViewState = {
   multiAnswer: false,
   stopOneAnswer: false,
   commands: [],
+  drivers: [],
   error: "",
   version: 0,
 };
@@ -189,6 +193,7 @@ export class Session {
       this.failures = 0;
       this.set({ conn: "online", connReason: "", multiAnswer: client.speaks(1, 1), stopOneAnswer: client.speaks(1, 2) });
       void this.keepTopics(client);
+      void client.listDrivers().then((drivers) => this.set({ drivers }), () => undefined);
       if (this.wantTopic) void this.attach(this.wantTopic);
       const reason = await client.closed();
       this.client = null;
