@@ -396,10 +396,10 @@ class AcpAgent:
     async def _open(
         self, topic: TopicInfo, driver: DriverInfo | None, *, replay: bool
     ) -> Session:
-        session = self.sessions[topic.id] = Session(topic, driver)
         client, nursery = self.link.current, self.link.nursery
-        if client is None or nursery is None:
+        if client is None or nursery is None:  # not kept: a reconnect must not follow it
             raise ConnectionBroken("lost the daemon while opening the session; try again")
+        session = self.sessions[topic.id] = Session(topic, driver)
         await nursery.start(self._follow, client, session, "replay" if replay else "open")
         return session
 
