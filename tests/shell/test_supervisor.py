@@ -892,6 +892,19 @@ async def test_writes_to_a_driver_that_stopped_reading_are_bounded(
         assert len(blocked) == 1  # the stuck write ended with the process
 
 
+async def test_a_driver_slow_to_exit_after_its_output_closed_still_closes_cleanly(
+    tmp_path: Path, base_env: dict[str, str]
+) -> None:
+    # Its output ends at once, the process lingers 1.5 s more (an interpreter's teardown on
+    # a loaded machine): within the close budget, so not killed (it was, 1 s after the
+    # output ended, and the clean close was reported as `did not exit after close`).
+    async with serving(tmp_path, base_env) as sup:
+        session = await sup.open("t", opts(exit_delay=1.5))
+        await sup.close("t")
+        assert session.end_error is None
+        assert session.exit_code == 0
+
+
 async def test_close_escalates_to_a_kill_for_a_frozen_driver(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:

@@ -8,6 +8,7 @@ and the text it generates, is `hostd_scripted.player`.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
 import itertools
@@ -119,6 +120,11 @@ class ScriptedDriver(DriverBase):
         delay = _opt_float(self.init_options, "close_delay", 0.0)
         if delay > 0:
             await trio.sleep(delay)
+        # `exit_delay`: slow to exit after its output is closed, as an interpreter's teardown
+        # is on a loaded machine (atexit runs after the harness closed the frames).
+        linger = _opt_float(self.init_options, "exit_delay", 0.0)
+        if linger > 0:
+            atexit.register(time.sleep, linger)
 
     async def prewarm(self) -> None:
         await self._connect()

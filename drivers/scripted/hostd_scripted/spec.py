@@ -14,6 +14,7 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("connect_delay", "seconds of simulated vendor connect, paid once per process"),
     ("start_delay", "seconds before answering init (a slow start)"),
     ("close_delay", "seconds before exiting after close"),
+    ("exit_delay", "seconds the process lingers after closing its output (slow teardown)"),
     ("hang_at_handshake", "never answer init"),
     ("crash_at_handshake", "exit 4 during init"),
     ("garbage_at_handshake", "write garbage before ready"),

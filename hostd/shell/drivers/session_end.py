@@ -10,6 +10,7 @@ stop escalates in bounded steps, and no error leaves here unredacted.
 from __future__ import annotations
 
 import logging
+import math
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,10 +128,16 @@ class SessionEnd:
             self._stderr_eof.set()
 
     async def _settle(self) -> None:
-        """stdout ended (or we gave up on it): let the process exit and stderr drain."""
+        """stdout ended (or we gave up on it): let the process exit and stderr drain.
+
+        A process we asked to close exits within `aclose`'s budget (Close, then SIGTERM, then
+        SIGKILL, each bounded), not `EXIT_AFTER_EOF`: its exit after its output ended is part
+        of a clean close (an interpreter's teardown took over 1 s on a loaded machine, and the
+        kill made a clean close look like `did not exit after close`).
+        """
         proc = self._proc
         assert proc is not None
-        with trio.move_on_after(EXIT_AFTER_EOF):
+        with trio.move_on_after(math.inf if self._closing else EXIT_AFTER_EOF):
             await proc.wait()
         if proc.returncode is None:
             if not self._closing:
