@@ -308,10 +308,13 @@ class Connection:
         """Have the writer write what is queued: start it, unless it runs already (it takes
         everything queued before it ends) or the connection is not served yet (`run` starts
         it) or gone."""
-        if self._writing or self._nursery is None or self._writer_done.is_set():
+        nursery = self._nursery
+        if self._writing or nursery is None or self._writer_done.is_set():
             return
+        if nursery.cancel_scope.cancel_called:
+            return  # aborted: nothing more is sent (a new task would write before it checks)
         self._writing = True
-        self._nursery.start_soon(self._writer)
+        nursery.start_soon(self._writer)
 
     def flush(self) -> None:
         """Write everything queued in one syscall if the socket takes it now; the rest goes

@@ -150,3 +150,28 @@ async def test_a_window_that_keeps_up_has_no_writer_task() -> None:
             conn.abort()
     ours.close()
     peer.close()
+
+
+async def test_an_aborted_window_is_sent_nothing_more() -> None:
+    # Until its task has unwound, an aborted connection is still subscribed: the frames the
+    # fan-out gives it meanwhile are not written (no writer is started for them).
+    stream = TopicStream("tp", 0)
+    ours, peer = trio.socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = Connection(
+        trio.SocketStream(ours), NoRequests(), connection_id="c", hello_timeout=60
+    )
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            stream.subscribe(conn)
+            nursery.start_soon(conn.run)
+            await trio.testing.wait_all_tasks_blocked()
+            with stream.held():
+                stream.publish(event(1))
+            assert await read_seqs(peer, 1) == [1]
+            conn.abort()
+            with stream.held():
+                stream.publish(event(2))
+            stream.publish(event(3))
+        assert await peer.recv(1 << 16) == b""  # closed, and nothing after seq 1
+    ours.close()
+    peer.close()
