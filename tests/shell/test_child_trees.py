@@ -27,7 +27,7 @@ from hostd.testing.processes import no_new_children
 from hostd_protocol.driver_messages import Send
 from hostd_protocol.errors import DriverCrashed
 from hostd_scripted.spec import SPEC
-from tests.polling import holds_within, thread_retired
+from tests.polling import eventually, holds_within, thread_retired
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc, PDEATHSIG and subreapers are Linux's"
@@ -82,6 +82,17 @@ def gone(marker: str, within: float = 30.0) -> bool:
     return False
 
 
+async def orphan(session: DriverSession, marker: str) -> str:
+    """`/orphan MARKER`, then wait until the child shows MARKER in its argv. The driver's
+    Popen returns once the exec has begun; /proc/PID/cmdline can stay empty until the new
+    image has set up its arguments, which is the likely reason the child was twice not
+    found right after the answer on a loaded machine."""
+    said = await text_of(session, "t1", f"/orphan {marker}")
+    assert said.startswith("orphan "), said
+    assert await eventually(lambda: marked(marker), 30), said
+    return said
+
+
 async def text_of(session: DriverSession, turn_id: str, text: str) -> str:
     await session.send(Send(turn_id=turn_id, text=text))
     result = await collect_turn(session, turn_id)
@@ -118,9 +129,7 @@ async def test_closing_a_session_ends_a_setsid_child_its_driver_left(tmp_path: P
     marker = f"hostd-orphan-{uuid.uuid4().hex}"
     async with serving(tmp_path) as sup:
         session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
-        said = await text_of(session, "t1", f"/orphan {marker}")
-        assert said.startswith("orphan ")
-        assert marked(marker), said
+        await orphan(session, marker)
         await sup.close("t")
         # (Whether the driver exited within the close budget depends on the machine's
         # load: the harness ends its tree at Close, the host's kill would too.)
@@ -131,7 +140,7 @@ async def test_a_killed_driver_takes_its_whole_tree(tmp_path: Path) -> None:
     marker = f"hostd-orphan-{uuid.uuid4().hex}"
     async with serving(tmp_path) as sup:
         session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
-        await text_of(session, "t1", f"/orphan {marker}")
+        await orphan(session, marker)
         session.kill(DriverCrashed, "given up on")
         end = await wait_end(session)
         assert end.error is not None and end.error.exit_code == -signal.SIGKILL
@@ -142,7 +151,7 @@ async def test_sigterm_ends_the_session_like_close(tmp_path: Path) -> None:
     marker = f"hostd-orphan-{uuid.uuid4().hex}"
     async with serving(tmp_path) as sup:
         session = await sup.open("t", SessionOptions(driver="scripted", options=FAST))
-        await text_of(session, "t1", f"/orphan {marker}")
+        await orphan(session, marker)
         os.kill(session.pid, signal.SIGTERM)
         await wait_end(session)
         # Not killed by the signal (its default action): the harness ended the session
