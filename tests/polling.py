@@ -10,9 +10,10 @@ never through these.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -30,14 +31,21 @@ def holds_within(cond: Callable[[], object], within: float, every: float = POLL_
     return True
 
 
-async def eventually(cond: Callable[[], object], within: float, every: float = POLL_S) -> bool:
-    """`holds_within` for trio tests: True once `cond()` is truthy, False after `within`."""
+async def eventually(
+    cond: Callable[[], object | Awaitable[object]], within: float, every: float = POLL_S
+) -> bool:
+    """`holds_within` for trio tests: True once `cond()` (awaited if it returns an
+    awaitable) is truthy, False after `within`."""
     deadline = trio.current_time() + within
-    while not cond():
+    while True:
+        held = cond()
+        if inspect.isawaitable(held):
+            held = await held
+        if held:
+            return True
         if trio.current_time() > deadline:
             return False
         await trio.sleep(every)
-    return True
 
 
 async def thread_retired(ident: int, within: float = 10.0) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from typing import Any
 
 from hostd.app.main import App
 from hostd.shell.paths import Paths
+from tests.polling import holds_within
 
 #: A page-side wait: polls the expression until it is truthy (a condition, never a time).
 WAIT_JS = """new Promise((resolve, reject) => {
@@ -76,11 +76,9 @@ class Driver:
         if op == "count":
             return len(self.app.windows)
         if op == "wait_count":  # until the app has n windows (one opened from a page, say)
-            deadline = time.monotonic() + cmd.get("timeout", 20.0)
-            while len(self.app.windows) != cmd["n"]:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{len(self.app.windows)} windows, not {cmd['n']}")
-                time.sleep(0.02)  # polling the app's window list (no event for it)
+            # The app's window list has no event of its own to wait on.
+            if not holds_within(lambda: len(self.app.windows) == cmd["n"], cmd.get("timeout", 20.0)):
+                raise TimeoutError(f"{len(self.app.windows)} windows, not {cmd['n']}")
             return cmd["n"]
         if op == "geometry":
             w = self.window(cmd["win"])

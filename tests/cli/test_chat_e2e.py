@@ -23,6 +23,7 @@ import trio
 from hostd.cli.chat_render import roll_labels, row_text
 from hostd.cli.demo import DemoDaemon, run_daemon
 from hostd.client import open_client
+from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -87,12 +88,14 @@ class Pane:
         self, ok: Callable[[str], bool], timeout: float, what: object = "condition"
     ) -> str:
         screen = ""
-        with trio.move_on_after(timeout):
-            while True:
-                screen = await self.screen()
-                if ok(screen):
-                    return screen
-                await trio.sleep(0.05)  # polling the screen under a deadline
+
+        async def shows() -> bool:
+            nonlocal screen
+            screen = await self.screen()
+            return ok(screen)
+
+        if await eventually(shows, timeout, every=0.05):  # tmux's screen is another process's
+            return screen
         raise AssertionError(f"screen never showed {what!r}; it shows:\n{screen}")
 
     async def kill(self) -> None:

@@ -22,6 +22,7 @@ import trio
 from hostd.client import open_client
 from hostd.shell.drivers.sandbox import probe
 from hostd.shell.paths import Paths
+from hostd.testing.processes import marked
 from hostd_protocol.client_messages import TurnEnded
 from hostd_protocol.common import TextDelta
 from hostd_protocol.errors import InvalidArgument
@@ -48,19 +49,7 @@ def user_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def orphans(marker: str) -> list[int]:
-    """Live processes whose argv ends with `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in argv:
-            found.append(int(entry))
-    return found
+orphans = marked  # live processes whose argv holds the marker
 
 
 async def answer(c: object, topic_id: str, text: str) -> str:

@@ -25,6 +25,7 @@ import trio
 
 from hostd.client import open_client
 from hostd.shell.paths import Paths
+from hostd.testing.processes import marked
 from hostd_protocol.client_messages import TurnEnded
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, user_says
@@ -43,17 +44,6 @@ STUBBORN = (
 )
 
 
-def marked(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv:
-                found.append(int(entry))
-    return found
 
 
 until = eventually  # a process's start or end is not an event we can wait on

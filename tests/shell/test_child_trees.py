@@ -23,7 +23,7 @@ from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import probe
 from hostd.shell.drivers.supervisor import DriverSession, SessionEnded, SessionOptions, Supervisor
 from hostd.testing.conformance import collect_turn
-from hostd.testing.processes import no_new_children
+from hostd.testing.processes import marked, no_new_children
 from hostd_protocol.driver_messages import Send
 from hostd_protocol.errors import DriverCrashed
 from hostd_scripted.spec import SPEC
@@ -59,18 +59,6 @@ async def serving(tmp_path: Path, **kwargs: Any) -> AsyncIterator[Supervisor]:
                     await sup.aclose()
 
 
-def marked(marker: str) -> list[int]:
-    """Live processes with `marker` in their argv (a zombie's argv is empty)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv:
-                found.append(int(entry))
-    return found
 
 
 def gone(marker: str, within: float = 30.0) -> bool:
