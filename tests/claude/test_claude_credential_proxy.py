@@ -118,7 +118,9 @@ def _scan_result(outputs: list[str]) -> dict[str, Any]:
 async def test_a_tool_cannot_find_the_api_key_of_a_confined_topic(
     root: Path, kind: str, network: str
 ) -> None:
-    real_key = "sk-ant-realkey-" + secrets.token_hex(16)
+    # The scan looks for this prefix: joined at run time, so that this file, readable in the
+    # sandbox when the checkout is under a scanned folder (/tmp), does not hold it.
+    real_key = "sk-ant-" + "realkey-" + secrets.token_hex(16)
     home = root / "home"
     home.mkdir()
     work = root / "work"
