@@ -44,6 +44,7 @@ from typing import Any
 
 import trio
 
+from hostd_dev.bench.cpu_stats import rss_mib
 from hostd_protocol.common import PROTOCOL_VERSION
 from hostd_protocol.driver_messages import ChunkEvent, Init, Prewarm, Send, TurnEnd, Warmed
 from tests.acp.support import (
@@ -123,16 +124,6 @@ class DriverBench:
         if "driver_rss" in m:
             rss = f"; RSS driver {m['driver_rss']:.0f} MiB + children {m['tree_rss']:.0f} MiB"
         return f"{self.driver}: first chunk " + ", ".join(parts) + rss
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _descendants(pid: int) -> list[int]:
@@ -256,8 +247,8 @@ async def _one_run(driver: str, api: FakeAnthropicAPI, root: Path, out: DriverBe
                 s[f"turn{k}"].append(total)
                 s[f"turn{k}_to_api"].append(to_api)
                 s[f"turn{k}_from_api"].append(from_api)
-            s["driver_rss"].append(_rss_mib(warm.pid))
-            s["tree_rss"].append(sum(_rss_mib(p) for p in _descendants(warm.pid)))
+            s["driver_rss"].append(rss_mib(warm.pid))
+            s["tree_rss"].append(sum(rss_mib(p) for p in _descendants(warm.pid)))
     finally:
         warm.close()
         warm.cleanup()

@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 
+from hostd_dev.bench.cpu_stats import rss_mib
 from hostd_protocol.driver_messages import ChunkEvent, Prewarm, Send, TurnEnd, Warmed
 from tests.claude.driver_peer import DriverProcess, Peer, init_for, offline_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, text, user_says
@@ -57,16 +58,6 @@ class ClaudeBench:
             f"({self.speedup:.0f}x; prewarm took {self.prewarm_s * 1000:.0f} ms); RSS driver "
             f"{self.driver_rss_mib:.0f} MiB + CLI {self.cli_rss_mib:.0f} MiB"
         )
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -123,8 +114,8 @@ async def _one_run(base_url: str, root: Path, i: int) -> tuple[float, float, flo
             assert isinstance(await peer.recv(), Warmed)
             prewarm_s = time.perf_counter() - t1
             warm_ttft = await _first_token(peer, "w")
-            driver_rss = _rss_mib(warm.pid)
-            cli_rss = sum(_rss_mib(c) for c in _children(warm.pid))
+            driver_rss = rss_mib(warm.pid)
+            cli_rss = sum(rss_mib(c) for c in _children(warm.pid))
     finally:
         warm.close()
         warm.cleanup()

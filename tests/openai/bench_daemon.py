@@ -26,21 +26,12 @@ import trio
 from hostd.client import Client, Subscription, open_client
 from hostd.shell.paths import Paths
 from hostd.testing.processes import child_pids
+from hostd_dev.bench.cpu_stats import rss_mib
 from hostd_protocol.client_messages import RowAppended, TurnEnded
 from hostd_protocol.common import TextDelta
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI
 from tests.openai.peer import tools_server
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def openai_drivers(daemon_pid: int) -> set[int]:
@@ -64,7 +55,7 @@ class DaemonLoop:
         self.client = client
 
     def daemon_rss(self) -> float:
-        return _rss_mib(self.daemon.pid)
+        return rss_mib(self.daemon.pid)
 
     async def new_topic(self, api: FakeOpenAI, state: Path) -> str:
         topic = await self.client.create_topic(
@@ -160,5 +151,5 @@ async def daemon_round(
             steps.append(tool_step(api.requests[n0:]))
         out.tool_step.append(statistics.median(steps))
         mine = openai_drivers(loop.daemon.pid) - before
-        out.rss.append(sum(_rss_mib(pid) for pid in mine) if len(mine) == 1 else 0.0)
+        out.rss.append(sum(rss_mib(pid) for pid in mine) if len(mine) == 1 else 0.0)
     await loop.client.delete_topic(warm)
