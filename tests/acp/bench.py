@@ -56,6 +56,7 @@ from tests.acp.support import (
 )
 from tests.claude.driver_peer import DriverProcess, Peer, offline_env
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, text, user_says
+from tests.polling import eventually
 
 PROMPT = "bench hello"
 #: Bench name -> driver module.
@@ -266,17 +267,19 @@ def _adopt_orphans() -> bool:
 
 
 async def _reap_orphans(grace: float = 2.0) -> None:
-    """Reap adopted orphans once every driver of a run is closed (none of ours is alive)."""
-    deadline = time.monotonic() + grace
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG never blocks)
-        except ChildProcessError:
-            return  # no children left
-        if pid == 0:
-            if time.monotonic() > deadline:
-                return
-            await trio.sleep(0.01)  # an orphan still dying: poll, bounded
+    """Reap adopted orphans once every driver of a run is closed (none of ours is alive);
+    one still dying gets `grace` seconds."""
+
+    def none_left() -> bool:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return True  # no children left
+            if pid == 0:
+                return False
+
+    await eventually(none_left, within=grace, every=0.01)
 
 
 async def measure_async(runs: int = 3, old_peer: bool = False) -> dict[str, DriverBench]:

@@ -29,6 +29,7 @@ import trio
 from hostd.shell.paths import Paths
 from tests.e2e import daemon_proc
 from tests.e2e.test_tracing_e2e import STEER_TURN, _free_port, run_steered_turn
+from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -103,7 +104,9 @@ async def _spans(base: str, want: int) -> list[dict[str, Any]]:
     """The project's spans, once Phoenix has ingested at least `want` (it stores them from
     a queue of its own: there is no event to wait on, so ask again until they are there)."""
     url = f"{base}/v1/projects/{PROJECT}/spans?limit=100"
-    while True:
+    seen: list[dict[str, Any]] = []
+
+    async def ingested() -> bool:
         try:
             data = (await trio.to_thread.run_sync(_get, url))["data"]
         except urllib.error.HTTPError as exc:
@@ -111,9 +114,13 @@ async def _spans(base: str, want: int) -> list[dict[str, Any]]:
             if exc.code != 404:  # 404: the project exists once its first span is stored
                 raise
             data = []
-        if len(data) >= want:
-            return list(data)
-        await trio.sleep(0.2)
+        seen[:] = data
+        return len(data) >= want
+
+    assert await eventually(ingested, within=60, every=0.2), (
+        f"Phoenix holds {len(seen)} of the turn's {want} spans after 60 s"
+    )
+    return list(seen)
 
 
 async def test_a_traced_turn_reads_back_from_phoenix(home: Path, phoenix: str) -> None:

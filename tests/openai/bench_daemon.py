@@ -32,6 +32,7 @@ from hostd_protocol.common import TextDelta
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI
 from tests.openai.peer import tools_server
+from tests.polling import eventually
 
 
 def openai_drivers(daemon_pid: int) -> set[int]:
@@ -94,8 +95,11 @@ class DaemonLoop:
     async def wait_warm(self, timeout: float = 60.0) -> None:
         with trio.fail_after(timeout):
             # The daemon has no "spare is warm" event for clients: poll its status.
-            while (await self.client.status()).warm_drivers < 1:  # noqa: ASYNC110
-                await trio.sleep(0.005)
+            async def warm() -> bool:
+                return (await self.client.status()).warm_drivers >= 1
+
+            if not await eventually(warm, within=timeout, every=0.005):
+                raise RuntimeError(f"no warm driver after {timeout} s")
 
 
 @asynccontextmanager

@@ -34,6 +34,7 @@ from tests.openai.peer import (
     tool_results,
     tools_server,
 )
+from tests.polling import eventually
 
 TIMEOUT = 40
 
@@ -358,14 +359,16 @@ async def test_a_streamable_http_mcp_server(tmp_path: Path) -> None:
 
 async def _until_listening(port: int) -> None:
     """The server process is starting (uvicorn): wait until its port accepts connections."""
-    while True:
+
+    async def accepts() -> bool:
         try:
             stream = await trio.open_tcp_stream("127.0.0.1", port)
         except OSError:
-            await trio.sleep(0.05)  # readiness of another process: nothing to wait on but this
-            continue
+            return False
         await stream.aclose()
-        return
+        return True
+
+    assert await eventually(accepts, within=60, every=0.05), f"nothing listens on {port} after 60 s"
 
 
 # The SSE client of the mcp SDK reads httpx2's EventSource the same way (see above).
