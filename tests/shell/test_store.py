@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 import trio
 
 from hostd.shell.store import store as st
@@ -198,3 +200,28 @@ async def test_answer_rows_keep_lane_alternative_target_and_usage(tmp_path: Path
     db.close()
     with st.Store(path) as s:
         assert s.schema_version == len(st.MIGRATIONS) == 9
+
+
+def test_a_schema_retry_is_logged_at_debug_without_its_statement(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A statement prepared before another connection changed the schema is re-prepared by
+    SQLite (SQLITE_SCHEMA, logged): routine, so DEBUG, and the statement text (which may sit
+    in the log for long) is not quoted."""
+    import apsw
+
+    caplog.set_level(logging.DEBUG)
+    with st.Store(tmp_path / "db"):  # applies the logging choice, as the daemon does
+        pass
+    a = apsw.Connection(str(tmp_path / "db"))
+    b = apsw.Connection(str(tmp_path / "db"))
+    secret = "SELECT count(*) FROM topics WHERE title != 'secret-marker'"
+    a.execute(secret).fetchall()  # prepared and cached
+    b.execute("CREATE TABLE later_table (x)")
+    a.execute(secret).fetchall()  # re-prepared: SQLITE_SCHEMA in SQLite's log
+    a.close()
+    b.close()
+    sqlite = [r for r in caplog.records if "schema has changed" in r.getMessage()]
+    assert sqlite, [r.getMessage() for r in caplog.records]
+    assert all(r.levelno == logging.DEBUG for r in sqlite)
+    assert not any("secret-marker" in r.getMessage() for r in caplog.records)

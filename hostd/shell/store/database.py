@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -70,12 +71,41 @@ _bestpractice_lock = threading.Lock()
 _bestpractice_applied = False
 
 
+#: SQLite's log text quotes the statement it is about in brackets ("statement aborts at 32:
+#: [INSERT ...] database schema has changed"): cut out, so no statement reaches the log.
+_STATEMENT = re.compile(r"\[.*\]", re.DOTALL)
+
+
+def _sqlite_log(code: int, message: str) -> None:
+    """SQLite's error log (`SQLITE_CONFIG_LOG`) into ours, instead of apsw's
+    `library_logging`, which logs a normal SQLITE_SCHEMA retry at INFO with the whole
+    statement. A schema retry is routine (another connection migrated, or a statement was
+    prepared before a `CREATE`): DEBUG. Nothing here quotes the statement."""
+    base = code & 0xFF
+    if base == apsw.SQLITE_SCHEMA:
+        level = logging.DEBUG
+    elif base in (apsw.SQLITE_WARNING, apsw.SQLITE_NOTICE):
+        level = logging.WARNING
+    else:
+        level = logging.ERROR
+    if log.isEnabledFor(level):
+        text = _STATEMENT.sub("[statement]", message)
+        log.log(level, "sqlite: %s (%s)", text, apsw.mapping_result_codes.get(base, code))
+
+
 def _apply_bestpractice() -> None:
     # `apply` appends a connection hook each call: do it once per process.
     global _bestpractice_applied
     with _bestpractice_lock:
         if not _bestpractice_applied:
-            apsw.bestpractice.apply(apsw.bestpractice.recommended)
+            apsw.bestpractice.apply(
+                tuple(
+                    f
+                    for f in apsw.bestpractice.recommended
+                    if f is not apsw.bestpractice.library_logging
+                )
+            )
+            apsw.config(apsw.SQLITE_CONFIG_LOG, _sqlite_log)
             _bestpractice_applied = True
 
 
