@@ -18,8 +18,8 @@ Methods (docs/acp.md):
 - `session/prompt`: a `send` (while a turn runs: the configured intent, `steer` by default);
   answered when the turn that carries it ends.
 - `session/cancel`: `stop` (the partial answer is kept; the prompt answers `cancelled`).
-- the topic's approvals become `session/request_permission`; the first answer from any
-  window wins, a later one from the editor is dropped quietly.
+- the topic's approvals become `session/request_permission` (hostd/acp/approvals.py); the
+  first answer from any window wins, a later one from the editor is dropped quietly.
 
 When the daemon stops or crashes, `hostd.acp.link.DaemonLink` connects again (starting
 it) and each open session re-attaches (`_follow`: `since=` on the same daemon, a fresh
@@ -42,23 +42,21 @@ from typing import Any, Literal
 import msgspec
 import trio
 
+from hostd.acp.approvals import Approvals
 from hostd.acp.inputs import mcp_option, prompt_input
 from hostd.acp.link import Connect, DaemonLink
 from hostd.acp.sessions import OURS, AgentDefaults, Prompt, Session, note, ours
 from hostd.acp.updates import (
     commands_update,
     mode_state,
-    permission_answer,
-    permission_request,
     stop_reason,
     updates_for_chunk,
     updates_for_row,
 )
 from hostd.client.async_client import Client
 from hostd_acp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
-from hostd_acp.rpc_peer import AfterReply, PeerGone, PeerRpcError, RequestRefused, RpcPeer
+from hostd_acp.rpc_peer import AfterReply, PeerGone, RequestRefused, RpcPeer
 from hostd_protocol.client_messages import (
-    ApprovalInfo,
     ApprovalRequested,
     ApprovalResolved,
     CommandsChanged,
@@ -75,11 +73,9 @@ from hostd_protocol.client_messages import (
 )
 from hostd_protocol.common import Attachment
 from hostd_protocol.errors import (
-    AlreadyAnswered,
     ConnectionBroken,
     HostdError,
     InvalidArgument,
-    NotFound,
     PayloadTooLarge,
     UnknownTopic,
 )
@@ -102,6 +98,8 @@ class AcpAgent:
 
     def __init__(self, connect: Connect, defaults: AgentDefaults, version: str) -> None:
         self.link = DaemonLink(connect, on_up=self._connected, on_down=self._lost)
+        #: The topics' approvals as the editor's permission requests (hostd/acp/approvals.py).
+        self.approvals = Approvals(self.link, self._update)
         self.defaults = defaults
         self.version = version
         self.peer: RpcPeer | None = None
@@ -136,8 +134,9 @@ class AcpAgent:
             max_line=max_line,
             answer_garbage=True,
         )
+        self.approvals.peer = self.peer
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self._nursery = self.approvals.nursery = nursery
             await nursery.start(self.link.run)
             await self.peer.serve(receive, nursery)
             self.peer.close("the editor closed the connection")
@@ -464,7 +463,7 @@ class AcpAgent:
         if first.commands:
             await self._update(session, commands_update(first.commands))
         for approval in first.approvals:
-            self._ask(session, approval)
+            self.approvals.ask(session, approval)
 
     async def _resynced(self, client: Client, session: Session, snap: Snapshot) -> None:
         """A fresh snapshot on a new connection (the daemon restarted): show the rows the
@@ -492,7 +491,7 @@ class AcpAgent:
                 prompt.finish("error", "the daemon stopped during this answer"
                               + (f": {error}" if error else "") + "; send it again")
         for approval in snap.approvals:
-            self._ask(session, approval)
+            self.approvals.ask(session, approval)
 
     async def _history(self, client: Client, snap: Snapshot) -> list[MessageRow]:
         rows = list(snap.rows)
@@ -538,18 +537,9 @@ class AcpAgent:
         elif isinstance(event, CommandsChanged):
             await self._update(session, commands_update(event.commands))
         elif isinstance(event, ApprovalRequested):
-            self._ask(session, event.approval)
+            self.approvals.ask(session, event.approval)
         elif isinstance(event, ApprovalResolved):
-            if event.approval_id in session.asking:
-                session.asking.discard(event.approval_id)
-                # Answered in another window first: the editor's card shows the outcome;
-                # its own answer, whenever it comes, is dropped quietly.
-                status = "failed" if event.status != "allowed" else "in_progress"
-                await self._update(
-                    session,
-                    {"sessionUpdate": "tool_call_update", "toolCallId": event.approval_id,
-                     "status": status},
-                )
+            await self.approvals.resolved(session, event)
         elif isinstance(event, TopicDeleted):
             self._end(session, "the topic was deleted")
 
@@ -560,29 +550,3 @@ class AcpAgent:
             prompt.row_id = row.id
             if row.status == "success" and row.turn_id:
                 prompt.turn_id = row.turn_id
-
-    # --- approvals ------------------------------------------------------------------------
-
-    def _ask(self, session: Session, approval: ApprovalInfo) -> None:
-        if approval.id in session.asking or approval.status != "open":
-            return
-        session.asking.add(approval.id)
-        assert self._nursery is not None
-        self._nursery.start_soon(self._permission, session, approval)
-
-    async def _permission(self, session: Session, approval: ApprovalInfo) -> None:
-        assert self.peer is not None
-        params, kinds = permission_request(session.topic_id, approval)
-        try:
-            raw = await self.peer.request("session/request_permission", params)
-        except (PeerGone, PeerRpcError):
-            return  # the editor is gone or refused: other windows can still answer
-        finally:
-            session.asking.discard(approval.id)
-        allow, option_id, reason = permission_answer(raw, kinds)
-        try:
-            await (await self.link.client()).answer_approval(
-                session.topic_id, approval.id, allow, reason, option_id=option_id
-            )
-        except (AlreadyAnswered, NotFound, UnknownTopic):
-            pass  # another window answered first (or the turn ended): first answer wins
