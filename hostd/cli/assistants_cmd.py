@@ -123,8 +123,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         console.print(f"[red]no default:[/red] {escape(note)}")
     if not catalog.assistants and not catalog.errors:
         console.print(
-            f"no assistants yet: add TOML files to {config / 'assistants'} "
-            "(docs/configuration.md)"
+            f"no assistants yet: add TOML files to {config / 'assistants'} (e.g. "
+            'coder.toml with driver = "NAME", model = "MODEL", system_prompt = "...")'
         )
     for err in errors:
         console.print(f"[red]error:[/red] {escape(err.message)}")

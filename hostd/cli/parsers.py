@@ -91,7 +91,8 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
     p = sub.add_parser("new", parents=[_common()], help="create a topic and print its id")
     p.add_argument("--title", default="", help="the topic's title")
     p.add_argument("--driver", default="",
-                   help="driver (default: see docs/configuration.md; `hostd drivers` lists them)")
+                   help="driver (default: the `default` role of roles.toml, else claude-code when "
+                        "ready; `hostd drivers` lists them)")
     p.add_argument("--model", default="", help="model name, or use::<role> (roles.toml)")
     p.add_argument("--assistant", default="", help="assistant preset (`hostd assistants`)")
     p.add_argument("--working-dir", default="",

@@ -82,3 +82,17 @@ def test_agent_env_is_built_from_names_only() -> None:
     agent = AgentConfig(command="x", env=["API_KEY", "ABSENT"], set_env={"FIXED": "1"})
     env = agent_env(agent, {"PATH": "/bin", "API_KEY": "k", "SECRET": "s", "HOME": "/h"})
     assert env == {"PATH": "/bin", "HOME": "/h", "API_KEY": "k", "FIXED": "1"}
+
+
+def test_a_broken_agents_file_is_fixed_from_the_message_alone(tmp_path: Path) -> None:
+    """`hostd drivers` (and a refused topic) say how to correct the file without pointing
+    into a source checkout: a wheel install has no drivers/acp/README.md."""
+    from hostd_acp.spec import check_agents
+
+    (tmp_path / "config").mkdir()
+    path = write(tmp_path / "config" / "acp-agents.toml", "[agents.x]\ncmd = 'oops'\n")
+    status = check_agents({"HOSTD_HOME": str(tmp_path), "PATH": os.defpath})
+    assert not status.ok and status.summary.startswith(f"{path} is invalid:")
+    assert status.fix.startswith(f"correct {path}: ")
+    assert "README" not in status.fix and "drivers/" not in status.fix
+    assert "[agents.NAME] with command = " in status.fix and "\n" not in status.fix

@@ -48,8 +48,8 @@ def test_no_ready_default_is_refused_with_the_fix_and_the_alternatives() -> None
     assert info.value.message == (
         "no driver is ready for a new topic: driver 'claude-code' has no credential (not "
         "logged in): set ECHO_KEY; or pick a driver with `hostd new --driver NAME` "
-        "(installed: claude-code, scripted), or set a default role in roles.toml "
-        "(docs/configuration.md)"
+        "(installed: claude-code, scripted), or set a default role in roles.toml ([system] "
+        'default = { driver = "NAME", model = "MODEL" }; `hostd paths` shows the config dir)'
     )
     # The scripted (test and demo) driver is never picked silently.
     with pytest.raises(DriverUnavailable, match=r"^no driver is ready for a new topic: no dri"):

@@ -66,6 +66,14 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
+#: What a valid agents file holds, in one line (the fix of a broken one).
+AGENTS_FILE_SHAPE = (
+    'optional default_agent = "NAME", and per agent a table [agents.NAME] with command = '
+    '"..." (on PATH or absolute) and optional args = [...], env = [variable names], '
+    "[agents.NAME.set_env]; unknown keys are errors"
+)
+
+
 def describe_agents() -> str:
     """One line: each configured agent, whether its command is found, and the version it
     reported in its last `initialize` (remembered by the driver)."""
@@ -94,8 +102,9 @@ def check_agents(environ: Mapping[str, str]) -> CredentialStatus:
     try:
         agents = load_agents(path)
     except Exception as exc:
+        # The fix names the file's shape itself: a wheel install has no README to point at.
         return CredentialStatus(ok=False, summary=f"{path} is invalid: {exc}",
-                                fix=f"correct {path} (drivers/acp/README.md)")
+                                fix=f"correct {path}: {AGENTS_FILE_SHAPE}")
     search = environ.get("PATH")
     found = [n for n, a in sorted(agents.agents.items()) if resolve_command(a.command, search)]
     if not found:

@@ -188,7 +188,8 @@ class DriverRegistry:
         installed = ", ".join(e.name for e in self.entries() if e.available) or "none"
         hint = (
             f"or pick a driver with `hostd new --driver NAME` (installed: {installed}), or set "
-            "a default role in roles.toml (docs/configuration.md)"
+            'a default role in roles.toml ([system] default = { driver = "NAME", model = '
+            '"MODEL" }; `hostd paths` shows the config dir)'
         )
         if first is None:
             raise DriverUnavailable(f"no default driver is configured; {hint}")
