@@ -437,16 +437,17 @@ class AcpAgent:
             pass  # the daemon is gone: the link connects again and re-attaches
         except (PeerGone, HostdError) as exc:
             print(f"hostd acp: session {session.topic_id} ended: {exc}", file=sys.stderr)
-            self._end(session, "the session's topic is gone")
+            await self._end(session, "the session's topic is gone")
         finally:
             session.replayed.set()
             if not started:
                 task_status.started()
 
-    def _end(self, session: Session, why: str) -> None:
+    async def _end(self, session: Session, why: str) -> None:
         session.gone = True
         for prompt in list(session.prompts.values()):
             prompt.finish("error", why)
+        await self.approvals.withdraw_all(session)
 
     async def _begin(
         self, client: Client, session: Session, first: Snapshot, replay: bool
@@ -490,6 +491,9 @@ class AcpAgent:
                 error = answers[-1].error if answers else ""
                 prompt.finish("error", "the daemon stopped during this answer"
                               + (f": {error}" if error else "") + "; send it again")
+        # Approvals asked before the restart that are not open now ended with their turn.
+        await self.approvals.withdraw_all(
+            session, [a.id for a in snap.approvals if a.status == "open"])
         for approval in snap.approvals:
             self.approvals.ask(session, approval)
 
@@ -539,9 +543,9 @@ class AcpAgent:
         elif isinstance(event, ApprovalRequested):
             self.approvals.ask(session, event.approval)
         elif isinstance(event, ApprovalResolved):
-            await self.approvals.resolved(session, event)
+            await self.approvals.resolved(session, event.approval_id, event.status)
         elif isinstance(event, TopicDeleted):
-            self._end(session, "the topic was deleted")
+            await self._end(session, "the topic was deleted")
 
     def _track(self, session: Session, row: MessageRow) -> None:
         key = row.meta.get("client_msg_id")

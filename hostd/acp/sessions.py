@@ -68,8 +68,9 @@ class Session:
         self.prompts: dict[str, Prompt] = {}
         #: Turns that ended, so a prompt whose reply comes after its turn's end still finds it.
         self.ended: dict[str, TurnEnded] = {}
-        #: Approvals the editor is being asked about.
-        self.asking: set[str] = set()
+        #: Approvals the editor is being asked about, each with the scope of its pending
+        #: request (cancelled: the request is withdrawn, hostd/acp/approvals.py).
+        self.asking: dict[str, trio.CancelScope] = {}
         self.live = trio.Event()
         self.replayed = trio.Event()
         self.gone = False

@@ -9,7 +9,8 @@
 // outcome} (answer a pending session/request_permission), {op: "raw", text} (bytes straight
 // to the agent's stdin, for garbage), {op: "close"} (close the agent's stdin).
 // Events: {ev: "spawned", pid}, {ev: "update", params}, {ev: "permission", key, params},
-// {ev: "result", ...}, {ev: "exit", code, signal}.
+// {ev: "withdrawn", key} (the agent cancelled that permission request), {ev: "result", ...},
+// {ev: "exit", code, signal}.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Readable, Writable } from "node:stream";
@@ -28,10 +29,18 @@ const app = client({ name: "hostd-test-editor" })
   .onNotification("session/update", ({ params }) => {
     out({ ev: "update", params });
   })
-  .onRequest("session/request_permission", ({ params }) => {
+  .onRequest("session/request_permission", ({ params, signal }) => {
     const key = String(nextKey++);
     out({ ev: "permission", key, params });
-    return new Promise((resolve) => pending.set(key, resolve));
+    return new Promise((resolve, reject) => {
+      pending.set(key, resolve);
+      // The agent withdrew it (`$/cancel_request`): an editor takes the prompt down.
+      signal.addEventListener("abort", () => {
+        pending.delete(key);
+        out({ ev: "withdrawn", key });
+        reject(signal.reason);
+      });
+    });
   });
 
 const toAgent = Writable.toWeb(child.stdin);

@@ -60,6 +60,11 @@ __all__ = [
 
 log = logging.getLogger("hostd_acp")
 
+#: ACP's protocol-level notification withdrawing a request (`CancelRequestNotification`).
+CANCEL_REQUEST = "$/cancel_request"
+#: At most this long to write a withdrawal (the request's caller is being cancelled).
+WITHDRAW_S = 5.0
+
 NotificationHandler = Callable[[str, msgspec.Raw], Awaitable[None]]
 RequestHandler = Callable[[str, msgspec.Raw], Awaitable[Any]]
 DropHandler = Callable[[Dropped], Awaitable[None]]
@@ -226,12 +231,19 @@ class RpcPeer:
         await self._send(encode_notification(method, params))
 
     async def request(
-        self, method: str, params: Any, on_answer: Callable[[], None] | None = None
+        self,
+        method: str,
+        params: Any,
+        on_answer: Callable[[], None] | None = None,
+        *,
+        withdraw: bool = False,
     ) -> msgspec.Raw:
         """Send a request and wait for its answer; cancel-safe (a late answer is dropped).
 
         `on_answer` runs in the reader the moment the answer is read, before any later
-        message is dispatched.
+        message is dispatched. With `withdraw`, a request cancelled while unanswered is
+        withdrawn from the other side with ACP's `$/cancel_request` (schema v1; a peer that
+        does not know it ignores it), so its UI lets go of it.
 
         Raises:
             PeerRpcError: the answer is a JSON-RPC error.
@@ -241,11 +253,18 @@ class RpcPeer:
         done = trio.Event()
         box: list[Response] = []
         self._pending[request_id] = (on_answer, done, box)
+        sent = False
         try:
             await self._send(encode_request(request_id, method, params))
+            sent = True
             await done.wait()
         finally:
             del self._pending[request_id]
+            if withdraw and sent and not box and self.gone is None:
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + WITHDRAW_S):
+                    await self._send_quietly(
+                        encode_notification(CANCEL_REQUEST, {"requestId": request_id})
+                    )
         if not box:
             raise self.gone or PeerGone("the other side is gone")
         response = box[0]

@@ -1,0 +1,76 @@
+"""A permission request the editor shows for an approval that closed without it is withdrawn
+(ACP's `$/cancel_request`, which the official SDK turns into an aborted handler): answered
+in another window, its turn stopped elsewhere, its turn gone with a killed daemon. Driven by
+the official ACP SDK against the real daemon and the scripted driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hostd.client import open_client
+from hostd.shell.paths import Paths
+from tests.acp_editor.editor import Editor, editor
+from tests.acp_editor.test_editor import TIMEOUT, new_session, prompt
+from tests.acp_editor.test_editor_reconnect import is_note, started
+from tests.e2e import daemon_proc
+
+
+async def _asked(ed: Editor, sid: str) -> tuple[str, dict[str, Any]]:
+    """A prompt whose turn asks an approval: its call's tag, the editor's permission event."""
+    events = len(ed.events)
+    tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
+    return tag, await ed.wait_for(lambda e: e.get("ev") == "permission", after=events)
+
+
+def _withdrawn(key: str) -> Any:
+    return lambda e: e.get("ev") == "withdrawn" and e["key"] == key
+
+
+async def test_answered_in_another_window_or_stopped_elsewhere_the_request_is_withdrawn(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with editor(home, "--driver", "scripted") as ed, open_client(
+                Paths.under(home)
+            ) as window:
+                await ed.initialize()
+                sid = await new_session(ed, tmp_path)
+                # 1. another window answers first: the editor's prompt is taken down
+                tag, asked = await _asked(ed, sid)
+                approval_id = asked["params"]["toolCall"]["toolCallId"]
+                await window.answer_approval(sid, approval_id, True, "")
+                await ed.wait_for(_withdrawn(asked["key"]))
+                done = await ed.result(tag)
+                assert done.get("result") == {"stopReason": "end_turn"}, done
+                assert "approved: ran Bash." in ed.text(sid)
+                # 2. the turn is stopped from another window: its approval closes with it
+                tag, asked = await _asked(ed, sid)
+                await window.stop(sid)
+                await ed.wait_for(_withdrawn(asked["key"]))
+                done = await ed.result(tag)
+                assert done.get("result") == {"stopReason": "cancelled"}, done
+                assert ed.proc.returncode is None
+        finally:
+            assert await d.terminate() == 0
+
+
+async def test_a_request_for_a_turn_that_died_with_the_daemon_is_withdrawn(
+    home: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT * 2):
+        async with started(home) as d, editor(home, "--driver", "scripted") as ed:
+            await ed.initialize()
+            sid = await new_session(ed, tmp_path)
+            tag, asked = await _asked(ed, sid)
+            await d.kill9()
+            # On the daemon `hostd acp` starts again the approval is closed (its turn died):
+            # the card the editor still shows is withdrawn, the prompt answered.
+            await ed.wait_for(_withdrawn(asked["key"]))
+            answer = await ed.result(tag)
+            assert answer["error"]["code"] == -32603, answer
+            await ed.wait_for(is_note)
