@@ -1,5 +1,6 @@
-"""The page at a phone's, a tablet's and a laptop's window size (390x844, 768x1024, 1280x800)
-in real chromium against the real daemon and `hostd web`: the document never scrolls
+"""The page at the narrowest width the web must reflow to (320 CSS px, WCAG 1.4.10), a phone's,
+a tablet's and a laptop's window size (390x844, 768x1024, 1280x800), and a laptop's screen at
+200 % zoom (683x384 CSS px), in real chromium against the real daemon and `hostd web`: the document never scrolls
 sideways, the composer takes most of the width, an open approval's buttons are in view, the
 topic list can be reached (a drawer on narrow windows), and a long title never hides that its
 topic is answering. Screenshots of each size go to .artifacts/web-screenshots/ (docs/ holds
@@ -25,8 +26,8 @@ SCRIPT = "/text Before running it, a look at the command line: `make all && make
 
 @pytest.fixture
 def sized(browser: Browser, stack: WebStack, request: pytest.FixtureRequest) -> Iterator[Page]:
-    width, height = request.param
-    context = browser.new_context(viewport={"width": width, "height": height})
+    width, height, *zoom = request.param
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=zoom[0] if zoom else 1)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.goto(stack.url)
@@ -37,7 +38,9 @@ def sized(browser: Browser, stack: WebStack, request: pytest.FixtureRequest) -> 
         context.close()
 
 
-@pytest.mark.parametrize("sized", [(390, 844), (768, 1024), (1280, 800)], indirect=True, ids=["390", "768", "1280"])
+@pytest.mark.parametrize(
+    "sized", [(320, 640), (390, 844), (768, 1024), (1280, 800)], indirect=True, ids=["320", "390", "768", "1280"]
+)
 def test_the_page_fits_the_window(stack: WebStack, sized: Page) -> None:
     page = sized
     width = page.viewport_size["width"] if page.viewport_size else 0
@@ -78,4 +81,29 @@ def test_the_page_fits_the_window(stack: WebStack, sized: Page) -> None:
     # Leave the turn finished for the next size.
     page.evaluate("id => { location.hash = 'topic=' + id }", topic)
     page.get_by_role("region", name="Approvals").get_by_role("button", name="Deny", exact=True).click()
+    expect(page.get_by_role("region", name="Approvals")).to_have_count(0)
+
+
+@pytest.mark.parametrize("sized", [(683, 384, 2)], indirect=True, ids=["1366x768-at-200%"])
+def test_at_200_percent_zoom_the_transcript_keeps_room(stack: WebStack, sized: Page) -> None:
+    """A 1366x768 laptop at 200 % zoom leaves 683x384 CSS px. The header, the topic head, an
+    open approval and the composer must not squeeze the transcript (where the answer is read)
+    to a line or two: the page scrolls instead, and the composer is reached by scrolling."""
+    page = sized
+    topic = stack.create_topic("zoomed", "/text " + "A long enough answer to read. " * 30 + "\n" + SCRIPT)
+    page.evaluate("id => { location.hash = 'topic=' + id }", topic)
+    type_and_send(page, "build it")
+    approval = page.get_by_role("region", name="Approvals").get_by_role("group")
+    expect(approval.get_by_role("button", name="Allow", exact=True)).to_be_visible()
+    log = page.get_by_role("log", name="Transcript").bounding_box()
+    height = page.viewport_size["height"] if page.viewport_size else 0
+    assert log is not None and log["height"] >= 0.5 * height, (log, height)
+    overflow = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
+    assert overflow[0] <= overflow[1], overflow
+    # The approval pushed the composer below the fold; moving the focus there brings it back.
+    composer = page.get_by_role("textbox", name="Message")
+    composer.evaluate("e => e.blur()")
+    composer.focus()
+    expect(composer).to_be_in_viewport()
+    approval.get_by_role("button", name="Deny", exact=True).click()
     expect(page.get_by_role("region", name="Approvals")).to_have_count(0)

@@ -78,9 +78,13 @@ function ThemeToggle() {
   const [theme, setTheme] = useState<Theme>((localStorage.getItem("hostd-theme") as Theme) || "auto");
   useEffect(() => applyTheme(theme), [theme]);
   const next: Record<Theme, Theme> = { auto: "light", light: "dark", dark: "auto" };
+  const icon: Record<Theme, string> = { auto: "◐", light: "☀", dark: "☾" };
+  // Named in words ("Theme: auto"), not by its glyph; on a narrow window only the glyph shows.
   return (
-    <button class="ghost" title="theme: auto / light / dark" onClick={() => setTheme(next[theme])}>
-      {theme === "dark" ? "☾ dark" : theme === "light" ? "☀ light" : "◐ auto"}
+    <button class="ghost" aria-label={`Theme: ${theme}`} title="theme: auto / light / dark"
+      onClick={() => setTheme(next[theme])}>
+      <span aria-hidden="true">{icon[theme]}</span>
+      <span class="wide-only" aria-hidden="true"> {theme}</span>
     </button>
   );
 }

@@ -69,18 +69,23 @@ export function TranscriptView({
   const gone = useMemo(() => new Set((removed ?? []).map((r) => r.id)), [removed]);
   const labels = useMemo(() => rollLabels(rows), [rows]);
   const waiting = useMemo(() => waitingTools(rows, approvals), [rows, approvals]);
-  const end = useRef<HTMLDivElement>(null);
   // Follows the end while the reader is there; scrolled up, it stays put and offers a way back.
   const stick = useRef(true);
   const [away, setAway] = useState(false);
   const box = useRef<HTMLDivElement>(null);
+  // Only the transcript scrolls: scrollIntoView would scroll the page too where the page itself
+  // scrolls (a short window), pulling the composer out of view at every streamed chunk.
+  const scrollToEnd = () => {
+    const el = box.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  };
   useEffect(() => {
-    if (stick.current) end.current?.scrollIntoView({ block: "end" });
+    if (stick.current) scrollToEnd();
   }, [rows]);
   const toEnd = () => {
     stick.current = true;
     setAway(false);
-    end.current?.scrollIntoView({ block: "end" });
+    scrollToEnd();
   };
   return (
     // A `log`: a screen reader announces rows as they are added. While a turn runs the log is
@@ -121,7 +126,6 @@ export function TranscriptView({
             waiting={waiting.get(item.id)} />
         ),
       )}
-      <div ref={end} />
       {away && (
         <button class="to-end" data-testid="to-end" onClick={toEnd}
           aria-label={busyTurn ? "Scroll to the answer being written" : "Scroll to the latest message"}>
