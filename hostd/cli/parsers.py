@@ -111,6 +111,9 @@ def add_topic_parsers(sub: argparse._SubParsersAction, handlers: dict) -> None: 
     p.add_argument("--intent", choices=["auto", "start", "steer", "queue"], default="auto",
                    help="start: only when idle; steer: into the running answer; queue: after "
                    "it; auto (default): start when idle, else steer")
+    p.add_argument("--image", action="append", default=[], metavar="PATH",
+                   help="send this image along (PNG, JPEG, GIF, WebP; repeatable); a message "
+                   "with images waits for a running answer's end instead of steering it")
     p.add_argument("--follow", action="store_true", help="print the answer until the turn ends")
     p.add_argument("--json", action="store_true", help="print the send result as JSON (without --follow)")
     from hostd.cli.answers_cmd import add_also_option

@@ -156,9 +156,16 @@ def cmd_send(args: argparse.Namespace) -> int:
     if isinstance(text, int):
         return text
     args.text = text
+    from hostd.cli.images import ImageRefused, read_images
+
+    try:
+        images = read_images(args.image)  # refused before anything is sent
+    except ImageRefused as exc:
+        return fail(str(exc))
     if not args.follow:
         sent = request(args, SendMessage(id=0, topic_id=args.topic, text=args.text,
-                                         intent=args.intent, also=args.also))
+                                         intent=args.intent, also=args.also,
+                                         attachments=images))
         if isinstance(sent, int):
             return sent
         assert isinstance(sent, SendResult)
@@ -170,7 +177,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
     async def go(c: Any) -> Any:
         async with c.attach(args.topic, max_rows=0) as sub:
-            result = await c.send(args.topic, args.text, args.intent, also=args.also)
+            result = await c.send(args.topic, args.text, args.intent, also=args.also,
+                                  attachments=images)
             printer = StreamPrinter()
             async for item in sub:
                 printer.show(item)

@@ -39,6 +39,7 @@ from hostd_protocol.common import (
     ThinkingDelta,
     ToolCall,
     ToolResult,
+    image_type_of,
 )
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
@@ -79,6 +80,7 @@ __all__ = [
     "cut",
     "fit_rows",
     "fit_topics",
+    "images_refused",
     "row_piece",
 ]
 
@@ -333,7 +335,8 @@ MAX_ATTACHMENTS = 8
 
 def check_attachments(attachments: Sequence[Attachment]) -> None:
     """A send's images: at most `MAX_ATTACHMENTS`, `MAX_ATTACHMENT_BYTES` together, each
-    valid base64 (a broken one would fail at the vendor, mid-turn)."""
+    valid base64 of an image of its declared type, by its signature (a broken or mislabelled
+    one would fail at the vendor, mid-turn)."""
     if len(attachments) > MAX_ATTACHMENTS:
         raise InvalidArgument(
             f"{len(attachments)} attachments; at most {MAX_ATTACHMENTS} go with one message",
@@ -349,9 +352,29 @@ def check_attachments(attachments: Sequence[Attachment]) -> None:
         if len(a.name) > MAX_FIELD_CHARS:
             raise PayloadTooLarge(f"an attachment's name is {len(a.name)} characters; the limit is {MAX_FIELD_CHARS}")
         try:
+            head = binascii.a2b_base64(a.data[:64], strict_mode=True)
             binascii.a2b_base64(a.data, strict_mode=True)
         except binascii.Error:
             raise InvalidArgument(f"attachment {a.name or a.media_type!r} is not valid base64") from None
+        found = image_type_of(head)
+        if found != a.media_type:
+            what = found or "not a PNG, JPEG, GIF or WebP image"
+            raise InvalidArgument(
+                f"attachment {a.name or a.media_type!r} is sent as {a.media_type} but its "
+                f"bytes are {what}", details={"media_type": a.media_type, "found": found or ""},
+            )
+
+
+def images_refused(driver: str, *, lane: bool = False) -> InvalidArgument:
+    """The refusal of a message with images to a driver that takes none (`DriverSpec.images`
+    false): its model would never see them. `lane`: the driver of an extra answer (the
+    caller says which, and that nothing was sent)."""
+    if lane:
+        return InvalidArgument(f"the {driver} driver takes no images (its model would never "
+                               "see them)", details={"driver": driver})
+    return InvalidArgument(f"the {driver} driver of this topic takes no images (its model "
+                           "would never see them); send the text alone",
+                           details={"driver": driver})
 
 
 def check_send(text: str, history: Iterable[HistoryMessage], attachments: Sequence[Attachment] = ()) -> None:

@@ -42,7 +42,7 @@ from hostd.shell.drivers.environment import check_env_options
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.secrets import check_references
 from hostd.shell.fanout import encoded_size
-from hostd.shell.lanes import refused_target
+from hostd.shell.lanes import check_image_takers, refused_target
 from hostd.shell.paths import Paths
 from hostd.shell.schedule_service import (
     schedule_handlers,
@@ -392,9 +392,8 @@ class RequestHandlers:
         ]
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
-        if msg.attachments and not self.registry.takes_images(driver := host.info.driver):
-            raise InvalidArgument(f"the {driver} driver of this topic takes no images (its "
-                                  "model would never see them); send the text alone")
+        if msg.attachments:  # refused: nothing is stored
+            await check_image_takers(self.registry, self.turns, host.info, also)
         client_msg_id = msg.client_msg_id
         if msg.history:
             # The transcript waits for this message's turn, found again by its key (a fresh

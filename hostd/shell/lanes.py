@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from hostd.core.payload_bounds import images_refused
 from hostd.core.runtime_lanes import lane_topic
 from hostd.shell.topic_driver import route_events
 from hostd.shell.turns import TurnRunner
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from hostd.core.effects import Effect, StartLane
     from hostd.core.options import SessionOptions
     from hostd.core.turn import TurnMachine
+    from hostd.shell.drivers.registry import DriverRegistry
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
     from hostd.shell.runtime_protocol import Runtime
     from hostd.shell.turns import TurnServices
@@ -257,6 +259,31 @@ class Lanes:
     async def aclose(self) -> None:
         for host in self.by_lane.values():
             await host.aclose()
+
+
+async def check_image_takers(
+    registry: DriverRegistry, turns: TurnServices, topic: TopicInfo, also: list[AnswerTarget]
+) -> None:
+    """Refuse a message with images when the topic's driver, or an extra answer's, takes
+    none (`DriverSpec.images`): that model would never see them. A driver the topic's
+    roles decide is resolved as its turn would; one not known here passes (its turn then
+    fails the usual way)."""
+
+    async def driver_of(lane: TopicInfo) -> str:
+        if lane.driver:
+            return lane.driver
+        try:
+            return await turns.resolve_driver(lane.assistant, lane.model)
+        except HostdError:
+            return ""
+
+    driver = await driver_of(topic)
+    if driver and not registry.takes_images(driver):
+        raise images_refused(driver)
+    for n, target in enumerate(also, 1):
+        driver = await driver_of(lane_topic(topic, target))
+        if driver and not registry.takes_images(driver):
+            raise refused_target(images_refused(driver, lane=True), n, target)
 
 
 def refused_target(exc: HostdError, n: int, target: AnswerTarget) -> HostdError:

@@ -194,6 +194,21 @@ class CompactionAnchor(_Frozen, frozen=True):
 ImageMediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
 
 
+def image_type_of(data: bytes) -> ImageMediaType | None:
+    """What image `data` is, by its first bytes (its signature), whatever name or type it
+    was given: None when it is none of `ImageMediaType`. A vendor refuses an image whose
+    bytes do not match its declared type, mid-turn; the daemon refuses it at send time."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
 class Attachment(_Frozen, frozen=True):
     """A file sent along with a user message (protocol 1.5): an image, as base64. Drivers
     that take images (`DriverSpec.images`) pass it on (Claude Code: an image block; OpenAI:

@@ -4,6 +4,8 @@ before anything is stored."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from hostd.core.payload_bounds import MAX_ATTACHMENTS, check_send
@@ -44,3 +46,14 @@ def test_attachments_are_bounded_and_checked_before_storing() -> None:
         check_send("ok", [], [Attachment(media_type="image/png", data="A" * (MAX_ATTACHMENT_BYTES + 4))])
     with pytest.raises(InvalidArgument, match="at most"):
         check_send("ok", [], [PNG] * (MAX_ATTACHMENTS + 1))
+
+
+def test_an_image_whose_bytes_are_not_its_declared_type_is_refused() -> None:
+    # A vendor refuses a mislabelled image mid-turn; the daemon refuses it at send time.
+    gif = base64.b64encode(b"GIF89a\x01\x00\x01\x00").decode()
+    check_send("ok", [], [Attachment(media_type="image/gif", data=gif)])
+    with pytest.raises(InvalidArgument, match=r"'a\.jpg' is sent as image/jpeg but its bytes are image/png$"):
+        check_send("ok", [], [Attachment(media_type="image/jpeg", data=PNG.data, name="a.jpg")])
+    text = base64.b64encode(b"just some text, not a picture").decode()
+    with pytest.raises(InvalidArgument, match="bytes are not a PNG, JPEG, GIF or WebP image"):
+        check_send("ok", [], [Attachment(media_type="image/png", data=text, name="a.png")])
