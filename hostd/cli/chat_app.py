@@ -54,7 +54,9 @@ from hostd.cli.chat_requests import ChatRequests, Quit, SwitchTopic
 from hostd.cli.chat_state import ChatState
 from hostd.cli.chat_topic_ops import QUESTIONS
 from hostd.cli.common import terminal_safe
+from hostd.cli.images import ImageRefused, read_images, staged_note
 from hostd.client import Client, Subscription
+from hostd.core.payload_bounds import images_refused
 from hostd.core.transcript import Transcript
 from hostd_protocol.client_messages import (
     ApprovalInfo,
@@ -69,7 +71,7 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import AnswerTarget, Usage
+from hostd_protocol.common import AnswerTarget, Attachment, Usage
 from hostd_protocol.errors import HostdError, ProtocolError
 
 if TYPE_CHECKING:
@@ -149,6 +151,8 @@ class ChatApp(ChatRequests):
         self._queued_here: set[str] = set()
         #: Who else answers the messages typed here (`/also`; hostd.cli.chat_answers).
         self.also: list[AnswerTarget] = []
+        #: Images that go with the next message sent (`/image`; hostd.cli.images).
+        self.images: list[Attachment] = []
 
     # --- reading the transcript -----------------------------------------------------------
 
@@ -184,6 +188,27 @@ class ChatApp(ChatRequests):
         except HostdError:
             return None
         return unknown_target(targets, drivers, assistants)
+
+    async def _on_image(self, arg: str) -> None:
+        """`/image PATH` adds an image for the next message (checked now, as `hostd send
+        --image` does, and refused at once when the topic's driver takes none); `/image`
+        lists them, `/image clear` drops them."""
+        if arg == "clear":
+            self.images = []
+        elif arg:
+            driver = self.topic().driver
+            try:
+                info = [d for d in await self.client.list_drivers() if d.name == driver]
+            except HostdError:
+                info = []  # the send says it
+            try:
+                if info and not info[0].images:
+                    raise ImageRefused(images_refused(driver).message)
+                self.images = read_images([arg], self.images)
+            except ImageRefused as exc:
+                self.note_text(str(exc), "red")
+                return
+        self.note_text(staged_note(self.images))
 
     def set_hint(self, text: str, seconds: float = QUIT_WINDOW) -> None:
         self.hint = text
@@ -507,6 +532,9 @@ class ChatApp(ChatRequests):
                 return
             self.also = targets
             self.note_text(also_note(targets))
+            return
+        if cmd.name == "image":
+            await self._on_image(cmd.arg)
             return
         if cmd.name == "edit":
             row = self._unsent_row(cmd.arg)

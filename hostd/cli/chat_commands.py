@@ -30,6 +30,8 @@ HELP = """\
   [bold cyan]/fork [N][/bold cyan]      copy this topic up to row N (U2, A2, or 2: message 2 and its
                  answer; default: the last finished row) into a new topic and chat there
   [bold cyan]/also T ...[/bold cyan]    more models answer each message (T: DRIVER, DRIVER/MODEL, /MODEL, @ASSISTANT)
+  [bold cyan]/image PATH[/bold cyan]   send an image (PNG, JPEG, GIF, WebP) with the next message
+                 (/image lists them, /image clear drops them)
   [bold cyan]/choose N[/bold cyan]      continue from answer N of the last message with several answers
   [bold cyan]/stop N[/bold cyan]        stop only answer N of the running message with several answers
   [bold cyan]/quit[/bold cyan]          leave (Ctrl-C twice, Ctrl-D); the daemon and the topic keep going
@@ -74,6 +76,7 @@ COMMANDS = frozenset(
         "undo",
         "fork",
         "also",
+        "image",
         "choose",
     }
 )

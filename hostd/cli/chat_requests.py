@@ -26,7 +26,7 @@ from hostd_protocol.errors import AlreadyAnswered, HostdError
 if TYPE_CHECKING:
     from hostd.client import Client
     from hostd.core.transcript import Transcript
-    from hostd_protocol.common import AnswerTarget
+    from hostd_protocol.common import AnswerTarget, Attachment
 
 __all__ = ["ChatRequests", "Quit", "SwitchTopic"]
 
@@ -55,6 +55,7 @@ class ChatRequests:
     topic_id: str
     state: ChatState
     also: list[AnswerTarget]
+    images: list[Attachment]
     _queued_here: set[str]
     _answered_here: set[str]
     _send_actions: trio.MemorySendChannel[Command]
@@ -119,7 +120,8 @@ class ChatRequests:
         c, tid = self.client, self.topic_id
         if cmd.name == "":
             active = self.transcript.active_turn_id
-            result = await c.send(tid, cmd.arg, "auto", also=self.also)
+            result = await c.send(tid, cmd.arg, "auto", also=self.also, attachments=self.images)
+            self.images = []  # they went with it (a refused send keeps them: /image clear)
             if result.disposition == "started" and result.turn_id:
                 self._started.add(result.turn_id)
             if result.disposition == "steered":

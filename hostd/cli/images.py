@@ -18,7 +18,7 @@ from hostd_protocol.common import Attachment, image_type_of
 from hostd_protocol.errors import HostdError
 from hostd_protocol.limits import MAX_ATTACHMENT_BYTES
 
-__all__ = ["ImageRefused", "read_image", "read_images"]
+__all__ = ["ImageRefused", "read_image", "read_images", "staged_note"]
 
 #: The most raw bytes of all images of a message (the limit is on their base64 form).
 MAX_RAW_BYTES = MAX_ATTACHMENT_BYTES // 4 * 3
@@ -62,3 +62,13 @@ def read_images(paths: Sequence[str], already: Sequence[Attachment] = ()) -> lis
     except HostdError as exc:
         raise ImageRefused(f"{exc.message}; send fewer or smaller images") from None
     return images
+
+
+def staged_note(images: Sequence[Attachment]) -> str:
+    """What chat says of the images that go with the next message."""
+    if not images:
+        return "no images go with the next message (/image PATH adds one)"
+    listed = ", ".join(
+        f"{a.name} ({a.media_type}, {len(base64.b64decode(a.data))} bytes)" for a in images
+    )
+    return f"with the next message: {listed} (/image clear drops them)"

@@ -6,6 +6,7 @@ the agent (scripted directives with one slash) and a typo of a chat command is a
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import sys
@@ -143,3 +144,34 @@ async def test_help_lists_the_agents_commands_and_they_go_to_it(daemon: DemoDaem
         rows = [(r.role, row_text(r)) for r in (await c.history(topic_id)).rows]
     # Sent to the agent (the scripted driver itself knows no /sned: its answer fails).
     assert rows[-2] == ("user", "/sned hi")
+
+
+#: A whole 1x1 PNG (68 bytes).
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR4nGNgYAAAAAMAASsJTYQAAAAASUVORK5CYII="
+)
+
+
+async def test_an_image_goes_with_the_next_message_and_is_checked_first(
+    daemon: DemoDaemon, tmp_path: Path
+) -> None:
+    (tmp_path / "dot.png").write_bytes(PNG)
+    (tmp_path / "notes.png").write_text("# not a picture\n")
+    topic_id = await new_topic(daemon)
+    out = await chat(daemon, topic_id, (
+        f"/image {tmp_path}/notes.png\n/image {tmp_path}/dot.png\nwhat is this?\nand this?\n"
+    ).encode())
+    assert said(out, "is not a PNG, JPEG, GIF or WebP image (told by its first bytes)")
+    assert said(out, "with the next message: dot.png (image/png, 68 bytes)")
+    async with open_client(daemon.paths) as c:
+        rows = (await c.history(topic_id)).rows
+        blind = await c.create_topic(title="blind", driver="bench-load")
+    users = [r for r in rows if r.role == "user"]
+    assert [row_text(r) for r in users] == ["what is this?", "and this?"]
+    assert [a["name"] for a in users[0].meta["attachments"]] == ["dot.png"]
+    assert "attachments" not in users[1].meta  # the image went with the first one only
+    answer = next(r for r in rows if r.role == "assistant")
+    assert row_text(answer).startswith("(images: dot.png image/png 68 bytes)")
+    # A driver that takes no images: refused at /image, before any message.
+    out = await chat(daemon, blind.id, f"/image {tmp_path}/dot.png\n".encode())
+    assert said(out, "the bench-load driver of this topic takes no images")
