@@ -22,7 +22,8 @@ Rules this module guards:
   (or the welcome) is skipped.
 - A request that cannot be encoded (a lone surrogate in a text, e.g. from undecodable
   bytes on a command line; a value msgpack/JSON cannot hold) is `InvalidMessage` before
-  anything is sent (`encode_request`, used by both clients): the connection goes on.
+  anything is sent (`encode_request`, used by both clients): the connection goes on. So is
+  a message text over `MAX_SEND_BYTES` (`PayloadTooLarge`, the daemon's own words).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from hostd_protocol.errors import (
     error_from_code,
 )
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, Codec, FrameDecoder
+from hostd_protocol.limits import MAX_SEND_BYTES
 
 #: How long a connect into a full listen backlog (`EAGAIN`) is retried.
 BACKLOG_RETRY_S = 5.0
@@ -62,7 +64,17 @@ REFUSED_RETRY_S = 0.2
 
 def encode_request(codec: Codec[Any], msg: Any) -> bytes:
     """`msg` as one frame, or `InvalidMessage` saying why it cannot be (both clients' one
-    encoding place; `FrameTooLarge` passes through as it is)."""
+    encoding place; `FrameTooLarge` passes through as it is).
+
+    A message text over the send limit is `PayloadTooLarge` naming that limit, before any
+    encoding: as the daemon would refuse it, but also above the frame size, where encoding
+    would fail first with words about frames the user never chose."""
+    text = getattr(msg, "text", None)
+    if isinstance(text, str) and len(text) * 4 > MAX_SEND_BYTES:
+        # Imported only for a text that may be over (one-shot commands stay light).
+        from hostd.core.payload_bounds import check_text
+
+        check_text("the message", text, MAX_SEND_BYTES)
     try:
         return codec.encode_frame(msg)
     except (UnicodeEncodeError, TypeError, ValueError, OverflowError) as exc:

@@ -51,7 +51,7 @@ from hostd.shell.scheduler import Scheduler
 from hostd.shell.store import store as st
 from hostd.shell.topic_host import TopicHost, new_id
 from hostd.shell.topic_ops import topic_op_handlers
-from hostd.shell.turns import TurnServices, continue_text, ensure_workdir
+from hostd.shell.turns import TurnServices, continue_text, ensure_workdir, missing_workdir
 from hostd_protocol.client_messages import (
     AnswerApproval,
     ApprovalInfo,
@@ -206,15 +206,12 @@ class RequestHandlers:
                 "against your current directory first)",
                 details={"working_dir": msg.working_dir},
             )
-        not_a_dir: bool = bool(msg.working_dir) and await trio.to_thread.run_sync(
-            _not_a_dir, msg.working_dir
+        problem = msg.working_dir and await trio.to_thread.run_sync(
+            missing_workdir, msg.working_dir
         )
-        if not_a_dir:
+        if problem:
             # Refused here, not at the first send: no request changes a topic's working dir.
-            raise InvalidArgument(
-                f"working_dir {msg.working_dir!r} exists and is not a directory",
-                details={"working_dir": msg.working_dir},
-            )
+            raise InvalidArgument(problem, details={"working_dir": msg.working_dir})
         return TopicResult(topic=await self.create_topic(msg))
 
     async def create_topic(self, msg: CreateTopic) -> TopicInfo:
@@ -508,7 +505,9 @@ class RequestHandlers:
         try:
             # The same options the session will open with, so the warm process matches.
             opts = await self.turns.session_options(info)
-            workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, info)
+            workdir = await trio.to_thread.run_sync(
+                ensure_workdir, opts.working_dir, info, str(self.turns.workspaces)
+            )
             opts = replace(opts, working_dir=workdir)
         except HostdError:
             opts = SessionOptions(
@@ -584,8 +583,3 @@ class RequestHandlers:
         self.request_shutdown()
         return Empty()
 
-
-def _not_a_dir(path: str) -> bool:
-    """True when `path` exists (a link is followed) and is not a directory (a missing one
-    is created at the first turn)."""
-    return os.path.exists(path) and not os.path.isdir(path)

@@ -15,6 +15,7 @@ Cancellation is never mapped: it is a stop (`CancelHook`) or a closing host.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -58,10 +59,39 @@ log = logging.getLogger(__name__)
 PREPARE_STEP_TIMEOUT = 30.0
 
 
-def ensure_workdir(path: str, topic: TopicInfo) -> str:
-    """The directory `path` (with `~` expanded), created if missing; `ConfigError` saying
-    what to change when it cannot be used (a file in the way, no permission, ...)."""
+def missing_workdir(path: str) -> str:
+    """What is wrong with `path` as a topic's chosen working directory, in words for an
+    `InvalidArgument` when the topic is created; "" when it is a directory.
+
+    hostd creates only the folders it owns (`ensure_workdir`): a chosen directory that does
+    not exist is most likely a typo, and creating it would start the agent in an empty new
+    folder (as root: anywhere)."""
     full = Path(path).expanduser()
+    if full.is_dir():
+        return ""
+    if full.exists():
+        return f"working directory {path!r} exists and is not a directory; name a directory"
+    return (
+        f"working directory {path!r} does not exist; create it, or choose an existing "
+        "directory"
+    )
+
+
+def ensure_workdir(path: str, topic: TopicInfo, own_root: str) -> str:
+    """The directory `path` (with `~` expanded); `ConfigError` saying what to change when it
+    cannot be used (missing, a file in the way, no permission, ...).
+
+    Created only when it lies under `own_root` (the per-topic and ephemeral folders hostd
+    owns): a topic's or an assistant's own choice must exist, also when it was removed
+    after the topic was created (the agent would work in an empty new folder)."""
+    full = Path(os.path.normpath(Path(path).expanduser()))  # no `..` out of the root
+    root = Path(os.path.normpath(Path(own_root).expanduser()))
+    if not full.is_relative_to(root) and not full.exists():
+        raise ConfigError(
+            f"working directory {str(full)!r} of topic {topic.id} does not exist (hostd creates "
+            "only its own folders); create it, or use another working directory",
+            details={"path": str(full), "topic_id": topic.id},
+        )
     try:
         full.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -263,7 +293,9 @@ class TurnRunner:
         if eff.root and current is not None and current.alive:
             session = current  # the topic's session lives across turns (a broken one does not)
         else:
-            workdir = await trio.to_thread.run_sync(ensure_workdir, opts.working_dir, host.info)
+            workdir = await trio.to_thread.run_sync(
+                ensure_workdir, opts.working_dir, host.info, str(self.services.workspaces)
+            )
             opts = replace(opts, working_dir=workdir)
             if eff.root:
                 session = await host.open_session(opts)
@@ -347,5 +379,6 @@ __all__ = [
     "TurnServices",
     "continue_text",
     "ensure_workdir",
+    "missing_workdir",
     "turn_failure",
 ]

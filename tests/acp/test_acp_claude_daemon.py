@@ -169,6 +169,7 @@ async def test_claude_agent_acp_through_the_daemon(
     command, options = peer
     paths = Paths.under(home)
     workdir = home / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
     # No permission mode in the CLI's settings: the topic's `mode` option picks Claude
     # Code's `default` mode (the current package would start in `auto`, asking nothing).
     claude_agents_file(home, command, settings=False)

@@ -29,6 +29,7 @@ from tests.acp.test_acp_claude_daemon import (
     text_of,
     until_turn_ended,
 )
+from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text
 
 __all__ = ["home"]  # the fixture
@@ -113,7 +114,7 @@ async def test_fork_is_the_agents_session_fork(home: Path) -> None:
                     topic = await client.create_topic(
                         title="acp",
                         driver="acp",
-                        working_dir=str(home / "work"),
+                        working_dir=made_dir(home / "work"),
                         options={"agent": "claude"},
                     )
                     assert await ask(client, topic.id, "hello") == "Hello answer."

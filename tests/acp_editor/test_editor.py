@@ -284,6 +284,17 @@ async def test_garbage_and_unknown_methods_get_json_rpc_errors_and_nothing_else_
                     }))
                     assert opts["error"]["code"] == -32602
                     assert opts["error"]["message"].startswith("invalid_argument: unknown option")
+                    # A cwd that does not exist is refused, never created (as for every entry).
+                    gone = tmp_path / "gone"
+                    missing = await ed.result(await ed.start_call("session/new", {
+                        "cwd": str(gone), "mcpServers": [],
+                    }))
+                    assert missing["error"]["code"] == -32602
+                    assert missing["error"]["message"] == (
+                        f"invalid_argument: working directory {str(gone)!r} does not exist; "
+                        "create it, or choose an existing directory"
+                    )
+                    assert not gone.exists()
                     await ed.command({"op": "raw", "text": "this is not json\n{\"a\": 1}\n"})
                     result = await ed.call("session/prompt", prompt(sid, "/text still here"))
                     assert result == {"stopReason": "end_turn"}

@@ -24,6 +24,7 @@ from hostd_claude_code.spec import SPEC
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
 from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
 from tests.claude.driver_peer import offline_env
+from tests.dirs import made_dir
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
     RecordedRequest,
@@ -78,6 +79,7 @@ async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded
 async def test_turns_and_a_steer_through_the_daemon(home: Path) -> None:
     paths = Paths.under(home)
     workdir = home / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
     with FakeAnthropicAPI(RULES) as api:
         env = offline_env(api.base_url)
         registry = DriverRegistry.from_specs(SPEC)
@@ -155,7 +157,7 @@ async def test_an_image_sent_to_the_daemon_reaches_the_messages_api(home: Path) 
                     )
                 )
                 async with open_client(paths) as client:
-                    topic = await client.create_topic(title="image", driver="claude-code", working_dir=str(home / "work"))
+                    topic = await client.create_topic(title="image", driver="claude-code", working_dir=made_dir(home / "work"))
                     async with client.attach(topic.id) as sub:
                         image = Attachment(media_type="image/png", data=PNG_1x1, name="dot.png")
                         await client.send(topic.id, "hello", attachments=[image])

@@ -23,6 +23,7 @@ from hostd_scripted.spec import SPEC as SCRIPTED
 from tests.claude.driver_peer import offline_env
 from tests.claude.test_claude_daemon import home, text_of
 from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 __all__ = ["home"]  # the fixture
@@ -63,7 +64,7 @@ async def test_claude_and_scripted_answer_together(home: Path) -> None:
                 await start_daemon(nursery, paths, env, SCRIPTED)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
-                        title="two models", driver="claude-code", working_dir=str(home / "work")
+                        title="two models", driver="claude-code", working_dir=made_dir(home / "work")
                     )
                     async with client.attach(topic.id) as sub:
                         seen: list[TopicEvent] = []

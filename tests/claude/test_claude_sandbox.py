@@ -29,6 +29,7 @@ from hostd_claude_code.spec import SPEC
 from hostd_protocol.client_messages import ApprovalRequested, TurnEnded
 from hostd_protocol.common import ToolResult
 from tests.claude.driver_peer import offline_env
+from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, has_tool_result, text, tool_use
 
 pytestmark = [pytest.mark.claude, pytest.mark.e2e]
@@ -101,7 +102,7 @@ async def test_claude_tool_cannot_read_the_users_home_when_confined(
                 )
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
-                        driver="claude-code", working_dir=str(home / "work"),
+                        driver="claude-code", working_dir=made_dir(home / "work"),
                         options={"sandbox": policy},
                     )
                     async with client.attach(topic.id) as sub:

@@ -17,6 +17,7 @@ from hostd.shell.paths import Paths
 from tests.claude.driver_peer import offline_env
 from tests.claude.test_claude_daemon import home, text_of, until_turn_ended
 from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 __all__ = ["home"]  # the fixture
@@ -46,7 +47,7 @@ async def test_rewind_and_fork_with_claude_code(home: Path) -> None:
                 await start_daemon(nursery, paths, env)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
-                        title="claude", driver="claude-code", working_dir=str(home / "work")
+                        title="claude", driver="claude-code", working_dir=made_dir(home / "work")
                     )
                     async with client.attach(topic.id) as sub:
                         await ask(client, sub, topic.id, "alpha")

@@ -244,12 +244,13 @@ def test_a_working_dir_that_is_a_file_is_refused_at_new(hostd: Hostd) -> None:
     a_file = hostd.project / "notes.txt"
     a_file.write_text("x")
     line = one_line_error(hostd("new", "--driver", "scripted", "--working-dir", str(a_file)))
-    assert line == f"hostd: working_dir {str(a_file)!r} exists and is not a directory [invalid_argument]"
+    assert line == (f"hostd: working directory {str(a_file)!r} exists and is not a directory; "
+                    "name a directory [invalid_argument]")
     assert "no topics yet" in hostd.ok("topics")
-    # A folder that does not exist yet is still fine: the first turn creates it.
+    # A folder is fine (one that does not exist is refused: tests/e2e/test_cli_decisions.py).
+    (hostd.project / "new").mkdir()
     tid = hostd.ok("new", "--driver", "scripted", "--working-dir", str(hostd.project / "new")).strip()
     hostd.ok("send", tid, "/text ok", "--follow")
-    assert (hostd.project / "new").is_dir()
 
 
 def test_attach_refuses_a_negative_count(hostd: Hostd) -> None:

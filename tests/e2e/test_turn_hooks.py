@@ -260,7 +260,9 @@ async def test_a_working_dir_that_is_a_file_fails_the_turn_not_the_topic(
     not_a_dir = home / "not-a-dir"
     with trio.fail_after(30):
         async with open_client(daemon.paths) as c:
+            not_a_dir.mkdir()  # a directory when the topic is made (a missing one is refused)
             topic = await c.create_topic(title="t", working_dir=str(not_a_dir))
+            not_a_dir.rmdir()
             not_a_dir.write_text("a file")
             async with c.attach(topic.id) as sub:
                 ends: list[TurnEnded] = []

@@ -29,6 +29,7 @@ from hostd.testing.processes import child_pids
 from hostd_dev.bench.cpu_stats import rss_mib
 from hostd_protocol.client_messages import RowAppended, TurnEnded
 from hostd_protocol.common import TextDelta
+from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI
 from tests.openai.peer import tools_server
@@ -63,7 +64,7 @@ class DaemonLoop:
             title="bench",
             driver="openai",
             model="fake-model",
-            working_dir=str(state / "work"),
+            working_dir=made_dir(state / "work"),
             options={
                 "base_url": api.base_url,
                 "api_key_env": "",

@@ -27,6 +27,7 @@ from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd.testing.processes import marked
 from hostd_protocol.client_messages import TurnEnded
+from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, user_says
 from tests.polling import eventually
@@ -59,7 +60,7 @@ async def topic_with_a_stubborn_server() -> AsyncIterator[tuple[Any, Any, str, A
             try:
                 async with open_client(Paths.under(home)) as c:
                     t = await c.create_topic(
-                        driver="openai", model="fake-model", working_dir=str(home / "work"),
+                        driver="openai", model="fake-model", working_dir=made_dir(home / "work"),
                         options={
                             "base_url": api.base_url, "api_key_env": "",
                             "mcp_startup_wait": 0,

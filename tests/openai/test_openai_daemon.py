@@ -19,6 +19,7 @@ from hostd.client import Subscription, open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ApprovalRequested, MessageRow, RowAppended, TurnEnded
 from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
+from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
 from tests.openai.peer import tools_server
@@ -69,7 +70,7 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                     title="openai",
                     driver="openai",
                     model="fake-model",
-                    working_dir=str(tmp_path / "work"),
+                    working_dir=made_dir(tmp_path / "work"),
                     options={
                         "base_url": api.base_url,
                         "api_key_env": "",

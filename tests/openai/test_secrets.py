@@ -24,6 +24,7 @@ from hostd.shell.drivers.secrets import read_secrets
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
 from hostd_protocol.errors import ConfigError, PermissionDenied
+from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
 from tests.openai.peer import tools_server
@@ -95,7 +96,7 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                     driver="openai",
                     model="fake-model",
                     options=options,
-                    working_dir=str(tmp_path / "work"),
+                    working_dir=made_dir(tmp_path / "work"),
                 )
                 async with a.attach(topic.id) as sub:
                     await a.send(topic.id, "check", intent="start")

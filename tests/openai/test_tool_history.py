@@ -18,6 +18,7 @@ import trio
 from hostd.client import Client, Subscription, open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import ApprovalRequested, TurnEnded
+from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import (
     FakeOpenAI,
@@ -118,7 +119,7 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                     title="tools",
                     driver="openai",
                     model="fake-model",
-                    working_dir=str(tmp_path / "work"),
+                    working_dir=made_dir(tmp_path / "work"),
                     options={
                         "base_url": api.base_url,
                         "api_key_env": "",

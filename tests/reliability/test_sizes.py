@@ -333,6 +333,7 @@ async def test_low_items_before_position_and_relative_working_dir(
             await raw.stream.aclose()
             here = os.getcwd()
             os.chdir(tmp_path)
+            (tmp_path / "proj").mkdir()  # a chosen working dir must exist
             try:
                 rel = await c.create_topic(driver="scripted", working_dir="proj")
             finally:

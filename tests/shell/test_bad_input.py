@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -225,3 +226,35 @@ async def test_a_topic_bug_does_not_take_the_daemon_down(running: Running) -> No
                     await c.send(t.id, "again", intent="queue")
             other = await c.create_topic()
             assert (await c.send(other.id, "auto:1")).disposition == "started"
+
+
+async def test_the_daemon_itself_refuses_an_over_limit_text_and_a_missing_working_dir(
+    running: Running, tmp_path: Path
+) -> None:
+    """Both clients check a message text's limit before encoding (so a >8 MiB one names the
+    1 MiB limit, not the frame size); the daemon keeps its own typed refusal for any other
+    client. A working dir that does not exist is refused at create, not made."""
+    from hostd_protocol.limits import MAX_SEND_BYTES
+
+    with trio.fail_after(30):
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        text = "x" * (MAX_SEND_BYTES + 1)
+        await raw.send_body(msgspec.msgpack.encode(
+            {"type": "send", "id": 1, "topic_id": "tp_none", "text": text}
+        ))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and (err.code, err.id) == ("payload_too_large", 1)
+        assert err.message == f"the message is {MAX_SEND_BYTES + 1} bytes; the limit is " \
+            f"{MAX_SEND_BYTES} bytes"
+        missing = tmp_path / "no" / "such"
+        await raw.send_body(msgspec.msgpack.encode(
+            {"type": "create-topic", "id": 2, "working_dir": str(missing)}
+        ))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and (err.code, err.id) == ("invalid_argument", 2)
+        assert err.message == f"working directory {str(missing)!r} does not exist; create " \
+            "it, or choose an existing directory"
+        assert not (tmp_path / "no").exists()
+        await raw.aclose()
+        await still_serving(running.paths)

@@ -103,10 +103,27 @@ def test_a_working_dir_in_the_way_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     topic = TopicInfo(id="T1")
-    assert ensure_workdir(str(tmp_path / "new" / "dir"), topic) == str(tmp_path / "new" / "dir")
+    root = str(tmp_path)  # hostd's own folders: created
+    assert ensure_workdir(str(tmp_path / "new" / "dir"), topic, root) == str(tmp_path / "new" / "dir")
     assert (tmp_path / "new" / "dir").is_dir()
     with pytest.raises(ConfigError, match=r"^working directory '.*/file' cannot be used: "):
-        ensure_workdir(str(blocker), topic)
+        ensure_workdir(str(blocker), topic, root)
+
+
+def test_a_working_dir_outside_hostd_s_folders_is_never_created(tmp_path: Path) -> None:
+    """A topic's (or an assistant's) own directory that does not exist, or no longer does,
+    fails the turn saying so: the agent never starts in an empty folder made up from a typo.
+    A `..` cannot climb out of hostd's root into a path it would create."""
+    topic = TopicInfo(id="T1")
+    root = tmp_path / "workspaces"
+    for path in (tmp_path / "gone", root / ".." / "escaped"):
+        with pytest.raises(ConfigError, match=(
+            r"^working directory '.*' of topic T1 does not exist \(hostd creates only its own "
+            r"folders\); create it, or use another working directory$"
+        )):
+            ensure_workdir(str(path), topic, str(root))
+        assert not os.path.exists(path)
+    assert ensure_workdir(str(tmp_path), topic, str(root)) == str(tmp_path)  # exists: used
 
 
 def test_permission(tmp_path: Path) -> None:
