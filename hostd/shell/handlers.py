@@ -356,6 +356,11 @@ class RequestHandlers:
     async def _attach(self, conn: Connection, msg: Attach) -> Result | None:
         if msg.max_rows < 0:
             raise InvalidArgument("max_rows must be >= 0")
+        if msg.since is not None and msg.since < 0:
+            raise InvalidArgument(
+                f"since must be a seq this topic handed out (>= 0), not {msg.since}; leave it "
+                "out for a fresh snapshot"
+            )
         host = await self.host(msg.topic_id)
         host.attach(conn, msg.id, msg.since, msg.max_rows)
         return None

@@ -466,7 +466,16 @@ class TopicHost(DriverLink):
             conn.reply(request_id, AttachResult(topic_id=self.topic_id, mode="replay"))
             missed = self.stream.replay_since(since)
             reason = ""
-            if missed is None:
+            if missed is None and since > self.stream.last_seq:
+                # Not a seq this topic handed out (yet): another topic's, or one lost with
+                # the last flush interval when the daemon was killed. What the window holds
+                # may not exist here.
+                reason = (
+                    f"seq {since} is ahead of this topic's last event (seq "
+                    f"{self.stream.last_seq}): it is not from this topic, or the daemon lost "
+                    "it in a crash; attach without since for a fresh snapshot"
+                )
+            elif missed is None:
                 reason = (
                     f"events after seq {since} are no longer kept (the replay buffer reaches "
                     f"back to {self.stream.buffer.floor}); attach without since for a fresh "

@@ -258,3 +258,38 @@ async def test_the_daemon_itself_refuses_an_over_limit_text_and_a_missing_workin
         assert not (tmp_path / "no").exists()
         await raw.aclose()
         await still_serving(running.paths)
+
+
+async def test_attach_since_ahead_of_the_topic_resyncs_saying_so(running: Running) -> None:
+    """A `since` this topic never handed out (another topic's seq, or one lost with the last
+    flush interval when the daemon was killed) gets a resync that says that, not that the
+    events "are no longer kept"; a negative one is the window's mistake: a typed error."""
+    from hostd_protocol.client_messages import AttachResult, Resync
+
+    with trio.fail_after(10):
+        async with open_client(running.paths) as c:
+            t = await c.create_topic()
+            async with c.attach(t.id) as sub:
+                last = sub.seq
+        raw = await Raw.connect(running.paths)
+        await raw.hello()
+        await raw.send_body(msgspec.msgpack.encode(
+            {"type": "attach", "id": 1, "topic_id": t.id, "since": last + 1000}
+        ))
+        reply = await raw.recv()
+        assert isinstance(reply, Reply) and isinstance(reply.result, AttachResult)
+        resync = await raw.recv()
+        assert isinstance(resync, Resync) and resync.seq == last
+        assert resync.reason == (
+            f"seq {last + 1000} is ahead of this topic's last event (seq {last}): it is not "
+            "from this topic, or the daemon lost it in a crash; attach without since for a "
+            "fresh snapshot"
+        )
+        await raw.send_body(msgspec.msgpack.encode(
+            {"type": "attach", "id": 2, "topic_id": t.id, "since": -1}
+        ))
+        err = await raw.recv()
+        assert isinstance(err, ErrorReply) and (err.code, err.id) == ("invalid_argument", 2)
+        assert err.message == ("since must be a seq this topic handed out (>= 0), not -1; "
+                               "leave it out for a fresh snapshot")
+        await raw.aclose()
