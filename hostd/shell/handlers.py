@@ -294,6 +294,7 @@ class RequestHandlers:
             else:
                 spec = self.registry.require_ready(resolved, environ_of)
         spec.check_options(options)
+        await self.turns.check_model(spec, msg.assistant, stored or driver, msg.model)
         # A window may not pick which of the daemon's variables is sent as a key.
         await self.turns.config.current()  # the assistant files as they are now
         check_env_options(spec, options, self.turns.config.configured_vars)
@@ -380,7 +381,12 @@ class RequestHandlers:
             # of paying for the other answers and getting an error row to ignore.
             try:
                 if target.driver:
-                    self.registry.require_ready(target.driver, self.supervisor.driver_environ)
+                    spec = self.registry.require_ready(
+                        target.driver, self.supervisor.driver_environ
+                    )
+                    await self.turns.check_model(
+                        spec, target.assistant, target.driver, target.model
+                    )
                 if target.assistant:
                     await self.turns.config.load(target.assistant)  # unknown: ConfigError
             except HostdError as exc:

@@ -24,8 +24,10 @@ from hostd_protocol.client_messages import MessageRow, TopicEvent, TopicInfo, Us
 from hostd_protocol.common import HistoryMessage, TextDelta, Usage
 from hostd_protocol.errors import (
     ConfigError,
+    InvalidArgument,
     NotFound,
     PermissionDenied,
+    UnresolvedRole,
 )
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from hostd.core.options import SessionOptions
     from hostd.shell.drivers.supervisor import Supervisor
     from hostd.shell.hooks import ObserverChain, UsageAccounting
+    from hostd_protocol.driver_spec import DriverSpec
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +323,29 @@ class TurnServices:
 
         config, roles = await self.config.load(assistant)
         return resolve_connector(config, roles, profile=profile, topic_model=model).driver
+
+    async def check_model(
+        self, spec: DriverSpec, assistant: str, driver: str, model: str
+    ) -> None:
+        """Refuse now (`InvalidArgument`) a topic or an extra answer on `spec` that would
+        run with no model while the driver needs one (`DriverSpec.needs_model`): its own
+        `model`, its assistant's, or its role's. A role that does not resolve is refused (or
+        defaulted) where the driver is chosen, not here."""
+        if not spec.needs_model:
+            return
+        from hostd.core.connector import resolve_connector
+
+        config, roles = await self.config.load(assistant)
+        try:
+            connector = resolve_connector(config, roles, topic_driver=driver, topic_model=model)
+        except UnresolvedRole:
+            return
+        if connector.driver == spec.name and not connector.model:
+            raise InvalidArgument(
+                f"driver {spec.name!r} needs a model, and neither the topic nor its assistant "
+                "or role names one: give the topic a model (or an assistant with one)",
+                details={"driver": spec.name, "field": "model"},
+            )
 
     async def session_options(self, topic: TopicInfo) -> SessionOptions:
         """The options the topic's own session opens with (prewarm uses them too)."""

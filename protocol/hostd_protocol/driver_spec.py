@@ -118,6 +118,10 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: True when the driver hands a message's images (`Send.attachments`, protocol 1.5) to
     #: its model; windows offer images only then (`hostd acp` advertises image prompts).
     images: bool = False
+    #: True when the driver has no default model (an OpenAI-compatible server serves many):
+    #: the daemon then refuses a topic (or an extra answer) whose model resolves to nothing
+    #: when it is created, not at its first message.
+    needs_model: bool = False
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

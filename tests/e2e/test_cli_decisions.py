@@ -42,3 +42,26 @@ def test_a_message_over_the_send_limit_names_that_limit_whatever_its_size(hostd:
             f"hostd: the message is {size} bytes; the limit is 1048576 bytes [payload_too_large]"
         ), err
     assert json.loads(hostd.ok("history", tid, "--json"))["rows"] == []
+
+
+def test_a_driver_that_needs_a_model_is_refused_at_new_without_one(hostd: Hostd) -> None:
+    """`hostd new --driver openai` without a model was stored; its first message then failed
+    with the driver's multi-line start-up error."""
+    hostd.ok("serve", "--detach")
+    err = one_line_error(hostd("new", "--driver", "openai"))
+    assert err == (
+        "hostd: driver 'openai' needs a model, and neither the topic nor its assistant or role "
+        "names one: give the topic a model (or an assistant with one) [invalid_argument]"
+    )
+    assert not json.loads(hostd.ok("topics", "--json"))
+    # An assistant that names the model is enough; so is the topic's own.
+    assistants = hostd.home / "config" / "assistants"
+    assistants.mkdir(parents=True)
+    (assistants / "local.toml").write_text('driver = "openai"\nmodel = "llama3"\n')
+    hostd.ok("new", "--assistant", "local")
+    hostd.ok("new", "--driver", "openai", "--model", "llama3")
+    # An extra answer by such a driver is refused the same way, nothing sent.
+    tid = hostd.ok("new", "--driver", "scripted").strip()
+    err = one_line_error(hostd("send", tid, "compare", "--also", "openai"))
+    assert err.startswith("hostd: extra answer 1 (openai): driver 'openai' needs a model"), err
+    assert json.loads(hostd.ok("history", tid, "--json"))["rows"] == []

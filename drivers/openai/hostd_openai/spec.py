@@ -81,4 +81,5 @@ SPEC = DriverSpec(
     mcp_option="mcp_servers",
     mcp_format="mcp.json",
     images=True,  # image_url content parts
+    needs_model=True,  # a server serves many models; which one is never guessed
 )
