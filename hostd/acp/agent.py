@@ -27,8 +27,8 @@ snapshot on a restarted one); the editor gets one note per session (docs/acp.md)
 
 Rules this module guards: one attachment per session per connection, forwarding its events
 in `seq` order; a prompt is answered exactly once (turn end, draft after a stop, topic
-deleted, its turn gone after a restart); nothing the editor sends can end the process but
-closing stdin, and losing the daemon ends no session.
+deleted, its turn gone after a restart, stdin closed); nothing the editor sends can end the
+process but closing stdin, and losing the daemon ends no session.
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ ACP_PROTOCOL_VERSION = 1
 Follow = Literal["open", "replay", "since", "fresh"]
 #: ACP's "resource not found" error code (a session id that names no topic).
 RESOURCE_NOT_FOUND = -32002
+#: How long requests still being served at the editor's EOF get to finish (`_input_ended`).
+EOF_GRACE_S = 5.0
 
 
 def _iso(ts: float) -> str:
@@ -139,8 +141,30 @@ class AcpAgent:
             self._nursery = self.approvals.nursery = nursery
             await nursery.start(self.link.run)
             await self.peer.serve(receive, nursery)
+            with trio.move_on_after(EOF_GRACE_S + 5):  # an editor that reads no more
+                await self._input_ended()
             self.peer.close("the editor closed the connection")
             nursery.cancel_scope.cancel()  # the editor is gone: the daemon goes on alone
+
+    async def _input_ended(self) -> None:
+        """The editor closed our stdin: it is leaving, or closed only its writing end and
+        still reads. Either way every request it sent is answered before we exit, and
+        nothing is stopped in the daemon: it owns the answers (a closed window never stops
+        one; other windows and a later `session/load` see them finish). A prompt waiting for
+        its turn is answered at once with an error saying so (the turn may run for minutes;
+        `cancelled` would claim a stop that did not happen); the editor's permission
+        requests are withdrawn (the approvals stay open for other windows); other requests
+        get `EOF_GRACE_S` to finish, then an error."""
+        assert self.peer is not None
+        for session in self.sessions.values():
+            for prompt in list(session.prompts.values()):
+                prompt.finish("error", (
+                    "hostd acp's input ended: this answer goes on in the daemon (topic "
+                    f"{session.topic_id}); load the session again to see it"))
+            for scope in session.asking.values():
+                scope.cancel()
+        await self.peer.wind_down(EOF_GRACE_S, "hostd acp's input ended before this request "
+                                  "was done; send it again")
 
     # --- JSON-RPC entry points ------------------------------------------------------------
 

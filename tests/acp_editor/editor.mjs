@@ -7,7 +7,8 @@
 // Commands: {op: "call", tag, method, params} (a request; its result or error comes back as
 // {ev: "result", tag, result | error}), {op: "notify", method, params}, {op: "answer", key,
 // outcome} (answer a pending session/request_permission), {op: "raw", text} (bytes straight
-// to the agent's stdin, for garbage), {op: "close"} (close the agent's stdin).
+// to the agent's stdin, for garbage), {op: "eof"} (close the agent's stdin, still reading its
+// answers), {op: "close"} (close the connection and the agent's stdin).
 // Events: {ev: "spawned", pid}, {ev: "update", params}, {ev: "permission", key, params},
 // {ev: "withdrawn", key} (the agent cancelled that permission request), {ev: "result", ...},
 // {ev: "exit", code, signal}.
@@ -64,6 +65,8 @@ for await (const line of lines) {
     resolve?.(cmd.outcome);
   } else if (cmd.op === "raw") {
     child.stdin.write(cmd.text);
+  } else if (cmd.op === "eof") {
+    child.stdin.end(); // our writing end only: answers are still read
   } else if (cmd.op === "close") {
     connection.close();
     child.stdin.end();

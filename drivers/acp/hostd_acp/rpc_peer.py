@@ -19,6 +19,8 @@ Rules this module guards:
   with id null, a JSON value that is not a message an `INVALID_REQUEST` (only when
   `answer_garbage`: an agent is not owed answers to its garbage); both are passed to
   `on_drop`. Memory is bounded by the decoder's line limit and `max_inflight` requests.
+- When the input ends, `wind_down` still answers every request read (after a grace for
+  them to finish), for a peer that closed only its writing end.
 - A caller never waits forever: once `close()` is called (the owner calls it when the
   input has ended, after learning why: an agent's exit code) or a write fails, every pending
   and later request fails with `PeerGone`.
@@ -134,6 +136,11 @@ class RpcPeer:
         ] = {}
         self._write_lock = trio.Lock()
         self._slots = trio.Semaphore(max_inflight)
+        #: Requests being served, each handler in its scope (`wind_down` cuts them short).
+        self._serving: dict[int, trio.CancelScope] = {}
+        self._serve_ids = itertools.count()
+        self._idle = trio.Event()
+        self._cut_short = "the request was cut short"
         #: Why the peer is gone (None while it is not).
         self.gone: PeerGone | None = None
 
@@ -179,7 +186,10 @@ class RpcPeer:
                     encode_error(message.id, INTERNAL_ERROR, "too many requests in flight")
                 )
                 return
-            nursery.start_soon(self._serve_request, message)
+            # Counted as served from now (`wind_down` must not miss one not started yet).
+            token = next(self._serve_ids)  # not the id: a careless peer may reuse one
+            self._serving[token] = trio.CancelScope()
+            nursery.start_soon(self._serve_request, message, token)
         else:
             if self._answer_garbage and message.reason == "malformed":
                 # JSON-RPC 2.0, section 5: a parse error / invalid request has a null id.
@@ -189,11 +199,15 @@ class RpcPeer:
                 await self._send_quietly(encode_error(None, code, text))
             await self._on_drop(message)
 
-    async def _serve_request(self, request: Request) -> None:
+    async def _serve_request(self, request: Request, token: int) -> None:
         then: Callable[[], None] | None = None
+        scope = self._serving[token]
         try:
             try:
-                result = await self._on_request(request.method, request.params)
+                with scope:
+                    result = await self._on_request(request.method, request.params)
+                if scope.cancelled_caught:  # cut short by `wind_down`: still answered
+                    raise RequestRefused(INTERNAL_ERROR, self._cut_short)
             except RequestRefused as exc:
                 reply = encode_error(request.id, exc.code, exc.message)
             except Exception as exc:  # a handler bug answers the peer, never kills the reader
@@ -205,9 +219,27 @@ class RpcPeer:
                 reply = encode_result(request.id, result)
             await self._send_quietly(reply)
         finally:
+            del self._serving[token]
+            if not self._serving:
+                self._idle.set()
             self._slots.release()
             if then is not None:
                 then()
+
+    async def wind_down(self, grace_s: float, why: str) -> None:
+        """The input has ended: let the requests still being served finish for at most
+        `grace_s`, then answer the rest with `INTERNAL_ERROR` `why`. Every request read gets
+        exactly one answer (the other side may have closed only its writing end)."""
+        with trio.move_on_after(grace_s):
+            while self._serving:
+                self._idle = trio.Event()
+                await self._idle.wait()
+        self._cut_short = why
+        for scope in self._serving.values():
+            scope.cancel()
+        while self._serving:
+            self._idle = trio.Event()
+            await self._idle.wait()
 
     # --- writing --------------------------------------------------------------------------
 
