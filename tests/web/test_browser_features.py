@@ -205,10 +205,15 @@ def test_an_attached_image_and_text_file_are_sent_with_the_message(stack: WebSta
         {"name": "dot.png", "mimeType": "image/png", "buffer": base64.b64decode(PNG_1x1)},
         {"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# Notes\nship it\n"},
         {"name": "tool.exe", "mimeType": "application/octet-stream", "buffer": b"MZ"},
+        # Typed by their bytes, not their names: a PNG called .jpg goes as image/png.
+        {"name": "photo.jpg", "mimeType": "image/jpeg", "buffer": base64.b64decode(PNG_1x1)},
+        {"name": "fake.png", "mimeType": "image/png", "buffer": b"# not a picture\n"},
     ])
     chips = a.get_by_role("list", name="Attachments to send")
     expect(chips.get_by_role("img", name="dot.png")).to_be_visible()
     expect(a.get_by_role("alert")).to_contain_text("tool.exe: only images")
+    expect(a.get_by_role("alert")).to_contain_text(
+        "fake.png: not a PNG, JPEG, GIF or WebP image (told by its first bytes)")
     box = a.get_by_role("textbox", name="Message")
     expect(box).to_have_value("notes.md:\n```\n# Notes\nship it\n```")
     box.press("Enter")
@@ -218,7 +223,10 @@ def test_an_attached_image_and_text_file_are_sent_with_the_message(stack: WebSta
     expect(chips).to_have_count(0)  # sent: the composer is empty again
     sent = stack.history(topic)[0]
     assert row_text(sent) == "notes.md:\n```\n# Notes\nship it\n```"
-    assert sent.meta["attachments"] == [{"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"}]
+    assert sent.meta["attachments"] == [
+        {"media_type": "image/png", "data": PNG_1x1, "name": "dot.png"},
+        {"media_type": "image/png", "data": PNG_1x1, "name": "photo.jpg"},
+    ]
 
 
 def test_a_pasted_image_becomes_an_attachment(stack: WebStack, pages: Callable[[str], Page]) -> None:

@@ -28,6 +28,25 @@ function base64Of(file: File): Promise<string> {
   });
 }
 
+/**
+ * What image base64 `data` is, by its first bytes (as the daemon tells it:
+ * `hostd_protocol.common.image_type_of`); a file's own type comes from its name and may lie,
+ * and the daemon refuses an image whose bytes are not its declared type.
+ */
+export function imageTypeOf(data: string): Attachment["media_type"] | null {
+  let head: string;
+  try {
+    head = atob(data.slice(0, 16));
+  } catch {
+    return null;
+  }
+  if (head.startsWith("\x89PNG\r\n\x1a\n")) return "image/png";
+  if (head.startsWith("\xff\xd8\xff")) return "image/jpeg";
+  if (head.startsWith("GIF87a") || head.startsWith("GIF89a")) return "image/gif";
+  if (head.startsWith("RIFF") && head.slice(8, 12) === "WEBP") return "image/webp";
+  return null;
+}
+
 function looksLikeText(file: File): boolean {
   return file.type.startsWith("text/") || /\.(md|txt|py|ts|tsx|js|json|toml|ya?ml|sh|rs|go|c|h|cpp|java|csv|log|diff|patch)$/i.test(file.name);
 }
@@ -41,12 +60,17 @@ export async function pickFiles(files: Iterable<File>, budget: number, noImages 
       out.refused.push(`${file.name}: ${noImages}`);
     } else if (IMAGE_TYPES.has(file.type)) {
       const data = await base64Of(file);
+      const mediaType = imageTypeOf(data);
+      if (mediaType === null) {
+        out.refused.push(`${file.name}: not a PNG, JPEG, GIF or WebP image (told by its first bytes)`);
+        continue;
+      }
       if (data.length > budget) {
         out.refused.push(`${file.name}: too big (images go up to 1.5 MB in all with one message)`);
         continue;
       }
       budget -= data.length;
-      out.images.push({ media_type: file.type as Attachment["media_type"], data, name: file.name || "pasted image" });
+      out.images.push({ media_type: mediaType, data, name: file.name || "pasted image" });
     } else if (looksLikeText(file) && file.size <= MAX_TEXT_FILE) {
       const text = await file.text();
       out.texts.push(`${file.name}:\n\`\`\`\n${text.replace(/\n$/, "")}\n\`\`\``);
