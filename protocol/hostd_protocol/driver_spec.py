@@ -122,6 +122,13 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: the daemon then refuses a topic (or an extra answer) whose model resolves to nothing
     #: when it is created, not at its first message.
     needs_model: bool = False
+    #: The option whose table of strings is added to the environment of the tool the driver
+    #: runs with the daemon's credential (claude-code: `env`), and the variables in it that
+    #: change where that credential goes (`ANTHROPIC_BASE_URL`, ...). The daemon refuses
+    #: those (and proxies, CA bundles, preloads, whatever the driver) from a window; an
+    #: assistant file may set them (`hostd.shell.drivers.environment`).
+    env_option: str = ""
+    redirect_env: tuple[str, ...] = ()
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

@@ -70,6 +70,14 @@ SPEC = DriverSpec(
     credential_proxy="hostd_claude_code.credentials:proxy_credential",
     options_type="hostd_claude_code.config:ClaudeCodeOptions",
     options_help=OPTIONS_HELP,
+    # A window's `env` may not send the daemon's key or login elsewhere (the daemon adds
+    # proxies, CA bundles and preloads to these).
+    env_option="env",
+    redirect_env=(
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+        "ANTHROPIC_VERTEX_BASE_URL",
+    ),
     images=True,  # image blocks in the user message
     # Claude Code's permission modes, switched per message (`Send.options`).
     modes=(

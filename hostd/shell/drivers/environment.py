@@ -10,6 +10,13 @@ allowed it (`check_env_options`): one of the credential variables the spec itsel
 (`<config>/assistants/*.toml`, files only the user can write). Anything else is refused with
 `PermissionDenied` when the topic is created, and again when a process would start (a topic
 stored before the rule, a fork, an assistant file removed since).
+
+The same holds for an option whose table becomes the environment of the tool that holds the
+daemon's credential (`DriverSpec.env_option`, the Claude Code driver's `env`): an entry
+there that changes where requests go or who can read them (`REDIRECT_ENV`: proxies, CA
+bundles, preloads; the spec's `redirect_env`: `ANTHROPIC_BASE_URL`, ...) would send the
+daemon's key or login to a server the window picked. Refused from a window; allowed with the
+value an assistant file's table has for it (`ConfiguredVars("env.NAME")`).
 """
 
 from __future__ import annotations
@@ -22,11 +29,32 @@ from hostd.core.redaction import is_credential_name
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import PermissionDenied
 
-__all__ = ["MINIMAL_ENV", "ConfiguredVars", "check_env_options", "driver_env"]
+__all__ = ["MINIMAL_ENV", "REDIRECT_ENV", "ConfiguredVars", "check_env_options", "driver_env"]
 
 #: The variables the local user's configuration names for a driver option (option name ->
 #: the values that option has in the assistant files).
 ConfiguredVars = Callable[[str], Collection[str]]
+
+
+#: Variables (compared upper-cased) that, set by a window in a driver's `env_option` table,
+#: would send what the tool sends (the daemon's credential) elsewhere, or let someone else
+#: read or rewrite it on the way: proxies, the TLS trust, code preloaded into the tool.
+REDIRECT_ENV: frozenset[str] = frozenset({
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_OPTIONS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "LD_LIBRARY_PATH",
+})
 
 
 #: Variables a driver gets from the daemon's environment without asking: enough to run a
@@ -89,4 +117,28 @@ def check_env_options(
             f"`{option} = {value!r}` to the [options] of an assistant in the config dir's "
             "assistants/; `hostd paths` shows where)",
             details={"driver": spec.name, "option": option, "variable": str(value)},
+        )
+    _check_redirects(spec, options, configured)
+
+
+def _check_redirects(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredVars
+) -> None:
+    """`PermissionDenied` for an entry of `spec.env_option`'s table that redirects the
+    credential (see the module docstring), unless an assistant file sets the same value."""
+    table = options.get(spec.env_option) if spec.env_option else None
+    if not isinstance(table, Mapping):
+        return  # absent, or a wrong type the options check refuses
+    redirects = REDIRECT_ENV | {name.upper() for name in spec.redirect_env}
+    for name, value in table.items():
+        if not isinstance(name, str) or name.upper() not in redirects:
+            continue
+        if isinstance(value, str) and value in configured(f"{spec.env_option}.{name}"):
+            continue
+        raise PermissionDenied(
+            f"{spec.env_option} {name} is not allowed for driver {spec.name!r} from a window: "
+            "it changes where the daemon's credential goes; set it in the "
+            f"[options.{spec.env_option}] of an assistant in the config dir's assistants/ "
+            "(`hostd paths` shows where)",
+            details={"driver": spec.name, "option": spec.env_option, "variable": name},
         )

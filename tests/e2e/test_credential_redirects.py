@@ -1,0 +1,66 @@
+"""A socket client may not point the daemon's credential elsewhere: a topic's `env` option
+(claude-code) that sets ANTHROPIC_BASE_URL, a proxy, a CA bundle or a preload is refused
+when the topic is created, through the wire, with the real daemon and the real driver spec.
+An assistant file (only the local user writes those) may set them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from hostd.client import open_client
+from hostd.shell.paths import Paths
+from hostd_protocol.errors import PermissionDenied
+from tests.dirs import made_dir
+from tests.e2e import daemon_proc
+
+pytestmark = pytest.mark.e2e
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOSTD_", "ANTHROPIC_"))}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-daemon-held-key"  # the key the daemon holds
+    return env
+
+
+async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> None:
+    assistants = home / "config" / "assistants"
+    assistants.mkdir(parents=True, mode=0o700)
+    (home / "config").chmod(0o700)
+    (assistants / "gateway.toml").write_text(
+        'driver = "claude-code"\n[options.env]\nANTHROPIC_BASE_URL = "https://gw.example"\n'
+    )
+    with trio.fail_after(60):
+        d = await daemon_proc.start(home, env=_env(home))
+        try:
+            async with open_client(Paths.under(home)) as c:
+                work = made_dir(home / "work")
+                for name, value in (
+                    ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/steal"),
+                    ("https_proxy", "http://127.0.0.1:9"),
+                    ("NODE_EXTRA_CA_CERTS", "/tmp/evil.pem"),
+                    ("NODE_OPTIONS", "--require /tmp/evil.js"),
+                ):
+                    with pytest.raises(PermissionDenied) as info:
+                        await c.create_topic(driver="claude-code", working_dir=work,
+                                             options={"env": {name: value}})
+                    assert info.value.message == (
+                        f"env {name} is not allowed for driver 'claude-code' from a window: it "
+                        "changes where the daemon's credential goes; set it in the "
+                        "[options.env] of an assistant in the config dir's assistants/ "
+                        "(`hostd paths` shows where)"
+                    )
+                assert await c.list_topics() == []
+                # Other variables are the topic's to set; the user's own file's value passes.
+                await c.create_topic(driver="claude-code", working_dir=work,
+                                     options={"env": {"DISABLE_TELEMETRY": "1"}})
+                await c.create_topic(
+                    driver="claude-code", working_dir=work,
+                    options={"env": {"ANTHROPIC_BASE_URL": "https://gw.example"}},
+                )
+                await c.create_topic(assistant="gateway", working_dir=work)
+        finally:
+            await d.terminate()
