@@ -89,10 +89,9 @@ class ConformanceProfile:
     #: driver (which the check reports as an unclean exit). It only limits a hang: a loaded
     #: machine once made a driver miss the daemon's 2 s default and fail the check.
     close_timeout: float = 20.0
-    #: Bound on one turn.
+    #: Bound on one turn. It only ends a hang: no check asserts how fast anything was (a
+    #: slow machine is not a broken driver); the speeds are `scripts/bench` rows.
     turn_timeout: float = 30.0
-    #: Bound on how long a crash may take to reach the session's events (DESIGN invariant 9).
-    crash_bound: float = 1.0
     interrupt_grace: float = 5.0
 
     def options(self, **extra: Any) -> SessionOptions:
@@ -136,9 +135,6 @@ class TurnResult:
     batches: int = 0
     end: TurnEnd | None = None
     ended: SessionEnded | None = None
-    #: trio.current_time() when the first chunk of the turn arrived / the session ended.
-    first_chunk_at: float | None = None
-    ended_at: float | None = None
 
     @property
     def text(self) -> str:
@@ -160,20 +156,16 @@ async def collect_turn(
 ) -> TurnResult:
     """Read `session.events` until `TurnEnd(turn_id)` or `SessionEnded`."""
     result = TurnResult()
+    first_chunk = True
     async for item in session.events:
         if isinstance(item, SessionEnded):
             result.ended = item
-            result.ended_at = trio.current_time()
             return result
         result.batches += 1
         for event in item:
             result.events.append(event)
-            if (
-                result.first_chunk_at is None
-                and isinstance(event, ChunkEvent)
-                and event.turn_id == turn_id
-            ):
-                result.first_chunk_at = trio.current_time()
+            if first_chunk and isinstance(event, ChunkEvent) and event.turn_id == turn_id:
+                first_chunk = False
                 if on_first_chunk is not None:
                     await on_first_chunk()
             if isinstance(event, TurnEnd) and event.turn_id == turn_id:
@@ -253,40 +245,35 @@ async def check_interrupt(profile: ConformanceProfile, workdir: Path) -> None:
 
 async def check_crash_mid_turn(profile: ConformanceProfile, workdir: Path) -> None:
     """A driver that dies mid-turn ends events with SessionEnded(DriverCrashed) carrying its
-    exit code, within `crash_bound`; the next open starts a new process that works."""
+    exit code (not a turn end, not a timer); the next open starts a new process that works."""
     with trio.fail_after(profile.handshake_timeout * 2 + 3 * profile.turn_timeout):
         async with serving(profile, workdir) as sup:
             opts = profile.options()
             session = await sup.open("conf-crash", opts)
             first_pid = session.pid
-            killed_at: list[float] = []
+            killed = False
 
             async def kill() -> None:
-                killed_at.append(trio.current_time())
+                nonlocal killed
+                killed = True
                 os.kill(session.pid, signal.SIGKILL)
 
+            # The crash, not the turn, ends it: the session ends (no TurnEnd) within the
+            # turn's bound, which only ends a hang; how fast is `scripts/bench failures`.
             if profile.crash_text is not None:
                 await session.send(Send(turn_id="doomed", text=profile.crash_text))
-                sent_at = trio.current_time()
                 with trio.fail_after(profile.turn_timeout):
                     result = await collect_turn(session, "doomed")
             else:
                 await session.send(Send(turn_id="doomed", text=profile.long_turn_text))
                 with trio.fail_after(profile.turn_timeout):
                     result = await collect_turn(session, "doomed", on_first_chunk=kill)
-                sent_at = killed_at[0]
+                assert killed, "the turn ended before its first chunk"
             assert result.ended is not None, "the turn ended instead of the session"
             error = result.ended.error
             assert isinstance(error, DriverCrashed), repr(error)
             assert error.exit_code is not None and error.exit_code != 0
             assert error.driver == profile.driver
-            if killed_at:
-                assert result.ended_at is not None
-                latency = result.ended_at - killed_at[0]
-                assert latency < profile.crash_bound, f"crash took {latency:.3f}s to surface"
-            else:
-                assert result.ended_at is not None
-                assert result.ended_at - sent_at < profile.turn_timeout
             # The daemon side survives: a new process serves the topic.
             again = await sup.open("conf-crash", opts)
             assert again is not session and again.pid != first_pid
@@ -321,10 +308,10 @@ async def check_slow_start(profile: ConformanceProfile, workdir: Path) -> None:
     slow = profile.options(**profile.slow_start_options)
     with trio.fail_after(profile.handshake_timeout + profile.slow_start_seconds * 2 + 10):
         async with serving(profile, workdir) as sup:
-            start = trio.current_time()
             session = await sup.open("conf-slow", slow)
-            assert trio.current_time() - start >= profile.slow_start_seconds
             assert session.alive
+        # No clock here (a check must hold on a slow machine): the same slow start must meet
+        # a handshake timer of half its delay and be ended by it.
         async with serving(
             profile, workdir, handshake_timeout=profile.slow_start_seconds / 2
         ) as sup:

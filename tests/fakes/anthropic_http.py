@@ -50,6 +50,7 @@ def _chunk_text(s: str, n: int) -> list[str]:
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropicAPI  # set on the subclass
+    _current: RecordedRequest  # the request being answered (its pauses are recorded)
     protocol_version = "HTTP/1.1"
     # Every SSE event is its own write: with Nagle on, an event waits for the ACK of the
     # previous one, which the client delays up to 40 ms, so first-chunk times measured on
@@ -103,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
+            self._current.pauses.append(seconds)
             if self.fake._stopping.wait(seconds):
                 raise _ClientGone()
             if self._client_gone():
@@ -149,6 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         fake = self.fake
         fake._record(req)
+        self._current = req
         if path == "/v1/messages/count_tokens":
             req.reply_kind = "count_tokens"
             self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})

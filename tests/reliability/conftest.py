@@ -106,10 +106,9 @@ async def start_in_process(
 class TurnOutcome:
     end: TurnEnded
     rows: list[MessageRow]
-    #: (arrival time, event) of every event after the attach snapshot.
-    events: list[tuple[float, TopicEvent]]
-    #: From the send to the turn's end.
-    seconds: float
+    #: Every event after the attach snapshot, in arrival order. No arrival times: how fast a
+    #: failure surfaces is a bench figure (`scripts/bench failures`), not a test assert.
+    events: list[TopicEvent]
 
 
 async def run_turn(
@@ -120,20 +119,17 @@ async def run_turn(
     on_event: Callable[[TopicEvent], Awaitable[None]] | None = None,
 ) -> TurnOutcome:
     """Send `text` and follow the topic until that message's turn ends."""
-    events: list[tuple[float, TopicEvent]] = []
+    events: list[TopicEvent] = []
     async with client.attach(topic_id, max_rows=10_000) as sub:
-        start = trio.current_time()
         result = await client.send(topic_id, text, intent)
         async for item in sub:
             if isinstance(item, Snapshot):
                 continue
-            events.append((trio.current_time(), item))
+            events.append(item)
             if on_event is not None:
                 await on_event(item)
             if isinstance(item, TurnEnded) and item.turn_id == result.turn_id:
-                return TurnOutcome(
-                    item, sub.transcript.rows(), events, trio.current_time() - start
-                )
+                return TurnOutcome(item, sub.transcript.rows(), events)
     raise AssertionError("the subscription ended before the turn did")
 
 

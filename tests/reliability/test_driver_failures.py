@@ -11,7 +11,6 @@ crash or a good topic into a `driver_timeout` (CLOSING3, "Noticed and left alone
 
 from __future__ import annotations
 
-import itertools
 import os
 import select
 import signal
@@ -23,6 +22,7 @@ from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_dev.stress.dbcheck import row_text
 from hostd_protocol.client_messages import RowAppended, TopicEvent, TurnEnded
+from hostd_scripted.player import words_text
 from tests.reliability.conftest import (
     HANG_LIMIT,
     TurnOutcome,
@@ -33,9 +33,10 @@ from tests.reliability.conftest import (
 
 pytestmark = pytest.mark.e2e
 
-#: A failing driver must end its turn within this (the 2 s handshake timeout, the 3 s
-#: interrupt grace, plus process start-up on a busy 2-core box).
-FAIL_BOUND = 6.0
+# No timing asserts: each test checks that a failure ends its own turn, with its own error,
+# while the rest goes on (event order), under a deadline that only ends a hang. How fast a
+# failure surfaces and how long the good topic's longest gap is are `scripts/bench failures`
+# rows (docs/benchmarks.md, "Timing checks moved out of the tests").
 
 
 def _answer(outcome: TurnOutcome) -> str:
@@ -57,29 +58,27 @@ async def test_driver_kill9_mid_turn_fails_the_turn_then_resumes(
             assert session is not None and session.resume_token == token
 
             chunks = 0
-            killed_at = 0.0
 
             async def kill_after_chunks(ev: TopicEvent) -> None:
-                nonlocal chunks, killed_at
+                nonlocal chunks
                 if isinstance(ev, RowAppended):
                     chunks += 1
                     if chunks == 10:
-                        killed_at = trio.current_time()
                         os.kill(session.pid, signal.SIGKILL)
 
             second = await run_turn(
                 c, t.id, "/stderr last words before the kill\n/chunks 400 size=8 rate=100\nq2",
                 on_event=kill_after_chunks,
             )
-            failed_in = trio.current_time() - killed_at
             assert second.end.status == "error"
             assert second.end.error_code == "driver_crashed"
             assert "was killed by SIGKILL" in second.end.error
             assert f"during turn {second.end.turn_id}" in second.end.error  # names its turn
             assert "last words before the kill" in second.end.error  # the stderr tail
-            assert failed_in < FAIL_BOUND
             partial = _answer(second)
-            assert 10 * 8 <= len(partial) < 400 * 8  # the partial answer is kept
+            # The partial answer is kept, and the crash ended the turn: the 4 s stream did
+            # not run to its end.
+            assert 10 * 8 <= len(partial) < 400 * 8
 
             third = await run_turn(c, t.id, "/whoami\nagain")
             assert third.end.status == "success"
@@ -149,7 +148,7 @@ async def test_misbehaving_drivers_fail_their_topic_only(
         "crash-at-handshake": ("driver_crashed", "exited during the handshake"),
         "garbage-at-handshake": ("driver_protocol_error", "bad frame during the handshake"),
     }
-    with trio.fail_after(HANG_LIMIT + 40):
+    with trio.fail_after(HANG_LIMIT + 60):
         d = await start_in_process(nursery, paths)
         outcomes: dict[str, TurnOutcome] = {}
         async with open_client(paths) as c:
@@ -159,30 +158,47 @@ async def test_misbehaving_drivers_fail_their_topic_only(
                 name: await c.create_topic(driver="scripted", title=name, options=opts)
                 for name, (_, opts) in bad.items()
             }
+            others_ended = trio.Event()
 
             async def one(name: str, topic_id: str, text: str) -> None:
                 outcomes[name] = await run_turn(c, topic_id, text)
 
-            async with trio.open_nursery() as n:
-                # 4 s of steady streaming while the others fail.
-                n.start_soon(one, "good", good.id, "/chunks 400 size=8 rate=100\ngood")
-                n.start_soon(one, "late", slow.id, late[0])
-                for name, (text, _) in bad.items():
-                    n.start_soon(one, name, topics[name].id, text)
+            async def the_others() -> None:
+                async with trio.open_nursery() as n:
+                    n.start_soon(one, "late", slow.id, late[0])
+                    for name, (text, _) in bad.items():
+                        n.start_soon(one, name, topics[name].id, text)
+                others_ended.set()
 
+            # The good topic streams (100 chunks/s, until stopped) before, during and after
+            # the others' failures: they start once it streams, and it is stopped only after
+            # it went on streaming past the last of them.
+            after_the_others = 0
+            async with c.attach(good.id, max_rows=10_000) as sub, trio.open_nursery() as n:
+                sent = await c.send(good.id, "/chunks 100000 size=8 rate=100\ngood")
+                await first_chunk(sub)
+                n.start_soon(the_others)
+                async for ev in sub:
+                    if isinstance(ev, RowAppended) and others_ended.is_set():
+                        after_the_others += 1
+                        if after_the_others == 20:
+                            await c.stop(good.id)
+                    if isinstance(ev, TurnEnded) and ev.turn_id == sent.turn_id:
+                        ended = ev
+                        break
+                rows = sub.transcript.rows()
+
+            assert (ended.status, after_the_others >= 20) == ("stopped", True), ended
+            streamed = row_text(next(r for r in rows if r.turn_id == sent.turn_id
+                                     and r.role == "assistant").parts)
+            # Whole and in order: the answer is the start of the scripted text.
+            assert len(streamed) >= 20 * 8 and words_text(100_000 * 8).startswith(streamed)
             assert outcomes["late"].end.status == "success", outcomes["late"].end
             assert _answer(outcomes["late"]) == "late but fine"
-            ok = outcomes["good"]
-            assert ok.end.status == "success"
-            assert len(_answer(ok)) == 400 * 8
-            arrivals = [t for t, ev in ok.events if isinstance(ev, RowAppended)]
-            gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-            assert max(gaps) < 1.0, "the good topic stalled while the others failed"
             for name, (code, words) in expect.items():
                 end = outcomes[name].end
                 assert (end.status, end.error_code) == ("error", code), (name, end)
                 assert words in end.error, (name, end.error)
-                assert outcomes[name].seconds < FAIL_BOUND, (name, outcomes[name].seconds)
 
             # Each failed topic works again with a well-behaved turn (a new driver process).
             again = await run_turn(c, topics["garbage"].id, "/text fine now\nq")
@@ -204,7 +220,6 @@ async def test_a_driver_that_never_handshakes_times_out_alone(
             outcome = await run_turn(c, hung.id, "q")
             assert (outcome.end.status, outcome.end.error_code) == ("error", "driver_timeout")
             assert "did not complete the handshake within 2s" in outcome.end.error
-            assert outcome.seconds < FAIL_BOUND, outcome.seconds
             assert (await c.status()).pid == os.getpid()
             assert {t.id for t in await c.list_topics()} == {hung.id, other.id}
         await d.stop()
@@ -224,18 +239,18 @@ async def test_stray_late_and_hanging_drivers(nursery: trio.Nursery, paths: Path
             assert "late" not in _answer(after) and "stray" not in _answer(after)
 
             # A driver that ignores the interrupt is killed after the grace: the turn ends
-            # `stopped` within the bound, and the next turn gets a new driver.
+            # `stopped`, and the next turn gets a new driver.
             async with c.attach(t.id) as sub:
                 sent = await c.send(t.id, "/text about to hang\n/hang\nq")
                 await first_chunk(sub)
-                stop_at = trio.current_time()
+                spawned = d.daemon.supervisor.statistics().spawned
                 await c.stop(t.id)
                 end = None
                 async for ev in sub:
                     if isinstance(ev, TurnEnded) and ev.turn_id == sent.turn_id:
                         end = ev
                         break
-                assert trio.current_time() - stop_at < FAIL_BOUND
                 assert end is not None and end.status == "stopped"
             assert (await run_turn(c, t.id, "/text alive\nq")).end.status == "success"
+            assert d.daemon.supervisor.statistics().spawned == spawned + 1
         await d.stop()

@@ -12,7 +12,6 @@ import os
 import re
 import select
 import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -236,10 +235,8 @@ async def test_handshake_timeout_kills_and_reports(
     # Long enough for the interpreter to reach `init` and say so even on a loaded machine (a
     # driver's start took 1.5-2.9 s at load 10, so with 2.5 s its stderr could still be empty).
     async with serving(tmp_path, base_env, handshake_timeout=5.0) as sup:
-        start = trio.current_time()
         with pytest.raises(DriverTimeout) as info:
             await sup.open("t", opts(hang_at_handshake=True))
-        assert trio.current_time() - start < 5.0 + 2
         err = info.value
         assert err.message == "driver 'scripted' did not complete the handshake within 5s"
         assert err.exit_code == -signal.SIGKILL
@@ -404,14 +401,15 @@ async def test_stray_and_late_events_pass_through(tmp_path: Path, base_env: dict
 # --- crashes -----------------------------------------------------------------------------------
 
 
-async def test_crash_mid_turn_ends_the_session_promptly(
+async def test_crash_mid_turn_ends_the_session(
     tmp_path: Path, base_env: dict[str, str]
 ) -> None:
     async with serving(tmp_path, base_env) as sup:
         session = await sup.open("t", opts())
         whole = await turn(session, "w", "/chunks 3 rate=0")
         result = await turn(session, "c", "/chunks 3 rate=0\n/crash 7")
-        received_ns = time.monotonic_ns()
+        # The crash itself ends the session (no turn end, no timer): how soon is the bench's
+        # `scripts/bench failures` row "crash -> session ended" (the stamp below).
         assert result.end is None and result.ended is not None
         # What was streamed before the crash arrived (the deltas of a read come merged).
         assert result.text == whole.text != ""
@@ -420,10 +418,8 @@ async def test_crash_mid_turn_ends_the_session_promptly(
         assert err.message == "driver 'scripted' exited with code 7 during turn c"
         assert err.exit_code == 7
         assert "crashing on purpose" in err.stderr_tail
-        # The driver stamped its CLOCK_MONOTONIC just before os._exit.
-        crashed_ns = int(re.search(r"monotonic_ns=(\d+)", err.stderr_tail).group(1))  # type: ignore[union-attr]
-        latency = (received_ns - crashed_ns) / 1e9
-        assert 0 <= latency < 1.0, f"crash reached the topic after {latency:.3f}s"
+        # The driver stamped its CLOCK_MONOTONIC just before os._exit (the bench reads it).
+        assert re.search(r"monotonic_ns=\d+", err.stderr_tail), err.stderr_tail
         # Sending to the dead session is a typed error, and the next open starts anew.
         with pytest.raises(DriverCrashed, match=r"exited with code 7"):
             await session.send(Send(turn_id="again", text="hi"))
@@ -437,20 +433,17 @@ async def test_crash_mid_turn_ends_the_session_promptly(
 async def test_killed_from_outside_mid_turn(tmp_path: Path, base_env: dict[str, str]) -> None:
     async with serving(tmp_path, base_env) as sup:
         session = await sup.open("t", opts())
-        killed_at: list[float] = []
-
         async def kill() -> None:
-            killed_at.append(trio.current_time())
             os.kill(session.pid, signal.SIGKILL)
 
         await session.send(Send(turn_id="k", text="/chunks 1 rate=0\n/wait"))
         result = await collect_turn(session, "k", on_first_chunk=kill)
-        assert result.ended is not None and result.ended_at is not None
+        # The kill, not the turn (it waits until interrupted), ended the session.
+        assert result.end is None and result.ended is not None
         err = result.ended.error
         assert isinstance(err, DriverCrashed)
         assert err.message == "driver 'scripted' was killed by SIGKILL during turn k"
         assert err.exit_code == -signal.SIGKILL
-        assert result.ended_at - killed_at[0] < 1.0
 
 
 async def test_a_send_to_a_driver_dead_between_turns_is_not_delivered(

@@ -35,6 +35,7 @@ SCENARIOS: dict[str, str] = {
     "editor-ttft": "editor_ttft",
     "app": "app_window",
     "web-page": "web_page",
+    "failures": "failures",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -53,11 +54,16 @@ DEFAULT = [
     "editor-ttft",
     "app",
     "web-page",
+    "failures",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap; editor-ttft,
 #: an edge process beside the daemon, measured on its own): skipped by a bare `--quick` (the
 #: smoke test).
-OPTIONAL = {"claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app", "web-page"}
+#: failures waits out a 3 s interrupt grace and a 4 s stream per run: not a smoke test's cost.
+OPTIONAL = {
+    "claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app", "web-page",
+    "failures",
+}
 
 
 def machine() -> dict[str, Any]:
