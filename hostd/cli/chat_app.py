@@ -22,6 +22,7 @@ drafts); twice within `QUIT_WINDOW` seconds quits. Quitting never stops the daem
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -542,4 +543,8 @@ class ChatApp(ChatRequests):
                 self.editor.set(row_text(row))
                 await self._enqueue(Command("discard-quiet", row.id))
             return
+        if cmd.name == "" and self.images:
+            # The images typed before this message go with it (not with a later one).
+            cmd = dataclasses.replace(cmd, images=tuple(self.images))
+            self.images = []
         await self._enqueue(cmd)

@@ -14,6 +14,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hostd_protocol.common import Attachment
 
 __all__ = ["COMMANDS", "HELP", "Command", "agent_help", "parse_command"]
 
@@ -59,6 +63,8 @@ class Command:
     hint: str = ""
     #: The user already said yes to what the command would stop (`/undo`, `/regenerate`).
     confirmed: bool = False
+    #: A message's images (`/image`), taken when it was typed.
+    images: tuple[Attachment, ...] = ()
 
 
 COMMANDS = frozenset(

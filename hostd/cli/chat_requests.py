@@ -120,8 +120,13 @@ class ChatRequests:
         c, tid = self.client, self.topic_id
         if cmd.name == "":
             active = self.transcript.active_turn_id
-            result = await c.send(tid, cmd.arg, "auto", also=self.also, attachments=self.images)
-            self.images = []  # they went with it (a refused send keeps them: /image clear)
+            try:
+                result = await c.send(tid, cmd.arg, "auto", also=self.also,
+                                      attachments=cmd.images)
+            except HostdError:
+                if cmd.images and not self.images:
+                    self.images = list(cmd.images)  # refused: kept for the next (/image clear)
+                raise
             if result.disposition == "started" and result.turn_id:
                 self._started.add(result.turn_id)
             if result.disposition == "steered":
