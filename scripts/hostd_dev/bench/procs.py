@@ -26,6 +26,17 @@ from hostd.shell.paths import Paths
 from hostd_dev.bench.cpu_stats import rss_mib
 
 PYTHON = sys.executable
+#: `scripts/bench ab` sets this to the "before" tree's interpreter for one side of a run.
+PRODUCT_PYTHON_ENV = "HOSTD_BENCH_PYTHON"
+
+
+def product_python() -> str:
+    """The interpreter of what is measured: the daemon (and so the drivers it spawns, with its
+    own `sys.executable`) and the bare drivers of the baselines. `HOSTD_BENCH_PYTHON` names
+    another tree's venv (`scripts/bench ab --before REV`); the bench itself, its windows
+    process and its clients stay this tree's, so both sides are measured by the same
+    instrument."""
+    return os.environ.get(PRODUCT_PYTHON_ENV) or PYTHON
 #: One pipe read, as the supervisor does it (the kernel pipe buffer is 64 KiB).
 READ_SIZE = 65536
 
@@ -72,9 +83,11 @@ class DaemonProc:
         # compare a patched daemon (a fix switched off, say) in the same harness.
         entry = os.environ.get("HOSTD_BENCH_DAEMON")
         argv = [
-            PYTHON,
+            product_python(),
             *self.python_args,
-            *([entry] if entry else ["-m", "hostd"]),
+            # -P: not the working directory first on sys.path, so `-m hostd` is the
+            # interpreter's own hostd even when the bench runs in another tree's checkout.
+            *([entry] if entry else ["-P", "-m", "hostd"]),
             "--home",
             str(self.home),
             "serve",
@@ -251,7 +264,7 @@ class BareDriver:
         self._frames = FrameDecoder()
         self.spawned_ns = time.monotonic_ns()
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", module],
+            [product_python(), "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -1,4 +1,5 @@
-"""`scripts/bench [SCENARIO ...] [--quick] [--runs N] [--json PATH]`.
+"""`scripts/bench [SCENARIO ...] [--quick] [--runs N] [--json PATH]`, and
+`scripts/bench ab --before REV [SCENARIO ...]` (before/after in one run: `hostd_dev.bench.ab`).
 
 Runs each scenario (all by default) on the real daemon subprocess, real sockets and real
 driver subprocesses, prints a rich table of medians with min/max, and optionally writes the
@@ -17,6 +18,7 @@ import time
 import traceback
 from typing import Any
 
+from hostd_dev.bench.procs import product_python
 from hostd_dev.bench.report import Context, Result, render
 
 #: name -> module under hostd_dev.bench (each has GOAL and run(ctx) -> Result).
@@ -72,6 +74,8 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # What ran the daemon and the drivers (another tree's venv on ab's before side).
+        "product_python": product_python(),
     }
 
 
@@ -177,6 +181,11 @@ def run_one(name: str, ctx: Context) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ab"]:  # before/after in one run (hostd_dev.bench.ab)
+        from hostd_dev.bench import ab
+
+        return ab.main(argv[1:])
     args = parse_args(argv)
     runs = args.runs if args.runs is not None else (1 if args.quick else 3)
     ctx = Context(
