@@ -15,7 +15,7 @@ from hostd_dev.bench import load_driver
 from hostd_dev.bench.control import create_topics
 from hostd_dev.bench.latency import bench_script, stream_rounds
 from hostd_dev.bench.procs import BareDriver, DaemonProc
-from hostd_protocol.driver_messages import ChunkEvent, Interrupt, Send, TurnEnd
+from hostd_protocol.driver_messages import ChunkEvent, Close, Interrupt, Send, TurnEnd
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +90,21 @@ def test_it_reads_the_scripted_drivers_bench_words(
     text: str, parsed: tuple[int, int, float] | None
 ) -> None:
     assert load_driver.parse_bench(text) == parsed
+
+
+@pytest.mark.parametrize("rate", ["20", "0"])
+def test_a_close_in_the_middle_of_a_turn_stops_it_and_the_driver_exits(rate: str) -> None:
+    """A command during a turn interrupts the chunk loop's sleep (SIGIO), paced or flat out."""
+    d = BareDriver(module=load_driver.__name__)
+    try:
+        d.handshake()
+        d._write(Send(turn_id="t1", text=f"/bench n=200000 size=64 rate={rate}"))
+        first = d._read()[1]
+        assert isinstance(first[0], ChunkEvent)
+        d._write(Close())
+        events = first + _events_until_turn_end(d)
+        assert events[-1] == TurnEnd(turn_id="t1", status="stopped")
+        assert len(events) - 1 < 200000
+        assert d.proc.wait(timeout=30) == 0
+    finally:
+        d.close()

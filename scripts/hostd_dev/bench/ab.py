@@ -58,6 +58,13 @@ def parse_ab_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         default=3,
         help="rounds; each runs every scenario once per side (default 3)",
     )
+    p.add_argument(
+        "--load-driver",
+        choices=("this", "each"),
+        default="this",
+        help="bench-load on the before side: this checkout's, as on the after side (default: "
+        "the daemons differ, the load does not), or each tree's own (to compare load drivers)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write both sides' rows as JSON")
     p.add_argument(
         "--rows",
@@ -252,9 +259,13 @@ def main(argv: Sequence[str], log: Callable[[str], None] | None = None) -> int:
             python = str(Path(args.before_python).absolute())
             before = {"rev": args.before or "(given interpreter)", "python": python}
         else:
-            python = str(before_tree.prepare(args.before, log=say))
+            tree_python = before_tree.prepare(args.before, log=say)
             sha = before_tree.resolve(args.before, before_tree.repo_root())
-            before = {"rev": sha[:12], "python": python}
+            python = str(tree_python)
+            load = before_tree.use_load_driver(
+                tree_python.parents[2], tree_python, mine=args.load_driver == "this"
+            )
+            before = {"rev": sha[:12], "python": python, "load_driver": load}
     except before_tree.BeforeTreeError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -23,6 +23,11 @@ CACHE = Path(".cache") / "bench-ab"
 STAMP = ".bench-ab-ready"
 
 
+#: The bench's load driver: part of the instrument, like the windows process. `scripts/bench
+#: ab` runs this checkout's on both sides unless asked for each tree's own (`use_load_driver`).
+LOAD_DRIVER = ("scripts/hostd_dev/bench/load_driver.py", "scripts/hostd_dev/bench/load_stream.c")
+
+
 class BeforeTreeError(RuntimeError):
     """The before tree could not be made (one line: what failed and what to do)."""
 
@@ -127,3 +132,39 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise BeforeTreeError(f"ab: {what} failed: {tail[0]}")
     return proc.stdout
+
+
+def use_load_driver(tree: Path, python: Path, *, mine: bool, repo: Path | None = None) -> str:
+    """Put this checkout's load driver into the before tree (`mine`), or REV's own back; build
+    its C loop. Returns which one the before side runs, for the record."""
+    repo = repo or repo_root()
+    if not (tree / LOAD_DRIVER[0]).exists() and not mine:
+        return "none at that commit"
+    if mine:
+        for rel in LOAD_DRIVER:
+            shutil.copy2(repo / rel, tree / rel)
+    else:
+        _run(
+            ["git", "-C", str(tree), "checkout", "--", *LOAD_DRIVER], "restoring REV's load driver"
+        )
+    proc = subprocess.run(
+        [
+            str(python),
+            "-P",
+            "-c",
+            "from hostd_dev.bench import load_driver as m; print(m.VERSION, m.build() is not None)",
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise BeforeTreeError(
+            f"ab: the load driver does not load in the before tree: "
+            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+        )
+    version, built = proc.stdout.split()
+    return f"{'this checkout' if mine else 'REV'}'s {version}" + (
+        "" if built == "True" else " (Python loop)"
+    )

@@ -189,9 +189,18 @@ def _one_scale(
     try:
         bare_fleet_turn(fleet, bench_script(5), STAMP_SIZE)
         for _ in range(ctx.runs):
+            cpu0 = [exact_cpu_seconds(d.proc.pid) for d in fleet]
             lat = bare_fleet_turn(fleet, script, STAMP_SIZE)
+            used = sum(exact_cpu_seconds(d.proc.pid) for d in fleet) - sum(cpu0)
             res.add(f"{scale} bare pipes p50", "ms", percentile(lat, 50) / 1000, baseline=True)
             res.add(f"{scale} bare pipes p99", "ms", percentile(lat, 99) / 1000, baseline=True)
+            # The load driver alone, its pipe read by a bare loop: no daemon beside it.
+            res.add(
+                f"{scale} bare: load driver CPU per chunk",
+                "us",
+                used / (n_topics * n_chunks) * 1e6,
+                baseline=True,
+            )
     finally:
         for d in fleet:
             d.close()
