@@ -182,6 +182,10 @@ def test_ab_runs_both_sides_alternately_and_writes_both(tmp_path: Path) -> None:
             "2",
             "--json",
             str(out),
+            "--markdown",
+            str(tmp_path / "ab.md"),
+            "--rows",
+            "CPU per chunk",
             "latency",
             "--quick",
         ],
@@ -204,5 +208,13 @@ def test_ab_runs_both_sides_alternately_and_writes_both(tmp_path: Path) -> None:
         assert rows[metric]["before"]["n"] == rows[metric]["after"]["n"] == 2
     assert all(c["passed"] for side in ("before", "after") for c in sc["checks"][side])
     assert "hostd bench ab" in proc.stdout
+    md = (tmp_path / "ab.md").read_text().splitlines()
+    assert "| metric | before | after | after / before | goal | met (before) | met (after) |" in md
+    shown = [line.split(" | ")[0] for line in md if line.startswith("| 3x2")]
+    assert shown == [
+        "| 3x2 bare: load driver CPU per chunk",
+        "| 3x2 daemon CPU per chunk",
+        "| 3x2 load driver CPU per chunk",
+    ]
     assert proc.stderr.count("ab: round") == 8  # a start and an end line per side per round
     assert child_pids() - before == set()

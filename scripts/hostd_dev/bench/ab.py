@@ -67,6 +67,9 @@ def parse_ab_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     p.add_argument("--json", metavar="PATH", help="also write both sides' rows as JSON")
     p.add_argument(
+        "--markdown", metavar="PATH", help="also write the table as markdown (for the docs)"
+    )
+    p.add_argument(
         "--rows",
         metavar="REGEX",
         type=_regex,
@@ -233,6 +236,36 @@ def render(
             console.print(f"[bold]{sc['scenario']}[/bold]: {note}")
 
 
+def markdown(
+    results: list[dict[str, Any]], head: dict[str, Any], rows: re.Pattern[str] | None = None
+) -> str:
+    """The table of `render` as markdown: one table per scenario."""
+    b, a = head["before"], head["after"]
+    lines = [
+        f"before: {b['rev']} ({b.get('load_driver', '')}), after: {a['rev']}"
+        + (" + uncommitted changes" if a.get("dirty") else "")
+        + f"; order {' '.join(head.get('order', []))}; {head['machine']['time']}",
+    ]
+    for sc in results:
+        lines += ["", f"**{sc['scenario']}** ({sc['goal']})", ""]
+        lines += [
+            "| metric | before | after | after / before | goal | met (before) | met (after) |"
+        ]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for r in sc["rows"]:
+            if rows is not None and not rows.search(r["metric"]):
+                continue
+            cells = [cell(r["before"], r["unit"]), cell(r["after"], r["unit"])]
+            ratio = change(r["before"].get("median"), r["after"].get("median"))
+            cells += [ratio, r["goal"] or "", met_text(r["before"]), met_text(r["after"])]
+            lines.append(f"| {r['metric']} | " + " | ".join(cells) + " |")
+        for side in SIDES:
+            failed = [c["name"] for c in sc["checks"][side] if not c["passed"]]
+            if failed or sc["skipped"][side]:
+                lines.append(f"\n{side}: FAILED {', '.join(failed + sc['skipped'][side])}")
+    return "\n".join(lines) + "\n"
+
+
 def describe_after() -> dict[str, Any]:
     """This checkout's commit, and whether its work tree differs from it."""
     root = before_tree.repo_root()
@@ -295,6 +328,8 @@ def main(argv: Sequence[str], log: Callable[[str], None] | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump({**head, "runs": args.runs, "results": results}, fh, indent=2)
             fh.write("\n")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results, head, args.rows))
     if failed:
         print(f"bench ab: failed or missed a check: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -136,7 +136,8 @@ def _stamps(conn: sqlite3.Connection, row_id: str) -> list[int]:
     texts = [conn.execute("SELECT parts FROM rows WHERE id = ?", (row_id,)).fetchone()[0]]
     if _has_pieces(conn):
         texts += [
-            c for (c,) in conn.execute(
+            c
+            for (c,) in conn.execute(
                 "SELECT chunks FROM row_parts WHERE row_id = ? ORDER BY id", (row_id,)
             )
         ]
@@ -223,7 +224,21 @@ def _rounds(
             res.add(f"{label}stream: emit -> window p50", "ms", lat["p50"] / 1000)
             res.add(f"{label}stream: emit -> window p99", "ms", lat["p99"] / 1000)
             add_cpu(res, report)
-            res.add(f"{label}daemon run-queue wait (share of round)", "", round(report["runqueue"]["daemon"], 2))
+            res.add(
+                f"{label}daemon run-queue wait (share of round)",
+                "",
+                round(report["runqueue"]["daemon"], 2),
+            )
+            # Each process's CPU per event and its run-queue wait, where the goal misses.
+            wall, chunks = report["wall_s"], n_topics * n_chunks
+            for who, per in (("daemon", "chunk"), ("drivers", "chunk"), ("windows", "frame")):
+                cpu = report["cpu_cores"][who] * wall / chunks * 1e6
+                res.add(f"{label}{who} CPU per {per}", "us", cpu)
+            for who in ("windows", "drivers"):
+                wait = round(report["runqueue"][who], 3)
+                res.add(
+                    f"{label}run-queue wait of {who} (share of round; drivers summed)", "", wait
+                )
             expected = n_topics * n_chunks
             if lat["n"] != expected:
                 problems.append(f"round {k + 1}: {lat['n']} of {expected} chunks measured")

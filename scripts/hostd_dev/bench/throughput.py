@@ -21,6 +21,7 @@ from hostd_dev.bench.cpu_stats import (
     busy_cpu_seconds,
     counters_delta,
     cpu_seconds,
+    exact_cpu_seconds,
     last_cpu,
     proc_counters,
     runqueue_seconds,
@@ -69,7 +70,8 @@ def run(ctx: Context) -> Result:
                 for _ in range(ctx.runs):
                     base, bare_cpu = _bare_turn(res, bare, script, want)
                     pids = [daemon.pid, wp.proc.pid, *drivers[:1]]
-                    cpu_before = [cpu_seconds(p) for p in pids]
+                    # Per-thread schedstat run time: a turn's ~0.1 s is 10 of /proc's ticks.
+                    cpu_before = [exact_cpu_seconds(p) for p in pids]
                     queued0 = [runqueue_seconds(p) for p in pids]
                     counted0 = proc_counters(drivers[0]) if drivers else None
                     steal0 = steal_seconds()
@@ -77,7 +79,7 @@ def run(ctx: Context) -> Result:
                     send_all(daemon, [tid], script)
                     report = wp.read(timeout=300)
                     steal = steal_seconds() - steal0
-                    cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu_before, strict=True)]
+                    cpu = [exact_cpu_seconds(p) - c for p, c in zip(pids, cpu_before, strict=True)]
                     queued = [runqueue_seconds(p) - q for p, q in zip(pids, queued0, strict=True)]
                     other = busy_cpu_seconds() - busy0 - sum(cpu)
                     wall = time.perf_counter() - t0
@@ -86,6 +88,10 @@ def run(ctx: Context) -> Result:
                     driver_cpu = 0.0
                     res.add(f"{label} daemon CPU per turn", "s", cpu[0])
                     res.add(f"{label} windows process CPU per turn", "s", cpu[1])
+                    # Per event: a driver chunk (the daemon), a frame received (the windows).
+                    frames = max(1, windows * int(report["windows"][0]["frames"]))
+                    res.add(f"{label} daemon CPU per chunk", "us", cpu[0] / n * 1e6)
+                    res.add(f"{label} windows CPU per frame", "us", cpu[1] / frames * 1e6)
                     if drivers and counted0 is not None:
                         res.add(f"{label} driver CPU per turn", "s", cpu[2])
                         counted = counters_delta(counted0, proc_counters(drivers[0]))
