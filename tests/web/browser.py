@@ -81,8 +81,10 @@ class WebStack:
         return list(request(self.paths, History(id=1, topic_id=topic_id)).rows)
 
 
-def start_stack(home: Path) -> Iterator[WebStack]:
-    env = {**os.environ, "HOSTD_HOME": str(home)}
+def start_stack(home: Path, env: dict[str, str] | None = None) -> Iterator[WebStack]:
+    """The real daemon and `hostd web` on `home`; `env`: their environment instead of this
+    process's."""
+    env = {**(os.environ if env is None else env), "HOSTD_HOME": str(home)}
     hostd = [sys.executable, "-m", "hostd", "--home", str(home)]
     subprocess.run([*hostd, "serve", "--detach"], check=True, capture_output=True, env=env, timeout=60)
     gateway = subprocess.Popen(

@@ -196,5 +196,10 @@ class DriverRegistry:
         raise type(first)(
             f"no driver is ready for a new topic: {first.message}; {hint}",
             driver=first.driver,
-            details={k: v for k, v in first.details.items() if k not in ("driver", "exit_code")},
+            # `reason`: the driver's own words without the hint above, for a window that says
+            # what to do in its own terms (the web page's Driver list).
+            details={
+                **{k: v for k, v in first.details.items() if k not in ("driver", "exit_code")},
+                "reason": first.message,
+            },
         )

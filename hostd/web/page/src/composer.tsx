@@ -42,10 +42,10 @@ export function Approvals({ topicId, topic, approvals, rows }: {
             <pre tabIndex={0} aria-label={`${a.tool} input`}>{JSON.stringify(a.input, null, 2)}</pre>
           )}
           <div class="approval-buttons">
-            <button class="primary" data-testid="allow" onClick={() => session.call((c) => c.answerApproval(topicId, a.id, true))}>
+            <button class="primary" data-testid="allow" onClick={() => session.act((c) => c.answerApproval(topicId, a.id, true))}>
               Allow
             </button>
-            <button class="danger" data-testid="deny" onClick={() => session.call((c) => c.answerApproval(topicId, a.id, false, { reason: "denied in the web UI" }))}>
+            <button class="danger" data-testid="deny" onClick={() => session.act((c) => c.answerApproval(topicId, a.id, false, { reason: "denied in the web UI" }))}>
               Deny
             </button>
           </div>
@@ -73,7 +73,7 @@ function UnsentItem({ topicId, row }: { topicId: string; row: MessageRow }) {
           onKeyDown={async (e) => {
             if (e.key === "Enter" && !e.shiftKey) {
               e.preventDefault();
-              await session.call((c) => c.editQueued(topicId, row.id, editing));
+              await session.act((c) => c.editQueued(topicId, row.id, editing));
               setEditing(null);
             } else if (e.key === "Escape") setEditing(null);
           }}
@@ -89,17 +89,17 @@ function UnsentItem({ topicId, row }: { topicId: string; row: MessageRow }) {
             class="ghost small"
             data-testid="save"
             onClick={async () => {
-              await session.call((c) => c.editQueued(topicId, row.id, editing));
+              await session.act((c) => c.editQueued(topicId, row.id, editing));
               setEditing(null);
             }}
           >
             Save
           </button>
         )}
-        <button class="ghost small" data-testid="discard" onClick={() => session.call((c) => c.discardQueued(topicId, row.id))}>
+        <button class="ghost small" data-testid="discard" onClick={() => session.act((c) => c.discardQueued(topicId, row.id))}>
           Discard
         </button>
-        <button class="primary small" data-testid="send-now" onClick={() => session.call((c) => c.sendNow(topicId, row.id))}>
+        <button class="primary small" data-testid="send-now" onClick={() => session.act((c) => c.sendNow(topicId, row.id))}>
           Send now
         </button>
       </span>
@@ -163,13 +163,13 @@ export function Composer({ s }: { s: ViewState }) {
     update("");
     setImages([]);
     const options = { intent, ...(also.length ? { also } : {}), ...(sent.length ? { attachments: sent } : {}) };
-    const result = await session.call((c) => c.send(s.topicId, body, options));
+    const result = await session.act((c) => c.send(s.topicId, body, options));
     if (result === undefined) {
       update(body); // not sent: give the text and images back
       setImages(sent);
     }
   };
-  const stop = () => void session.call((c) => c.stop(s.topicId));
+  const stop = () => void session.act((c) => c.stop(s.topicId));
   const menu = useCommandMenu(s.commands, text, update);
   return (
     <>

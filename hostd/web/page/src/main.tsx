@@ -170,8 +170,8 @@ function TopicView({ s }: { s: ViewState }) {
         topic={topic}
         busyTurn={s.activeTurnId}
         approvals={s.approvals}
-        choose={s.multiAnswer ? (row) => void session.call((c) => c.chooseAnswer(s.topicId, row.id)) : undefined}
-        stopAnswer={s.stopOneAnswer ? (row) => void session.call((c) => c.stop(s.topicId, { rowId: row.id })) : undefined}
+        choose={s.multiAnswer ? (row) => void session.act((c) => c.chooseAnswer(s.topicId, row.id)) : undefined}
+        stopAnswer={s.stopOneAnswer ? (row) => void session.act((c) => c.stop(s.topicId, { rowId: row.id })) : undefined}
         rows={s.older.length ? [...s.older, ...s.rows] : s.rows}
         removed={s.removed}
         actions={rowActions(session, s)}
@@ -228,7 +228,11 @@ function App() {
       )}
       {s.error && (
         <div key="error" class="error-banner" role="alert" data-testid="error" onClick={() => session.clearError()}>
-          {s.error}
+          <span class="error-text">{s.error}</span>
+          {/* It stays until read: dismissed here, replaced, or cleared by the user's next action. */}
+          <button class="ghost small" aria-label="Dismiss error" title="Dismiss" onClick={() => session.clearError()}>
+            ✕
+          </button>
         </div>
       )}
       <div key="body" class="body">

@@ -27,12 +27,12 @@ export function rowActions(session: Session, s: ViewState): RowActions {
     const regenerate = row.id === lastAnswer;
     if (!regenerate && (!idle || row.status === "pending")) return null;
     const fork = async () => {
-      const topic = await session.call((c) => c.forkTopic(topicId, row.id));
+      const topic = await session.act((c) => c.forkTopic(topicId, row.id));
       if (topic !== undefined) window.location.hash = `topic=${topic.id}`;
     };
     const edit = async () => {
       const text = await askText({ title: "Edit and resend", label: "Message", initial: rowText(row), submit: "Send again", multiline: true });
-      if (text !== null) void session.call((c) => c.editResend(topicId, row.id, text));
+      if (text !== null) void session.act((c) => c.editResend(topicId, row.id, text));
     };
     const finished = idle && row.status !== "pending";
     return (
@@ -40,7 +40,7 @@ export function rowActions(session: Session, s: ViewState): RowActions {
         {finished && (
           <>
             <button class="ghost small" data-testid="rewind" title="Remove every message after this one"
-              onClick={() => void session.call((c) => c.rewind(topicId, row.id))}>
+              onClick={() => void session.act((c) => c.rewind(topicId, row.id))}>
               Rewind here
             </button>
             <button class="ghost small" data-testid="fork" title="A new topic with the history up to here"
@@ -58,7 +58,7 @@ export function rowActions(session: Session, s: ViewState): RowActions {
         {regenerate && (
           <button class="ghost small" data-testid="regenerate"
             title={idle ? "Answer the last message again" : "Stop this answer and answer the last message again"}
-            onClick={() => void session.call((c) => c.regenerate(topicId, { stop: !idle }))}>
+            onClick={() => void session.act((c) => c.regenerate(topicId, { stop: !idle }))}>
             Regenerate
           </button>
         )}

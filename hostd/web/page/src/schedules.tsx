@@ -36,7 +36,7 @@ function ScheduleItem({ session, s, changed }: { session: Session; s: ScheduleIn
   // Defaults are omitted on the wire: no `enabled` means enabled.
   const enabled = s.enabled !== false;
   const act = async (fn: Parameters<Session["call"]>[0]) => {
-    await session.call(fn);
+    await session.act(fn);
     changed();
   };
   return (
@@ -92,7 +92,7 @@ function AddSchedule({ session, topicId, added }: { session: Session; topicId: s
       // Cron times are read in the browser's zone, which is what the user means by "9:00".
       timing = { cron: when.trim(), tz: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC" };
     }
-    const made = await session.call((c) => c.addSchedule(topicId, text, { ...timing, busy }));
+    const made = await session.act((c) => c.addSchedule(topicId, text, { ...timing, busy }));
     if (made !== undefined) {
       setText("");
       added();

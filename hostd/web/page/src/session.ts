@@ -384,7 +384,12 @@ export class Session {
     this.set({ error: "" });
   }
 
-  /** Run one request; errors become the one-line error banner. */
+  /**
+   * Run one request; errors become the one-line error banner. A success leaves the banner
+   * as it is: a read the page makes by itself (a poll, a list for a form) must not take
+   * away a reason the user has not read yet. The user dismisses it, a newer error replaces
+   * it, or an action of the user's own succeeds (`act`).
+   */
   async call<T>(fn: (client: Client) => Promise<T>): Promise<T | undefined> {
     const client = this.client;
     if (client === null) {
@@ -392,8 +397,24 @@ export class Session {
       return undefined;
     }
     try {
+      return await fn(client);
+    } catch (exc) {
+      this.fail(exc);
+      return undefined;
+    }
+  }
+
+  /** A request the user asked for (send, create, stop, ...): as `call`, and its success
+   * clears the banner (the user acted after reading it, and it may be about what they
+   * just redid). */
+  async act<T>(fn: (client: Client) => Promise<T>): Promise<T | undefined> {
+    const before = this.state.error;
+    const client = this.client;
+    if (client === null) return this.call(fn);
+    try {
       const result = await fn(client);
-      if (this.state.error) this.set({ error: "" });
+      // Only the banner the user saw when acting: one that arrived meanwhile stays.
+      if (this.state.error && this.state.error === before) this.set({ error: "" });
       return result;
     } catch (exc) {
       this.fail(exc);

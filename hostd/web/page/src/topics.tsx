@@ -6,19 +6,56 @@
  * A topic's state badge sits beside its title, never inside the truncated title: a long title
  * hid that its topic was answering.
  */
-import type { DriverInfo, TopicInfo } from "hostd-client";
+import { HostdError, type AssistantInfo, type DriverInfo, type TopicInfo } from "hostd-client";
 import { useEffect, useRef, useState } from "preact/hooks";
 
 import { session } from "./app_session";
 import { askConfirm, askText } from "./dialogs";
 import type { ViewState } from "./session";
 
+/**
+ * What the form's "default" choice stands for: the built-in `default` assistant as
+ * `list-assistants` (1.3) describes it (the driver a topic naming none gets, and whether it
+ * can answer). Null from an older daemon: the choice is then offered unexplained.
+ */
+function defaultChoice(assistants: AssistantInfo[] | undefined): AssistantInfo | null {
+  return assistants?.find((a) => a.builtin && a.name === "default") ?? null;
+}
+
+/** A refused create said in the page's terms: its hints name `hostd` commands. */
+function createFailure(exc: unknown, f: { driver: string }): string | null {
+  if (!(exc instanceof HostdError)) return null;
+  if (!f.driver && (exc.code === "auth_required" || exc.code === "driver_unavailable")) {
+    const reason = typeof exc.details.reason === "string" ? exc.details.reason : exc.message;
+    return `The default driver cannot answer: ${reason}. Pick a ready driver in the Driver list (each unavailable one says why). [${exc.code}]`;
+  }
+  return null;
+}
+
 function NewTopicForm({ onDone }: { onDone: () => void }) {
   const [drivers, setDrivers] = useState<DriverInfo[]>([]);
+  const [fallback, setFallback] = useState<AssistantInfo | null>(null);
   const [f, setF] = useState({ title: "", assistant: "", driver: "", model: "", working_dir: "" });
   useEffect(() => {
-    void session.call((c) => c.listDrivers()).then((d) => setDrivers(d ?? []));
+    void (async () => {
+      const [d, a] = await Promise.all([
+        session.call((c) => c.listDrivers()),
+        session.call((c) => (c.speaks(1, 3) ? c.listAssistants() : Promise.resolve(undefined))),
+      ]);
+      const list = d ?? [];
+      const dflt = defaultChoice(a);
+      setDrivers(list);
+      setFallback(dflt);
+      // The default cannot answer: start on a driver that can, instead of a sure refusal.
+      const ready = list.find((x) => x.available && x.credential_ok !== false);
+      if (dflt && !dflt.available && ready) setF((cur) => (cur.driver ? cur : { ...cur, driver: ready.name }));
+    })();
   }, []);
+  const defaultLabel = fallback === null
+    ? "default driver"
+    : fallback.available
+      ? `default (${fallback.driver || "its role"})`
+      : "default (not ready)";
   const field = (name: keyof typeof f, label: string, hint = "") => (
     <label class="field">
       <span>{label}</span>
@@ -33,7 +70,16 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
       aria-label="New topic"
       onSubmit={async (e) => {
         e.preventDefault();
-        const topic = await session.call((c) => c.createTopic(f));
+        const topic = await session.act(async (c) => {
+          try {
+            return await c.createTopic(f);
+          } catch (exc) {
+            const said = createFailure(exc, f);
+            if (said === null) throw exc;
+            session.fail(new Error(said));
+            return undefined;
+          }
+        });
         if (topic) {
           await session.refreshTopics();
           window.location.hash = `topic=${topic.id}`;
@@ -45,7 +91,10 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
       <label class="field">
         <span>Driver</span>
         <select name="driver" value={f.driver} onChange={(e) => setF({ ...f, driver: (e.target as HTMLSelectElement).value })}>
-          <option value="">default driver</option>
+          <option value="" disabled={fallback !== null && !fallback.available}
+            title={fallback && !fallback.available ? fallback.error : undefined}>
+            {defaultLabel}
+          </option>
           {drivers.map((d) => (
             <option key={d.name} value={d.name} disabled={!d.available} title={d.reason || d.description}>
               {d.name}
@@ -54,6 +103,9 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
           ))}
         </select>
       </label>
+      {fallback !== null && !fallback.available && (
+        <p class="field-note" data-testid="default-not-ready">The default driver is not ready: {fallback.error}</p>
+      )}
       {field("model", "Model", "the driver's default")}
       {field("assistant", "Assistant", "none")}
       {field("working_dir", "Working directory", "hostd's default")}
@@ -75,14 +127,14 @@ function TopicItem({ topic, current, state }: { topic: TopicInfo; current: boole
   const rename = async () => {
     const title = await askText({ title: "Rename topic", label: "Title", initial: topic.title ?? "", submit: "Rename" });
     if (title === null) return;
-    await session.call((c) => c.renameTopic(topic.id, title.trim()));
+    await session.act((c) => c.renameTopic(topic.id, title.trim()));
     void session.refreshTopics();
   };
   const remove = async () => {
     const yes = await askConfirm({ title: "Delete topic", confirm: "Delete",
       message: <>Delete “{name}” and its whole history? This cannot be undone.</> });
     if (!yes) return;
-    await session.call((c) => c.deleteTopic(topic.id));
+    await session.act((c) => c.deleteTopic(topic.id));
     if (current) window.location.hash = "";
     void session.refreshTopics();
   };
