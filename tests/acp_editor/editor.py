@@ -1,13 +1,15 @@
 """The Python side of tests/acp_editor/editor.mjs: start the SDK editor (it starts `hostd
-acp`), send it commands, read what it saw."""
+acp`), send it commands, read what it saw; and the scaffolding every test here shares (the
+daemon, a session on the scripted driver, prompts, update predicates)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,14 @@ from typing import Any
 import pytest
 import trio
 
+from hostd_protocol.common import TextDelta
+from tests.e2e import daemon_proc
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 HOSTD = str(Path(sys.executable).parent / "hostd")
+#: Only limits a hang: every wait is for an event the editor saw.
+TIMEOUT = 60
 
 
 def require_sdk() -> None:
@@ -90,6 +97,21 @@ class Editor:
         assert "error" not in got, got
         return got["result"]
 
+    async def new_session(self, cwd: Path) -> str:
+        result = await self.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+        sid: str = result["sessionId"]
+        return sid
+
+    async def prompt_ok(self, sid: str, text: str) -> None:
+        """A prompt whose turn must end normally."""
+        assert await self.call("session/prompt", prompt(sid, text)) == {"stopReason": "end_turn"}
+
+    async def select(self, asked: dict[str, Any], kind: str) -> None:
+        """Answer the permission request `asked` with its option of `kind` (`allow_once`...)."""
+        option = next(o["optionId"] for o in asked["params"]["options"] if o["kind"] == kind)
+        await self.command({"op": "answer", "key": asked["key"],
+                            "outcome": {"outcome": {"outcome": "selected", "optionId": option}}})
+
     async def initialize(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call(
             "initialize",
@@ -130,3 +152,70 @@ async def editor(home: Path, *acp_args: str) -> AsyncIterator[Editor]:
                     proc.kill()
                 await proc.wait()
                 nursery.cancel_scope.cancel()
+
+
+def text_of(parts: Sequence[object]) -> str:
+    """The text of a stored row's parts."""
+    return "".join(p.text for p in parts if isinstance(p, TextDelta))
+
+
+def prompt(sid: str, text: str) -> dict[str, object]:
+    """`session/prompt` params: one text block."""
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+def is_update(kind: str, sid: str = "") -> Callable[[dict[str, Any]], bool]:
+    """A `wait_for` predicate: a session update of `kind` (of session `sid`, if given)."""
+
+    def pred(e: dict[str, Any]) -> bool:
+        if e.get("ev") != "update":
+            return False
+        params = e["params"]
+        return bool(params["update"]["sessionUpdate"] == kind and (
+            not sid or params["sessionId"] == sid
+        ))
+
+    return pred
+
+
+def is_note(event: dict[str, Any]) -> bool:
+    """The transcript note `hostd acp` writes when it reconnected to a restarted daemon."""
+    if event.get("ev") != "update":
+        return False
+    update = event["params"]["update"]
+    return bool(update.get("_meta", {}).get("hostd", {}).get("notice") == "reconnected")
+
+
+@asynccontextmanager
+async def daemon(home: Path) -> AsyncIterator[daemon_proc.DaemonProcess]:
+    """The test's daemon, which must stop cleanly at the end."""
+    d = await daemon_proc.start(home)
+    try:
+        yield d
+    finally:
+        assert await d.terminate() == 0
+
+
+@asynccontextmanager
+async def restarted_daemon(home: Path) -> AsyncIterator[daemon_proc.DaemonProcess]:
+    """The test's daemon, for tests that stop or kill it: the one `hostd acp` starts again
+    is stopped at the end too."""
+    d = await daemon_proc.start(home)
+    try:
+        yield d
+    finally:
+        await d.terminate()
+        await trio.to_thread.run_sync(lambda: subprocess.run(
+            [HOSTD, "--home", str(home), "stop"], capture_output=True, timeout=60, check=False
+        ))
+
+
+@asynccontextmanager
+async def scripted_session(
+    home: Path, cwd: Path, *acp_args: str
+) -> AsyncIterator[tuple[Editor, str]]:
+    """The daemon, an initialized editor on `hostd acp --driver scripted ACP_ARGS`, and one
+    new session in `cwd`: (editor, session id)."""
+    async with daemon(home), editor(home, "--driver", "scripted", *acp_args) as ed:
+        await ed.initialize()
+        yield ed, await ed.new_session(cwd)

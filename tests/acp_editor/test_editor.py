@@ -15,49 +15,26 @@ import trio
 from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
-from hostd_protocol.common import TextDelta
 from tests.acp.support import write_agents_file
-from tests.acp_editor.editor import HOSTD, Editor, editor
-from tests.e2e import daemon_proc
+from tests.acp_editor.editor import (
+    HOSTD,
+    TIMEOUT,
+    daemon,
+    editor,
+    is_update,
+    prompt,
+    scripted_session,
+    text_of,
+)
 
 pytestmark = pytest.mark.e2e
-
-TIMEOUT = 60
-
-
-def is_update(kind: str, sid: str = "") -> object:
-    def pred(e: dict[str, object]) -> bool:
-        if e.get("ev") != "update":
-            return False
-        params = e["params"]
-        assert isinstance(params, dict)
-        return params["update"]["sessionUpdate"] == kind and (
-            not sid or params["sessionId"] == sid
-        )
-
-    return pred
-
-
-async def new_session(ed: Editor, cwd: Path) -> str:
-    result = await ed.call("session/new", {"cwd": str(cwd), "mcpServers": []})
-    sid: str = result["sessionId"]
-    return sid
-
-
-def prompt(sid: str, text: str) -> dict[str, object]:
-    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-
-
-def text_of(parts: list[object]) -> str:
-    return "".join(p.text for p in parts if isinstance(p, TextDelta))
 
 
 async def test_a_new_session_streams_the_answer_and_is_a_topic(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with editor(home, "--driver", "scripted") as ed:
                 init = await ed.initialize()
                 assert init["protocolVersion"] == 1
@@ -65,7 +42,7 @@ async def test_a_new_session_streams_the_answer_and_is_a_topic(
                 assert caps["loadSession"] is True
                 assert caps["promptCapabilities"]["embeddedContext"] is True
                 assert "list" in caps["sessionCapabilities"]
-                sid = await new_session(ed, tmp_path)
+                sid = await ed.new_session(tmp_path)
                 script = (
                     "/commands review:path\n/plan [x] read; [~] write\n"
                     "/chunks 20 size=4 rate=200\n/tool Read pause=0\n/text done."
@@ -90,86 +67,65 @@ async def test_a_new_session_streams_the_answer_and_is_a_topic(
                     assert text_of(rows[-1].parts) == ed.text(sid)
                 listed = await ed.call("session/list", {})
                 assert sid in [s["sessionId"] for s in listed["sessions"]]
-        finally:
-            assert await d.terminate() == 0
 
 
 async def test_a_permission_answered_in_the_editor_then_one_answered_elsewhere_first(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
-            async with editor(home, "--driver", "scripted") as ed, open_client(
-                Paths.under(home)
-            ) as window:
-                await ed.initialize()
-                sid = await new_session(ed, tmp_path)
-                # 1. answered in the editor
-                tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
-                asked = await ed.wait_for(lambda e: e.get("ev") == "permission")
-                options = {o["optionId"]: o["kind"] for o in asked["params"]["options"]}
-                allow = next(k for k, v in options.items() if v == "allow_once")
-                await ed.command({"op": "answer", "key": asked["key"],
-                                  "outcome": {"outcome": {"outcome": "selected",
-                                                          "optionId": allow}}})
-                assert (await ed.result(tag))["result"] == {"stopReason": "end_turn"}
-                assert "approved: ran Bash." in ed.text(sid)
-                # 2. another window answers first; the editor's late answer changes nothing
-                tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
-                asked = await ed.wait_for(
-                    lambda e: e.get("ev") == "permission" and e["key"] != asked["key"]
-                )
-                approval_id = asked["params"]["toolCall"]["toolCallId"]
-                await window.answer_approval(sid, approval_id, False, "no from the CLI")
-                await ed.wait_for(
-                    lambda e: e.get("ev") == "update"
-                    and e["params"]["update"].get("toolCallId") == approval_id
-                    and e["params"]["update"].get("status") == "failed"
-                )
-                await ed.command({"op": "answer", "key": asked["key"],
-                                  "outcome": {"outcome": {"outcome": "selected",
-                                                          "optionId": allow}}})
-                done = await ed.result(tag)
-                assert done.get("result") == {"stopReason": "end_turn"}, done
-                assert "denied: did not run Bash (no from the CLI)." in ed.text(sid)
-        finally:
-            assert await d.terminate() == 0
+        async with scripted_session(home, tmp_path) as (ed, sid), open_client(
+            Paths.under(home)
+        ) as window:
+            # 1. answered in the editor
+            tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
+            asked = await ed.wait_for(lambda e: e.get("ev") == "permission")
+            await ed.select(asked, "allow_once")
+            assert (await ed.result(tag))["result"] == {"stopReason": "end_turn"}
+            assert "approved: ran Bash." in ed.text(sid)
+            # 2. another window answers first; the editor's late answer changes nothing
+            tag = await ed.start_call("session/prompt", prompt(sid, "/approve Bash"))
+            asked = await ed.wait_for(
+                lambda e: e.get("ev") == "permission" and e["key"] != asked["key"]
+            )
+            approval_id = asked["params"]["toolCall"]["toolCallId"]
+            await window.answer_approval(sid, approval_id, False, "no from the CLI")
+            await ed.wait_for(
+                lambda e: e.get("ev") == "update"
+                and e["params"]["update"].get("toolCallId") == approval_id
+                and e["params"]["update"].get("status") == "failed"
+            )
+            await ed.select(asked, "allow_once")
+            done = await ed.result(tag)
+            assert done.get("result") == {"stopReason": "end_turn"}, done
+            assert "denied: did not run Bash (no from the CLI)." in ed.text(sid)
 
 
 async def test_cancel_stops_the_turn_and_keeps_the_partial_answer(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
-            async with editor(home, "--driver", "scripted") as ed:
-                await ed.initialize()
-                sid = await new_session(ed, tmp_path)
-                tag = await ed.start_call(
-                    "session/prompt", prompt(sid, "/chunks 5000 size=8 rate=100")
-                )
-                await ed.wait_for(is_update("agent_message_chunk", sid))
-                await ed.command({"op": "notify", "method": "session/cancel",
-                                  "params": {"sessionId": sid}})
-                assert (await ed.result(tag))["result"] == {"stopReason": "cancelled"}
-                async with open_client(Paths.under(home)) as c:
-                    answer = (await c.history(sid)).rows[-1]
-                assert answer.status == "stopped"
-                assert 0 < len(text_of(answer.parts)) < 5000 * 8
-                # The next prompt works.
-                again = await ed.call("session/prompt", prompt(sid, "/text after the stop"))
-                assert again == {"stopReason": "end_turn"}
-        finally:
-            assert await d.terminate() == 0
+        async with scripted_session(home, tmp_path) as (ed, sid):
+            tag = await ed.start_call(
+                "session/prompt", prompt(sid, "/chunks 5000 size=8 rate=100")
+            )
+            await ed.wait_for(is_update("agent_message_chunk", sid))
+            await ed.command({"op": "notify", "method": "session/cancel",
+                              "params": {"sessionId": sid}})
+            assert (await ed.result(tag))["result"] == {"stopReason": "cancelled"}
+            async with open_client(Paths.under(home)) as c:
+                answer = (await c.history(sid)).rows[-1]
+            assert answer.status == "stopped"
+            assert 0 < len(text_of(answer.parts)) < 5000 * 8
+            # The next prompt works.
+            again = await ed.call("session/prompt", prompt(sid, "/text after the stop"))
+            assert again == {"stopReason": "end_turn"}
 
 
 async def test_loading_a_topic_made_by_the_cli_replays_its_history_in_order(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             def cli(*args: str) -> str:
                 return subprocess.run(
                     [HOSTD, "--home", str(home), *args],
@@ -208,20 +164,17 @@ async def test_loading_a_topic_made_by_the_cli_replays_its_history_in_order(
                     "session/load", {"sessionId": "tp-none", "cwd": "/", "mcpServers": []}
                 ))
                 assert missing["error"]["code"] == -32002
-        finally:
-            assert await d.terminate() == 0
 
 
 async def test_the_editor_killed_mid_answer_leaves_the_daemon_to_finish_it(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with open_client(Paths.under(home)) as window:
                 async with editor(home, "--driver", "scripted") as ed:
                     await ed.initialize()
-                    sid = await new_session(ed, tmp_path)
+                    sid = await ed.new_session(tmp_path)
                     async with window.attach(sid) as sub:
                         await ed.start_call(
                             "session/prompt", prompt(sid, "/chunks 150 size=8 rate=150")
@@ -239,8 +192,6 @@ async def test_the_editor_killed_mid_answer_leaves_the_daemon_to_finish_it(
                     assert answer.status == "success" and len(text_of(answer.parts)) == 150 * 8
                     # `hostd acp` saw its stdin close and ended (no orphan left behind).
                     await _exited(ed.agent_pid)
-        finally:
-            assert await d.terminate() == 0
 
 
 async def _exited(pid: int) -> None:
@@ -260,13 +211,12 @@ async def test_garbage_and_unknown_methods_get_json_rpc_errors_and_nothing_else_
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with open_client(Paths.under(home)) as window:
                 other = await window.create_topic(driver="scripted", options={"chunk_rate": 0})
                 async with editor(home, "--driver", "scripted") as ed:
                     await ed.initialize()
-                    sid = await new_session(ed, tmp_path)
+                    sid = await ed.new_session(tmp_path)
                     unknown = await ed.result(await ed.start_call("no/such/method", {}))
                     assert unknown["error"]["code"] == -32601
                     bad = await ed.result(await ed.start_call("session/prompt", {"x": 1}))
@@ -309,16 +259,13 @@ async def test_garbage_and_unknown_methods_get_json_rpc_errors_and_nothing_else_
                 assert text_of((await window.history(other.id)).rows[-1].parts) == (
                     "other topic fine"
                 )
-        finally:
-            assert await d.terminate() == 0
 
 
 async def test_a_prompt_while_a_turn_runs_steers_it_and_modes_switch_per_prompt(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with editor(home, "--driver", "scripted") as ed:
                 await ed.initialize()
                 new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
@@ -348,8 +295,6 @@ async def test_a_prompt_while_a_turn_runs_steers_it_and_modes_switch_per_prompt(
                     "session/set_mode", {"sessionId": sid, "modeId": "nope"}
                 ))
                 assert bad["error"]["code"] == -32602
-        finally:
-            assert await d.terminate() == 0
 
 
 async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
@@ -362,8 +307,7 @@ async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
     # agents file is (the ACP driver read the default config folder before).
     monkeypatch.delenv("HOSTD_HOME", raising=False)
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with editor(home, "--driver", "scripted") as ed:
                 await ed.initialize()
                 new = await ed.call("session/new", {
@@ -381,8 +325,6 @@ async def test_the_editors_mcp_servers_reach_an_acp_agent_behind_the_acp_driver(
                 assert [e["status"] for e in plans[-1]["entries"]] == ["completed", "in_progress"]
                 assert any(u["sessionUpdate"] == "available_commands_update"
                            for u in ed.updates(sid))
-        finally:
-            assert await d.terminate() == 0
 
 
 def test_a_daemon_it_cannot_reach_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
@@ -405,52 +347,40 @@ async def test_with_busy_intent_queue_a_second_prompt_is_the_next_turn(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
-            async with editor(home, "--driver", "scripted", "--busy-intent", "queue") as ed:
-                await ed.initialize()
-                sid = await new_session(ed, tmp_path)
-                first = await ed.start_call(
-                    "session/prompt", prompt(sid, "/tool Read wait-steer=1\n/text first")
-                )
-                await ed.wait_for(is_update("tool_call", sid))
-                second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
-                assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
-                assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
-                assert "You said" not in ed.text(sid)  # not steered into the first answer
-                assert ed.text(sid).endswith("firstsecond")
-                async with open_client(Paths.under(home)) as c:
-                    rows = (await c.history(sid)).rows
-                assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
-                assert rows[1].turn_id != rows[3].turn_id  # two turns
-        finally:
-            assert await d.terminate() == 0
+        async with scripted_session(home, tmp_path, "--busy-intent", "queue") as (ed, sid):
+            first = await ed.start_call(
+                "session/prompt", prompt(sid, "/tool Read wait-steer=1\n/text first")
+            )
+            await ed.wait_for(is_update("tool_call", sid))
+            second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
+            assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
+            assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
+            assert "You said" not in ed.text(sid)  # not steered into the first answer
+            assert ed.text(sid).endswith("firstsecond")
+            async with open_client(Paths.under(home)) as c:
+                rows = (await c.history(sid)).rows
+            assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
+            assert rows[1].turn_id != rows[3].turn_id  # two turns
 
 
 async def test_a_steer_the_driver_cannot_take_is_answered_when_its_own_turn_ends(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
-            async with editor(home, "--driver", "scripted") as ed:
-                await ed.initialize()
-                sid = await new_session(ed, tmp_path)
-                # No tool call, so no point where the steer could go in: it is sent as a
-                # steer but runs as the next turn.
-                first = await ed.start_call(
-                    "session/prompt", prompt(sid, "/chunks 100 size=4 rate=200\n/text first")
-                )
-                await ed.wait_for(is_update("agent_message_chunk", sid))
-                second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
-                assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
-                assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
-                # Answered after its own answer streamed, not at the end of the first turn.
-                done = next(i for i, e in enumerate(ed.events)
-                            if e.get("ev") == "result" and e.get("tag") == second)
-                streamed = [e["params"]["update"]["content"]["text"] for e in ed.events[:done]
-                            if e.get("ev") == "update"
-                            and e["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
-                assert "second" in streamed
-        finally:
-            assert await d.terminate() == 0
+        async with scripted_session(home, tmp_path) as (ed, sid):
+            # No tool call, so no point where the steer could go in: it is sent as a
+            # steer but runs as the next turn.
+            first = await ed.start_call(
+                "session/prompt", prompt(sid, "/chunks 100 size=4 rate=200\n/text first")
+            )
+            await ed.wait_for(is_update("agent_message_chunk", sid))
+            second = await ed.start_call("session/prompt", prompt(sid, "/text second"))
+            assert (await ed.result(first))["result"] == {"stopReason": "end_turn"}
+            assert (await ed.result(second))["result"] == {"stopReason": "end_turn"}
+            # Answered after its own answer streamed, not at the end of the first turn.
+            done = next(i for i, e in enumerate(ed.events)
+                        if e.get("ev") == "result" and e.get("tag") == second)
+            streamed = [e["params"]["update"]["content"]["text"] for e in ed.events[:done]
+                        if e.get("ev") == "update"
+                        and e["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+            assert "second" in streamed

@@ -13,23 +13,20 @@ import trio
 from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
-from tests.acp_editor.editor import editor
-from tests.acp_editor.test_editor import TIMEOUT, is_update, new_session, prompt, text_of
-from tests.e2e import daemon_proc
+from tests.acp_editor.editor import TIMEOUT, daemon, editor, is_update, prompt, text_of
 
 
 async def test_at_eof_requests_in_flight_are_answered_and_the_daemon_finishes_the_answers(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with open_client(Paths.under(home)) as window, editor(
                 home, "--driver", "scripted"
             ) as ed:
                 await ed.initialize()
-                long_sid = await new_session(ed, tmp_path)
-                asking_sid = await new_session(ed, tmp_path)
+                long_sid = await ed.new_session(tmp_path)
+                asking_sid = await ed.new_session(tmp_path)
                 async with window.attach(long_sid) as sub:
                     long_tag = await ed.start_call(
                         "session/prompt", prompt(long_sid, "/chunks 200 size=4 rate=50")
@@ -60,5 +57,3 @@ async def test_at_eof_requests_in_flight_are_answered_and_the_daemon_finishes_th
                 assert len(text_of(answer.parts)) == 200 * 4
                 approval_id = asked["params"]["toolCall"]["toolCallId"]
                 await window.answer_approval(asking_sid, approval_id, True, "")
-        finally:
-            assert await d.terminate() == 0

@@ -15,9 +15,7 @@ from hostd.acp.inputs import prompt_input
 from hostd.client import open_client
 from hostd.shell.paths import Paths
 from hostd_acp.rpc_peer import RequestRefused
-from tests.acp_editor.editor import editor
-from tests.acp_editor.test_editor import TIMEOUT, new_session
-from tests.e2e import daemon_proc
+from tests.acp_editor.editor import TIMEOUT, daemon, editor
 
 DOT = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
@@ -26,12 +24,11 @@ async def test_an_image_block_reaches_the_driver_and_is_stored_with_the_message(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with editor(home, "--driver", "scripted") as ed:
                 init = await ed.initialize()
                 assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
-                sid = await new_session(ed, tmp_path)
+                sid = await ed.new_session(tmp_path)
                 result = await ed.call("session/prompt", {"sessionId": sid, "prompt": [
                     {"type": "image", "mimeType": "image/png", "data": DOT,
                      "uri": "file:///home/me/dot.png"},
@@ -45,8 +42,6 @@ async def test_an_image_block_reaches_the_driver_and_is_stored_with_the_message(
                 assert sent.meta["attachments"] == [
                     {"media_type": "image/png", "data": DOT, "name": "dot.png"}
                 ]
-        finally:
-            assert await d.terminate() == 0
 
 
 def test_a_driver_without_images_refuses_an_image_block_with_a_reason() -> None:

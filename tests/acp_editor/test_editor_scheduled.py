@@ -12,9 +12,7 @@ import trio
 from hostd.client import Client, open_client
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TurnEnded
-from tests.acp_editor.editor import editor
-from tests.acp_editor.test_editor import TIMEOUT, is_update
-from tests.e2e import daemon_proc
+from tests.acp_editor.editor import TIMEOUT, daemon, editor, is_update
 
 YEAR_S = 365 * 86400.0
 
@@ -40,8 +38,7 @@ async def test_a_scheduled_run_is_labelled_with_its_schedule_in_history_and_live
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
+        async with daemon(home):
             async with open_client(Paths.under(home)) as c:
                 topic = await c.create_topic(driver="scripted", options={"chunk_rate": 0})
                 tid = topic.id
@@ -66,5 +63,3 @@ async def test_a_scheduled_run_is_labelled_with_its_schedule_in_history_and_live
                     await ed.wait_for(is_update("agent_message_chunk", tid), after=events)
                     live = ed.updates(tid)[seen:]
                     assert _user_chunks(live)[:2] == [label, ("/text scheduled answer", label[1])]
-        finally:
-            assert await d.terminate() == 0

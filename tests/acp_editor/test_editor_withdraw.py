@@ -12,10 +12,15 @@ import trio
 
 from hostd.client import open_client
 from hostd.shell.paths import Paths
-from tests.acp_editor.editor import Editor, editor
-from tests.acp_editor.test_editor import TIMEOUT, new_session, prompt
-from tests.acp_editor.test_editor_reconnect import is_note, started
-from tests.e2e import daemon_proc
+from tests.acp_editor.editor import (
+    TIMEOUT,
+    Editor,
+    editor,
+    is_note,
+    prompt,
+    restarted_daemon,
+    scripted_session,
+)
 
 
 async def _asked(ed: Editor, sid: str) -> tuple[str, dict[str, Any]]:
@@ -33,39 +38,33 @@ async def test_answered_in_another_window_or_stopped_elsewhere_the_request_is_wi
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        d = await daemon_proc.start(home)
-        try:
-            async with editor(home, "--driver", "scripted") as ed, open_client(
-                Paths.under(home)
-            ) as window:
-                await ed.initialize()
-                sid = await new_session(ed, tmp_path)
-                # 1. another window answers first: the editor's prompt is taken down
-                tag, asked = await _asked(ed, sid)
-                approval_id = asked["params"]["toolCall"]["toolCallId"]
-                await window.answer_approval(sid, approval_id, True, "")
-                await ed.wait_for(_withdrawn(asked["key"]))
-                done = await ed.result(tag)
-                assert done.get("result") == {"stopReason": "end_turn"}, done
-                assert "approved: ran Bash." in ed.text(sid)
-                # 2. the turn is stopped from another window: its approval closes with it
-                tag, asked = await _asked(ed, sid)
-                await window.stop(sid)
-                await ed.wait_for(_withdrawn(asked["key"]))
-                done = await ed.result(tag)
-                assert done.get("result") == {"stopReason": "cancelled"}, done
-                assert ed.proc.returncode is None
-        finally:
-            assert await d.terminate() == 0
+        async with scripted_session(home, tmp_path) as (ed, sid), open_client(
+            Paths.under(home)
+        ) as window:
+            # 1. another window answers first: the editor's prompt is taken down
+            tag, asked = await _asked(ed, sid)
+            approval_id = asked["params"]["toolCall"]["toolCallId"]
+            await window.answer_approval(sid, approval_id, True, "")
+            await ed.wait_for(_withdrawn(asked["key"]))
+            done = await ed.result(tag)
+            assert done.get("result") == {"stopReason": "end_turn"}, done
+            assert "approved: ran Bash." in ed.text(sid)
+            # 2. the turn is stopped from another window: its approval closes with it
+            tag, asked = await _asked(ed, sid)
+            await window.stop(sid)
+            await ed.wait_for(_withdrawn(asked["key"]))
+            done = await ed.result(tag)
+            assert done.get("result") == {"stopReason": "cancelled"}, done
+            assert ed.proc.returncode is None
 
 
 async def test_a_request_for_a_turn_that_died_with_the_daemon_is_withdrawn(
     home: Path, tmp_path: Path
 ) -> None:
     with trio.fail_after(TIMEOUT * 2):
-        async with started(home) as d, editor(home, "--driver", "scripted") as ed:
+        async with restarted_daemon(home) as d, editor(home, "--driver", "scripted") as ed:
             await ed.initialize()
-            sid = await new_session(ed, tmp_path)
+            sid = await ed.new_session(tmp_path)
             tag, asked = await _asked(ed, sid)
             await d.kill9()
             # On the daemon `hostd acp` starts again the approval is closed (its turn died):
