@@ -48,6 +48,7 @@ from hostd_protocol.errors import (
     AccessDenied,
     ConnectionBroken,
     ConnectionClosed,
+    FrameTooLarge,
     HandshakeError,
     HostdError,
     InvalidMessage,
@@ -64,7 +65,7 @@ REFUSED_RETRY_S = 0.2
 
 def encode_request(codec: Codec[Any], msg: Any) -> bytes:
     """`msg` as one frame, or `InvalidMessage` saying why it cannot be (both clients' one
-    encoding place; `FrameTooLarge` passes through as it is).
+    encoding place; `FrameTooLarge` only when no limit of the request's own says more).
 
     A message text over the send limit is `PayloadTooLarge` naming that limit, before any
     encoding: as the daemon would refuse it, but also above the frame size, where encoding
@@ -77,6 +78,16 @@ def encode_request(codec: Codec[Any], msg: Any) -> bytes:
         check_text("the message", text, MAX_SEND_BYTES)
     try:
         return codec.encode_frame(msg)
+    except FrameTooLarge:
+        # Over the frame size: name the request's own limit it broke (history, images,
+        # options, a field), as the daemon would have; the frame size only if none.
+        from hostd.core.payload_bounds import check_request, check_send
+        from hostd_protocol.client_messages import SendMessage
+
+        check_request(msg)
+        if isinstance(msg, SendMessage):
+            check_send(msg.text, msg.history, msg.attachments)
+        raise
     except (UnicodeEncodeError, TypeError, ValueError, OverflowError) as exc:
         tag = msg.__struct_config__.tag if isinstance(msg, msgspec.Struct) else type(msg).__name__
         what = "a text is not valid Unicode" if isinstance(exc, UnicodeEncodeError) else "bad value"

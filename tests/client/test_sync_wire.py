@@ -216,3 +216,28 @@ def test_main_imports_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_a_request_over_the_frame_size_names_the_limit_it_broke() -> None:
+    """Both clients encode through `encode_request`: a request too big for a frame says which
+    of its own limits it broke (as the daemon would under the frame size), not "exceeds the
+    maximum frame size"."""
+    from hostd.client.sync_wire import encode_request
+    from hostd_protocol.client_messages import ClientMessage, CreateTopic, SendMessage
+    from hostd_protocol.common import HistoryMessage
+    from hostd_protocol.errors import FrameTooLarge, PayloadTooLarge
+    from hostd_protocol.framing import Codec
+
+    codec = Codec(ClientMessage, "msgpack")
+    with pytest.raises(PayloadTooLarge, match=r"^the message is 9000000 bytes; the limit is "
+                       r"1048576 bytes$"):
+        encode_request(codec, SendMessage(id=1, topic_id="tp", text="x" * 9_000_000))
+    history = [HistoryMessage(role="user", text="h" * 3_000_000)] * 3
+    with pytest.raises(PayloadTooLarge, match=r"^the history sent along is 9000000 bytes"):
+        encode_request(codec, SendMessage(id=1, topic_id="tp", text="q", history=history))
+    with pytest.raises(PayloadTooLarge, match=r"^title is 9000000 characters; the limit is"):
+        encode_request(codec, CreateTopic(id=1, title="t" * 9_000_000))
+    # Within every limit of its own yet over the frame: the frame size is the reason.
+    with pytest.raises(FrameTooLarge):
+        encode_request(Codec(ClientMessage, "msgpack", max_frame_size=1000),
+                       SendMessage(id=1, topic_id="tp", text="x" * 2000))

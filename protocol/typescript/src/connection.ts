@@ -17,9 +17,10 @@ import {
   HandshakeError,
   HostdError,
   InvalidMessage,
+  PayloadTooLarge,
   VersionMismatch,
 } from "./errors.js";
-import { encodeBody, decodeBody } from "./framing.js";
+import { encodeBody, decodeBody, MAX_SEND_BYTES } from "./framing.js";
 import type { CallOptions, ClientOptions } from "./options.js";
 import { PROTOCOL_VERSION } from "./protocol.gen.js";
 import type { ServerMessage, Welcome } from "./protocol.gen.js";
@@ -213,6 +214,7 @@ export abstract class Connection {
     const id = this.nextId++;
     let text: string;
     try {
+      checkText(body);
       text = encodeBody({ ...body, id } as Request, this.maxFrameSize);
     } catch (exc) {
       return Promise.reject(exc);
@@ -253,5 +255,23 @@ export abstract class Connection {
       throw new InvalidMessage(`expected a ${type} result for ${body.type}, got ${result.type}`);
     }
     return result as Extract<Result, { type: T }>;
+  }
+}
+
+
+/**
+ * A message text over the send limit is refused before encoding, in the daemon's words: over
+ * the frame size, encoding would fail first with words about frames the user never chose.
+ */
+function checkText(body: RequestBody): void {
+  const text = (body as { text?: unknown }).text;
+  // A UTF-16 unit is at most 3 UTF-8 bytes: measure only what could be over.
+  if (typeof text !== "string" || text.length * 3 <= MAX_SEND_BYTES) return;
+  const size = new TextEncoder().encode(text).length;
+  if (size > MAX_SEND_BYTES) {
+    throw new PayloadTooLarge(`the message is ${size} bytes; the limit is ${MAX_SEND_BYTES} bytes`, {
+      size,
+      max: MAX_SEND_BYTES,
+    });
   }
 }

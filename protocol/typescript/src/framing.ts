@@ -18,6 +18,8 @@ import type { ClientMessage, ServerMessage } from "./protocol.gen.js";
 
 /** The daemon's default hard limit on one frame body (8 MiB). */
 export const DEFAULT_MAX_FRAME_SIZE = 8 * 1024 * 1024;
+/** A message's text, at most (UTF-8 bytes): the daemon's `MAX_SEND_BYTES`. */
+export const MAX_SEND_BYTES = 1024 * 1024;
 export const HEADER_SIZE = 4;
 
 const encoder = new TextEncoder();

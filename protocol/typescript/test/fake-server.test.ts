@@ -14,6 +14,7 @@ import {
   HostdError,
   InvalidMessage,
   MalformedFrame,
+  PayloadTooLarge,
   VersionMismatch,
 } from "../src/node/index.js";
 import { FakeServer, type FakeConnection, type Message, WELCOME } from "./fake-server.js";
@@ -334,6 +335,33 @@ test("an attach aborted before its reply is undone with a detach", async () => {
       // The topic can be attached again on this connection.
       void client.attach("t1").catch(() => undefined);
       client.close();
+    },
+  );
+});
+
+test("a message text over the send limit is refused before encoding, naming that limit", async () => {
+  const seen: string[] = [];
+  await withServer(
+    (msg, conn) => {
+      seen.push(msg.type as string);
+      conn.send({ type: "reply", id: msg["id"], result: { type: "pong", time: 1 } });
+    },
+    async (server) => {
+      const client = await connect({ socketPath: server.path });
+      try {
+        // Over the frame size too: the 1 MiB limit is the reason, not "maximum frame size".
+        for (const size of [2_000_000, 9_000_000]) {
+          await assert.rejects(client.send("tp", "x".repeat(size)), (exc: unknown) => {
+            assert.ok(exc instanceof PayloadTooLarge);
+            assert.equal(exc.message, `the message is ${size} bytes; the limit is 1048576 bytes`);
+            return true;
+          });
+        }
+        await client.ping(); // the connection goes on; nothing else was sent
+        assert.deepEqual(seen, ["ping"]);
+      } finally {
+        await client.close();
+      }
     },
   );
 });
