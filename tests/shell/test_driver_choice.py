@@ -138,3 +138,14 @@ def test_an_unknown_name_suggests_the_close_one_and_an_install_that_works_outsid
         "scripted); a driver of another package goes into hostd's environment: `pipx inject "
         "hostd PACKAGE`, or `pip install PACKAGE` in the environment hostd runs from"
     )
+
+
+def test_no_ready_default_carries_the_driver_s_own_reason_for_windows() -> None:
+    """A window words the refusal in its own terms (the web page: "pick a ready driver in
+    the Driver list") from `details.reason`, the driver's words without the CLI's hint."""
+    reg = DriverRegistry.from_specs(SPEC, SCRIPTED)
+    with pytest.raises(AuthRequired) as info:
+        reg.pick_default(lambda spec: {})
+    assert info.value.details["reason"] == (
+        "driver 'claude-code' has no credential (not logged in): set ECHO_KEY"
+    )
