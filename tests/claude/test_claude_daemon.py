@@ -6,24 +6,18 @@ driver, which runs the real CLI against the fake Messages API), one topic, one d
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from hostd.client import Subscription, open_client
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.supervisor import Supervisor
+from hostd.client import open_client
 from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
-from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
-from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
+from hostd_protocol.client_messages import ApprovalRequested
+from hostd_protocol.common import Attachment, ToolCall, ToolResult
 from tests.claude.driver_peer import offline_env
+from tests.claude.in_daemon import start_daemon, text_of, until_turn_ended
 from tests.dirs import made_dir
 from tests.fakes.anthropic_api import (
     FakeAnthropicAPI,
@@ -53,47 +47,15 @@ RULES = [
 ]
 
 
-@pytest.fixture
-def home() -> Iterator[Path]:
-    # Short: the socket path must stay under the AF_UNIX limit.
-    path = Path(tempfile.mkdtemp(prefix="hdc", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
-
-
-async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded:
-    async for item in sub:
-        if on_event is not None:
-            await on_event(item)
-        if isinstance(item, TurnEnded):
-            return item
-    raise AssertionError("subscription ended before the turn did")
-
-
 async def test_turns_and_a_steer_through_the_daemon(home: Path) -> None:
     paths = Paths.under(home)
     workdir = home / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     with FakeAnthropicAPI(RULES) as api:
         env = offline_env(api.base_url)
-        registry = DriverRegistry.from_specs(SPEC)
         with trio.fail_after(TIMEOUT):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=registry,
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
                         title="claude", driver="claude-code", working_dir=str(workdir)
@@ -147,15 +109,7 @@ async def test_an_image_sent_to_the_daemon_reaches_the_messages_api(home: Path) 
         env = offline_env(api.base_url)
         with trio.fail_after(TIMEOUT):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=DriverRegistry.from_specs(SPEC),
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(title="image", driver="claude-code", working_dir=made_dir(home / "work"))
                     async with client.attach(topic.id) as sub:

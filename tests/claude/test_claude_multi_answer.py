@@ -21,12 +21,10 @@ from hostd_protocol.client_messages import MessageRow, TopicEvent, TurnEnded
 from hostd_protocol.common import AnswerTarget
 from hostd_scripted.spec import SPEC as SCRIPTED
 from tests.claude.driver_peer import offline_env
-from tests.claude.test_claude_daemon import home, text_of
-from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.claude.in_daemon import start_daemon, text_of
+from tests.claude.word_turns import conversation_for, word_rules
 from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI
-
-__all__ = ["home"]  # the fixture
 
 pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 

@@ -20,15 +20,10 @@ import pytest
 import trio
 
 from hostd.client import open_client
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.sandbox import Sandbox, probe
-from hostd.shell.drivers.supervisor import Supervisor
+from hostd.shell.drivers.sandbox import probe
 from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
-from hostd_protocol.client_messages import ApprovalRequested, TurnEnded
-from hostd_protocol.common import ToolResult
 from tests.claude.driver_peer import offline_env
+from tests.claude.in_daemon import start_daemon, tool_outputs, turn_allowing_tools
 from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, has_tool_result, text, tool_use
 
@@ -36,15 +31,6 @@ pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 
 SUPPORT = probe()
 TIMEOUT = 90
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="hdcs", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
@@ -87,38 +73,18 @@ async def test_claude_tool_cannot_read_the_users_home_when_confined(
         if isinstance(policy, dict) and policy["network"] == "loopback":
             policy = {**policy, "ports": [int(api.base_url.rsplit(":", 1)[1].strip("/"))]}
         env = offline_env(api.base_url, HOME=str(user_home))
-        registry = DriverRegistry.from_specs(SPEC)
-        sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))
         with trio.fail_after(TIMEOUT):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=registry,
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env, sandbox=sandbox),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env, sandboxed=True)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
                         driver="claude-code", working_dir=made_dir(home / "work"),
                         options={"sandbox": policy},
                     )
-                    async with client.attach(topic.id) as sub:
-                        await client.send(topic.id, "read the canary", intent="start")
-                        async for item in sub:
-                            if isinstance(item, ApprovalRequested):
-                                await client.answer_approval(
-                                    topic.id, item.approval.id, allow=True
-                                )
-                            if isinstance(item, TurnEnded):
-                                ended = item
-                                break
-                        rows = sub.transcript.rows()
+                    ended, rows = await turn_allowing_tools(client, topic.id, "read the canary")
                     await client.shutdown()
     assert ended.status == "success", ended
-    outputs = [p.output for r in rows for p in r.parts if isinstance(p, ToolResult)]
+    outputs = tool_outputs(rows)
     assert outputs, rows
     if policy == "none":
         assert "canary-secret" in outputs[0]

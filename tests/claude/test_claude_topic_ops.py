@@ -15,12 +15,10 @@ import trio
 from hostd.client import Client, Subscription, open_client
 from hostd.shell.paths import Paths
 from tests.claude.driver_peer import offline_env
-from tests.claude.test_claude_daemon import home, text_of, until_turn_ended
-from tests.claude.word_turns import conversation_for, start_daemon, word_rules
+from tests.claude.in_daemon import start_daemon, text_of, until_turn_ended
+from tests.claude.word_turns import conversation_for, word_rules
 from tests.dirs import made_dir
 from tests.fakes.anthropic_api import FakeAnthropicAPI
-
-__all__ = ["home"]  # the fixture
 
 pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 

@@ -17,18 +17,12 @@ import pytest
 import trio
 
 from hostd.client import Client, open_client
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.sandbox import Sandbox, probe
-from hostd.shell.drivers.supervisor import Supervisor
+from hostd.shell.drivers.sandbox import probe
 from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
 from tests.claude.driver_peer import offline_env
-from tests.claude.test_claude_daemon import home, text_of, until_turn_ended
-from tests.claude.word_turns import request_for, start_daemon, word_rules
+from tests.claude.in_daemon import start_daemon, text_of, until_turn_ended
+from tests.claude.word_turns import request_for, word_rules
 from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest
-
-__all__ = ["home"]  # the fixture
 
 pytestmark = [pytest.mark.claude, pytest.mark.e2e]
 
@@ -142,18 +136,9 @@ async def test_a_confined_fork_reads_its_source_session(home: Path) -> None:
     policy = {"mode": "confined", "network": "shared"}
     with FakeAnthropicAPI(RULES) as api:
         env = offline_env(api.base_url)
-        sandbox = Sandbox((str(paths.data_dir), str(paths.runtime_dir)))
         with trio.fail_after(180):
             async with trio.open_nursery() as nursery:
-                await nursery.start(
-                    lambda task_status: serve_daemon(
-                        paths,
-                        config=DaemonConfig(default_driver="claude-code"),
-                        registry=DriverRegistry.from_specs(SPEC),
-                        supervisor_factory=lambda r: Supervisor(r, base_env=env, sandbox=sandbox),
-                        task_status=task_status,
-                    )
-                )
+                await start_daemon(nursery, paths, env, sandboxed=True)
                 async with open_client(paths) as client:
                     topic = await client.create_topic(
                         driver="claude-code", options={"sandbox": policy}

@@ -2,26 +2,17 @@
 
 The fake answers "<Word> answer." to a user message ending in that word (not to a tool
 result), and a test finds the one request a word was sent in to check what the model saw.
-`start_daemon` runs the real daemon with the Claude Code driver (and any other specs) on the
-offline environment that points the CLI at the fake.
+The daemon they run on: `tests.claude.in_daemon.start_daemon`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-import trio
-
-from hostd.shell.daemon import DaemonConfig, serve_daemon
-from hostd.shell.drivers.registry import DriverRegistry
-from hostd.shell.drivers.supervisor import Supervisor
-from hostd.shell.paths import Paths
-from hostd_claude_code.spec import SPEC
-from hostd_protocol.driver_spec import DriverSpec
 from tests.fakes.anthropic_api import FakeAnthropicAPI, RecordedRequest, Rule, text
 
-__all__ = ["conversation_for", "request_for", "says", "start_daemon", "word_rules"]
+__all__ = ["conversation_for", "request_for", "says", "word_rules"]
 
 
 def says(word: str) -> Callable[[RecordedRequest], bool]:
@@ -46,18 +37,3 @@ def request_for(api: FakeAnthropicAPI, word: str) -> RecordedRequest:
 def conversation_for(api: FakeAnthropicAPI, word: str) -> str:
     """The whole conversation the model was sent with `word` (JSON, for substring checks)."""
     return json.dumps(request_for(api, word).messages)
-
-
-async def start_daemon(
-    nursery: trio.Nursery, paths: Paths, env: Mapping[str, str], *more: DriverSpec
-) -> None:
-    """The real daemon (Claude Code by default, plus `more` drivers), started in `nursery`."""
-    await nursery.start(
-        lambda task_status: serve_daemon(
-            paths,
-            config=DaemonConfig(default_driver="claude-code"),
-            registry=DriverRegistry.from_specs(SPEC, *more),
-            supervisor_factory=lambda r: Supervisor(r, base_env=env),
-            task_status=task_status,
-        )
-    )
