@@ -297,7 +297,10 @@ class RequestHandlers:
         await self.turns.check_model(spec, msg.assistant, stored or driver, msg.model)
         # A window may not pick which of the daemon's variables is sent as a key.
         await self.turns.config.current()  # the assistant files as they are now
-        check_env_options(spec, options, self.turns.config.configured_vars)
+        check_env_options(
+            spec, options, self.turns.config.configured_vars,
+            self.supervisor.driver_environ(spec, options),
+        )
         check_references(spec, options, self.turns.config)
         return stored
 

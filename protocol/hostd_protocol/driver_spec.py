@@ -129,6 +129,11 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: assistant file may set them (`hostd.shell.drivers.environment`).
     env_option: str = ""
     redirect_env: tuple[str, ...] = ()
+    #: Options naming where the requests carrying the daemon's credential go (openai:
+    #: `base_url`). From a window only when the daemon holds no credential the driver would
+    #: send (none is set, or an `env_options` option is "": no key), or with a value an
+    #: assistant file has.
+    redirect_options: tuple[str, ...] = ()
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

@@ -163,3 +163,36 @@ def test_hostd_new_refuses_with_one_line(home: Path, tmp_path: Path) -> None:
         assert hostd("topics", "--json").stdout.strip() == "[]"
     finally:
         hostd("stop")
+
+
+async def test_a_window_cannot_send_the_daemon_s_key_to_a_server_it_picks(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon holds OPENAI_API_KEY: a window's own `base_url` would receive it. Refused at
+    creation unless the topic sends no key (`api_key_env = ""`, a local server) or an
+    assistant file (only the local user writes those) has that base_url."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-daemon-held-0123456789")
+    paths = Paths.under(home)
+    with FakeOpenAI([Rule(anything, Text("ok"))]) as api, trio.fail_after(TIMEOUT):
+        d = await daemon_proc.start(home)
+        try:
+            async with open_client(paths) as window:
+                elsewhere = "http://127.0.0.1:9/v1"
+                common = {"driver": "openai", "model": "fake-model", "working_dir": str(tmp_path)}
+                with pytest.raises(PermissionDenied) as refused:
+                    await window.create_topic(**common, options={"base_url": elsewhere})
+                assert str(refused.value) == (
+                    f"base_url {elsewhere!r} from a window would receive the daemon's "
+                    'OPENAI_API_KEY: for a server without a key set `api_key_env = ""`, else '
+                    "set base_url in the [options] of an assistant in the config dir's "
+                    "assistants/ (`hostd paths` shows where)"
+                )
+                assert (await window.list_topics()) == []
+                await window.create_topic(**common, options={"base_url": elsewhere,
+                                                              "api_key_env": ""})
+                write_assistant(home, "mine", f'driver = "openai"\n[options]\n'
+                                f'base_url = "{api.base_url}"\n')
+                await window.create_topic(**common, options={"base_url": api.base_url})
+                await window.create_topic(**common)  # the default server: not the window's
+        finally:
+            await d.terminate()

@@ -69,7 +69,7 @@ async def test_the_key_variable_named_by_the_assistant_reaches_this_driver_only(
         )
         with trio.fail_after(30):
             # The daemon allows it because an assistant file names it (the config cache).
-            allowed = {"api_key_env": {"MY_LOCAL_LLM_KEY"}}
+            allowed = {"api_key_env": {"MY_LOCAL_LLM_KEY"}, "base_url": {api.base_url}}
             async with serving(
                 profile, tmp_path, configured_vars=lambda option: allowed.get(option, ())
             ) as sup:

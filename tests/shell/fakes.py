@@ -442,7 +442,7 @@ class FakeSupervisor:
     def mark_idle(self, topic_id: str) -> None:
         pass
 
-    def driver_environ(self, spec: Any) -> dict[str, str]:
+    def driver_environ(self, spec: Any, options: Any = None) -> dict[str, str]:
         return {}
 
     def mark_busy(self, topic_id: str) -> None:

@@ -16,7 +16,10 @@ daemon's credential (`DriverSpec.env_option`, the Claude Code driver's `env`): a
 there that changes where requests go or who can read them (`REDIRECT_ENV`: proxies, CA
 bundles, preloads; the spec's `redirect_env`: `ANTHROPIC_BASE_URL`, ...) would send the
 daemon's key or login to a server the window picked. Refused from a window; allowed with the
-value an assistant file's table has for it (`ConfiguredVars("env.NAME")`).
+value an assistant file's table has for it (`ConfiguredVars("env.NAME")`). Likewise an option
+that names where the credential's requests go (`DriverSpec.redirect_options`, the OpenAI
+driver's `base_url`): from a window only when the daemon holds no credential the driver would
+send, the topic sends none (`api_key_env = ""`), or an assistant file has that value.
 """
 
 from __future__ import annotations
@@ -98,11 +101,15 @@ def driver_env(
 
 
 def check_env_options(
-    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredVars
+    spec: DriverSpec,
+    options: Mapping[str, Any],
+    configured: ConfiguredVars,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """Raise `PermissionDenied` when an option of `spec.env_options` in `options` names a
     variable the local user did not allow (see the module docstring); "" (no variable) and an
-    absent option are always fine."""
+    absent option are always fine. With `environ` (the daemon's environment), also the
+    `redirect_options` rule (see `_check_redirect_options`)."""
     own = [name for name in spec.env if is_credential_name(name)]
     for option in spec.env_options:
         value = options.get(option)
@@ -119,6 +126,36 @@ def check_env_options(
             details={"driver": spec.name, "option": option, "variable": str(value)},
         )
     _check_redirects(spec, options, configured)
+    if environ is not None:
+        _check_redirect_options(spec, options, configured, environ)
+
+
+def _check_redirect_options(
+    spec: DriverSpec,
+    options: Mapping[str, Any],
+    configured: ConfiguredVars,
+    environ: Mapping[str, str],
+) -> None:
+    """`PermissionDenied` for a `spec.redirect_options` option (openai: `base_url`) a window
+    set while the driver would send it a credential the daemon holds: a variable of
+    `spec.env_names(options)` that looks like a credential and is set. Fine when an
+    `env_options` option is "" (the driver sends no key) or an assistant file has the value."""
+    if any(options.get(option) == "" for option in spec.env_options):
+        return
+    held = [n for n in spec.env_names(options) if is_credential_name(n) and environ.get(n)]
+    if not held:
+        return
+    for option in spec.redirect_options:
+        value = options.get(option)
+        if value is None or value == "" or (isinstance(value, str) and value in configured(option)):
+            continue
+        keys = " or ".join(f"`{o} = \"\"`" for o in spec.env_options) or "no key"
+        raise PermissionDenied(
+            f"{option} {value!r} from a window would receive the daemon's {held[0]}: for a "
+            f"server without a key set {keys}, else set {option} in the [options] of an "
+            "assistant in the config dir's assistants/ (`hostd paths` shows where)",
+            details={"driver": spec.name, "option": option, "variable": held[0]},
+        )
 
 
 def _check_redirects(

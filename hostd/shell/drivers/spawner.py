@@ -78,7 +78,7 @@ class SessionSpawner:
         nursery = self._require_serving()
         # Checked at creation too; again here for what creation did not see (a topic stored
         # before the rule, a fork, an assistant file removed since).
-        check_env_options(spec, opts.options, self.configured_vars)
+        check_env_options(spec, opts.options, self.configured_vars, self._base_env)
         init = Init(
             protocol_version=PROTOCOL_VERSION,
             model=opts.model,

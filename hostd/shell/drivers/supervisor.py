@@ -32,6 +32,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import trio
 
@@ -337,10 +338,13 @@ class Supervisor(WarmSpares):
             idle_closed=self._idle_closed,
         )
 
-    def driver_environ(self, spec: DriverSpec) -> dict[str, str]:
+    def driver_environ(
+        self, spec: DriverSpec, options: Mapping[str, Any] | None = None
+    ) -> dict[str, str]:
         """The environment a driver of `spec` starts with (no per-topic secrets): what its
-        credential check looks at."""
-        return driver_env(spec.env, self._base_env, {})
+        credential check looks at; with `options`, also the variables they name."""
+        names = spec.env if options is None else spec.env_names(options)
+        return driver_env(names, self._base_env, {})
 
     def session(self, topic_id: str) -> DriverSession | None:
         """The topic's live session, if any (no connect)."""
