@@ -309,9 +309,11 @@ def main(argv: Sequence[str], log: Callable[[str], None] | None = None) -> int:
         for k, side in schedule(args.runs):
             out = Path(tmp) / f"{k}-{side}.json"
             say(f"ab: round {k}/{args.runs}, {side}: {' '.join(passthrough)}")
-            t0 = time.perf_counter()
+            t0, started = time.perf_counter(), time.strftime("%H:%M:%S", time.gmtime())
             code = run_side(python if side == "before" else None, passthrough, out)
-            say(f"ab: round {k}/{args.runs}, {side}: {time.perf_counter() - t0:.0f} s")
+            took = time.perf_counter() - t0
+            say(f"ab: round {k}/{args.runs}, {side}: {took:.0f} s")
+            head.setdefault("runs_at", []).append(f"{k}{side[0]} {started} UTC, {took:.0f} s")
             if code != 0:
                 failed.append(f"round {k} {side} (exit {code})")
             if out.exists():
