@@ -9,6 +9,7 @@ export * from "./types.js";
 export { PartsBuilder, Transcript } from "./transcript.js";
 export { omittedOf, TRUNCATED_META, type Omitted } from "./row_pieces.js";
 export { SCHEDULE_RUN_PREFIX, scheduledBy } from "./row_origin.js";
+export { imageTypeOf } from "./images.js";
 export type { ConnectOptions, Transport, TransportHandlers } from "./transport.js";
 export { BridgeTransport, type NativeBridge } from "./bridge.js";
 export {

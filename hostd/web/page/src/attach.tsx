@@ -4,7 +4,7 @@
  * (every driver reads text). Added with the Attach button, by pasting or by dropping files on
  * the composer; shown as chips (a thumbnail, the name, ✕) until sent.
  */
-import type { Attachment } from "hostd-client";
+import { imageTypeOf, type Attachment } from "hostd-client";
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 /** What the daemon takes with one message, base64 characters (`MAX_ATTACHMENT_BYTES`). */
@@ -26,25 +26,6 @@ function base64Of(file: File): Promise<string> {
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(file);
   });
-}
-
-/**
- * What image base64 `data` is, by its first bytes (as the daemon tells it:
- * `hostd_protocol.common.image_type_of`); a file's own type comes from its name and may lie,
- * and the daemon refuses an image whose bytes are not its declared type.
- */
-export function imageTypeOf(data: string): Attachment["media_type"] | null {
-  let head: string;
-  try {
-    head = atob(data.slice(0, 16));
-  } catch {
-    return null;
-  }
-  if (head.startsWith("\x89PNG\r\n\x1a\n")) return "image/png";
-  if (head.startsWith("\xff\xd8\xff")) return "image/jpeg";
-  if (head.startsWith("GIF87a") || head.startsWith("GIF89a")) return "image/gif";
-  if (head.startsWith("RIFF") && head.slice(8, 12) === "WEBP") return "image/webp";
-  return null;
 }
 
 function looksLikeText(file: File): boolean {
