@@ -139,6 +139,7 @@ async def test_confined_contains_everything(
 
 async def test_an_unhonourable_policy_refuses_the_turn(home: Path, user_home: Path) -> None:
     project = home / "project"
+    project.mkdir()
     with trio.fail_after(60):
         d = await daemon_proc.start(home)
         try:
@@ -182,6 +183,7 @@ async def test_loopback_reaches_the_declared_ports_of_the_hosts_loopback_only(
     home: Path, user_home: Path
 ) -> None:
     project = home / "project"
+    project.mkdir()
     allowed = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
     other = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
     port = allowed.socket.getsockname()[1]
