@@ -29,6 +29,11 @@ Rules this module guards:
   (`hostd.shell.drivers.limits`: a cgroup leaf where one can be made, else setrlimit).
 - No capabilities inside (`--cap-drop ALL`) and no_new_privs (bwrap sets it), also when the
   daemon runs as root: mount, umount and every other privileged call fail.
+- No Unix sockets: a read-only mount does not stop `connect()` to a socket on it (another
+  hostd daemon's, docker's, the system bus), so the driver starts through a seccomp filter
+  that refuses to create them (`hostd.shell.drivers.unix_socket_filter`, run as a script:
+  `python -I -S`, ~20 ms), whatever the network policy; only the loopback forwarder, which
+  relays to the daemon's bridge sockets, runs outside it.
 - The environment is not touched here: the session already gives the driver the minimal one.
 - Pure: the shell finds the paths (interpreter, home, data dirs) and checks bwrap works.
 """
@@ -232,6 +237,7 @@ def bwrap_argv(
     bridge: str = "",
     python: str = "",
     credential_proxy: bool = False,
+    socket_filter: str = "",
 ) -> list[str]:
     """`command` wrapped in bubblewrap per `policy` (`command` itself when unconfined).
 
@@ -239,6 +245,8 @@ def bwrap_argv(
     variants; the working directory must exist (the shell creates it). With
     `network = "loopback"`, `bridge` is the daemon's bridge folder (bound at `BRIDGE_INSIDE`)
     and `python` runs the in-sandbox forwarder (`LOOPBACK_INSIDE`) in front of the command.
+    `python` runs `socket_filter` (both required: the path of the Unix-socket filter script,
+    which starts the command).
     With `credential_proxy` (network `none` or `loopback` only), the forwarder also listens on
     `127.0.0.1:credential_port(policy)` for the daemon's credential proxy in that folder.
     """
@@ -287,8 +295,11 @@ def bwrap_argv(
                 f"sandbox network {policy.network!r} cannot keep a credential out of the sandbox"
             )
         forwards.append(f"{credential_port(policy)}={CREDENTIAL_SOCKET}")
+    if not python or not socket_filter:
+        raise SandboxUnavailable("a confined driver needs its Unix-socket filter and an interpreter")
+    command = [python, "-I", "-S", socket_filter, "--", *command]
     if forwards:
-        if not bridge or not python:
+        if not bridge:
             raise SandboxUnavailable("sandbox network 'loopback' needs the daemon's bridge")
         argv += ["--bind", bridge, BRIDGE_INSIDE]
         command = [python, "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,

@@ -27,6 +27,10 @@ MOUNTS = SandboxMounts(
     read_write=("/home/u/.local/share/hostd/driver-state/t1",),
 )
 CMD = ["/home/u/.venv/bin/python", "-I", "-m", "drv"]
+PY = "/usr/bin/python3"
+FILTER = "/srv/hostd/shell/drivers/unix_socket_filter.py"
+#: Every confined command starts through the Unix-socket filter.
+FILTERED = [PY, "-I", "-S", FILTER, "--", *CMD]
 
 
 def pairs(argv: list[str], flag: str) -> list[str]:
@@ -80,10 +84,10 @@ def test_unconfined_is_the_command_itself() -> None:
 def test_confined_argv() -> None:
     argv = bwrap_argv(
         "/usr/bin/bwrap", CMD, SandboxPolicy("confined", "none"),
-        working_dir="/srv/project", mounts=MOUNTS,
+        working_dir="/srv/project", mounts=MOUNTS, python=PY, socket_filter=FILTER,
     )
     assert argv[0] == "/usr/bin/bwrap"
-    assert argv[-5:] == ["--", *CMD]
+    assert argv[-10:] == ["--", *FILTERED]
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     for flag in ("--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net"):
         assert flag in argv
@@ -103,7 +107,8 @@ def test_confined_argv() -> None:
 
 def test_shared_network_keeps_the_host_network() -> None:
     argv = bwrap_argv(
-        "bwrap", CMD, SandboxPolicy("confined", "shared"), working_dir="/srv/p", mounts=MOUNTS
+        "bwrap", CMD, SandboxPolicy("confined", "shared"), working_dir="/srv/p", mounts=MOUNTS,
+        python=PY, socket_filter=FILTER,
     )
     assert "--unshare-net" not in argv
 
@@ -111,7 +116,7 @@ def test_shared_network_keeps_the_host_network() -> None:
 def test_a_deeper_writable_bind_wins_over_a_read_only_parent() -> None:
     mounts = SandboxMounts(home="/home/u", read_only=("/srv/p",), read_write=())
     argv = bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir="/srv/p/sub",
-                      mounts=mounts)
+                      mounts=mounts, python=PY, socket_filter=FILTER)
     assert argv.index("/srv/p") < argv.index("/srv/p/sub")
 
 
@@ -125,13 +130,13 @@ def test_loopback_bridges_the_declared_ports_only() -> None:
     policy = parse_policy({"network": "loopback", "ports": [8080, 11434, 8080]})
     assert policy == SandboxPolicy("confined", "loopback", (8080, 11434))
     argv = bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
-                      bridge="/run/hostd/loopback-x", python="/usr/bin/python3")
+                      bridge="/run/hostd/loopback-x", python=PY, socket_filter=FILTER)
     assert "--unshare-net" in argv
     i = argv.index("/run/hostd/loopback-x")
     assert argv[i - 1:i + 2] == ["--bind", "/run/hostd/loopback-x", BRIDGE_INSIDE]
     tail = argv[argv.index("--") + 1:]
     assert tail == ["/usr/bin/python3", "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
-                    "8080,11434", "--", *CMD]
+                    "8080,11434", "--", *FILTERED]
 
 
 @pytest.mark.parametrize("network", ["none", "loopback"])
@@ -142,13 +147,13 @@ def test_a_credential_proxy_gets_its_own_port_in_the_sandbox(network: str) -> No
     port = credential_port(policy)
     assert port not in ports
     argv = bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
-                      bridge="/run/hostd/loopback-x", python="/usr/bin/python3",
+                      bridge="/run/hostd/loopback-x", python=PY, socket_filter=FILTER,
                       credential_proxy=True)
     assert "--unshare-net" in argv
     tail = argv[argv.index("--") + 1:]
     forwards = ",".join([*map(str, ports), f"{port}={CREDENTIAL_SOCKET}"])
     assert tail == ["/usr/bin/python3", "-I", "-m", LOOPBACK_INSIDE, BRIDGE_INSIDE,
-                    forwards, "--", *CMD]
+                    forwards, "--", *FILTERED]
 
 
 def test_a_shared_network_cannot_keep_a_credential_out() -> None:
@@ -156,7 +161,7 @@ def test_a_shared_network_cannot_keep_a_credential_out() -> None:
     assert not proxies_credentials(policy)
     with pytest.raises(SandboxUnavailable, match="cannot keep a credential out"):
         bwrap_argv("bwrap", CMD, policy, working_dir="/srv/p", mounts=MOUNTS,
-                   bridge="/run/hostd/loopback-x", python="/usr/bin/python3",
+                   bridge="/run/hostd/loopback-x", python=PY, socket_filter=FILTER,
                    credential_proxy=True)
 
 
@@ -182,3 +187,8 @@ def test_a_working_dir_that_would_expose_what_is_hidden_is_refused(wd: str) -> N
 def test_a_relative_working_dir_is_refused() -> None:
     with pytest.raises(SandboxUnavailable, match=r"^a confined driver needs an absolute working"):
         bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir="p", mounts=MOUNTS)
+
+
+def test_a_confined_command_without_its_socket_filter_is_refused() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"^a confined driver needs its Unix-socket filter"):
+        bwrap_argv("bwrap", CMD, SandboxPolicy("confined"), working_dir="/srv/p", mounts=MOUNTS)

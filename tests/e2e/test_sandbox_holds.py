@@ -8,6 +8,8 @@ Run as root these are the real attacks; as an ordinary user CapEff is 0 anyway.
 
 from __future__ import annotations
 
+import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,57 @@ async def test_a_long_confined_turn_and_an_idle_confined_session_survive(
                 assert second == first.removeprefix("started |"), (first, second)
         finally:
             assert await d.terminate() == 0
+
+
+PROBE = (
+    "import socket, sys\n"
+    "a, b = socket.socketpair()\n"  # pipes between a process and its children still work
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "s.connect(sys.argv[1])\n"
+    "print('connected')\n"
+)
+
+
+@pytest.mark.parametrize("network", ["none", "loopback", "shared"])
+async def test_a_confined_tool_cannot_reach_a_unix_socket_outside(
+    home: Path, user_home: Path, network: str
+) -> None:
+    """A read-only mount does not stop connect() to a Unix socket on it: another daemon's
+    socket (here: a listener beside the hidden home, where a second hostd home could be) was a
+    way out of the sandbox, whatever its network. The loopback forwarder, which relays through
+    the daemon's Unix sockets, still works."""
+    project = home / "project"
+    project.mkdir()
+    (project / "probe.py").write_text(PROBE)
+    outside = user_home.parent / "other-daemon.sock"
+    with socket.socket(socket.AF_UNIX) as unix, socket.socket() as tcp:
+        unix.bind(str(outside))
+        unix.listen(8)
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(8)
+        port = tcp.getsockname()[1]
+        sandbox: object = {"mode": "confined", "network": network}
+        if network == "loopback":
+            sandbox = {**sandbox, "ports": [port]}  # type: ignore[dict-item]
+        script = "\n".join([
+            f"/sh {sys.executable} -I {project / 'probe.py'} {outside} 2>&1 | tail -1",
+            "/text |",
+            f"/connect 127.0.0.1 {port}",
+        ])
+        with trio.fail_after(60):
+            d = await daemon_proc.start(home)
+            try:
+                async with open_client(Paths.under(home)) as c:
+                    t = await c.create_topic(
+                        driver="scripted", working_dir=str(project),
+                        options={"sandbox": sandbox, "chunk_rate": 0},
+                    )
+                    text = await answer(c, t.id, script)
+            finally:
+                assert await d.terminate() == 0
+    unix_probe, tcp_probe = (p.strip() for p in text.split("|"))
+    assert "PermissionError" in unix_probe and "connected" not in unix_probe, unix_probe
+    if network == "none":
+        assert tcp_probe.startswith("connect-error"), tcp_probe
+    else:
+        assert tcp_probe == f"connected 127.0.0.1:{port}", tcp_probe

@@ -31,6 +31,7 @@ from functools import lru_cache
 import msgspec
 
 from hostd.core.sandbox_policy import SandboxMounts, SandboxPolicy, bwrap_argv, check_policy
+from hostd.shell.drivers import unix_socket_filter
 from hostd.shell.drivers.limits import Cgroups, Leaf, join_argv, probe_limits, rlimits
 from hostd_protocol import child_process
 from hostd_protocol.child_process import Limits
@@ -233,6 +234,7 @@ class Sandbox:
         return bwrap_argv(
             support.bwrap, command, policy, working_dir=wd, mounts=mounts, bridge=bridge,
             python=python or sys.executable, credential_proxy=credential_proxy,
+            socket_filter=unix_socket_filter.__file__,
         )
 
 
