@@ -43,6 +43,33 @@ def problem(env: os._Environ[str] | dict[str, str] = os.environ) -> str | None:
     return None
 
 
+def x_display_problem(display: str) -> str | None:
+    """Why the X server at `display` cannot be reached, or None. Qt aborts the process
+    (SIGABRT, six lines about platform plugins) when DISPLAY names a server that is gone: a
+    stale DISPLAY in an ssh or tmux session, a stopped Xvfb. Asked the way Qt asks, through
+    libxcb (which Qt's X11 plugin loads anyway)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("xcb")
+    if name is None:
+        return None  # Qt says so itself; nothing to ask with
+    xcb = ctypes.CDLL(name)
+    xcb.xcb_connect.restype = ctypes.c_void_p
+    xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+    xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
+    conn = xcb.xcb_connect(display.encode(), None)
+    try:
+        failed = xcb.xcb_connection_has_error(conn) != 0
+    finally:
+        xcb.xcb_disconnect(conn)
+    if failed:
+        return (f"cannot reach the X display {display!r} (DISPLAY names no running X server): "
+                "run hostd app in a desktop session, or under xvfb-run")
+    return None
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     from hostd.cli.common import fail, paths_from
     from hostd_protocol.errors import HostdError
@@ -67,6 +94,8 @@ def cmd_app(args: argparse.Namespace) -> int:
         print("hostd app: opened a new window in the running app", file=sys.stderr)
         return 0
     why = problem()
+    if why is None and sys.platform.startswith("linux") and not os.environ.get("WAYLAND_DISPLAY"):
+        why = x_display_problem(os.environ.get("DISPLAY", ""))
     if why is not None:
         instance.close()
         return fail(why)

@@ -31,6 +31,16 @@ def test_without_a_display_it_says_so_in_one_line(tmp_path: Path) -> None:
     assert "no graphical display" in done.stderr and "xvfb-run" in done.stderr
 
 
+def test_a_display_with_no_x_server_is_one_line_not_a_qt_abort(tmp_path: Path) -> None:
+    # A stale DISPLAY (an ssh or tmux session whose X server is gone): Qt aborted the process
+    # with SIGABRT and six lines about platform plugins.
+    env = {k: v for k, v in os.environ.items() if k != "WAYLAND_DISPLAY"}
+    done = run_app({**env, "HOSTD_HOME": str(tmp_path), "DISPLAY": ":987"})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "cannot reach the X display ':987'" in done.stderr and "xvfb-run" in done.stderr
+
+
 def test_without_the_backend_it_names_the_extra(tmp_path: Path) -> None:
     # A `webview` module that cannot be imported, first on the path: as if hostd[app] were
     # not installed.
