@@ -12,13 +12,13 @@ import sys
 import time
 from typing import Any
 
-import msgspec
 import trio
 from rich.console import Console
 from rich.text import Text
 
 from hostd.cli.chat_app import ChatApp, Quit
 from hostd.cli.chat_input import chat_history, raw_terminal
+from hostd.cli.common import parse_options
 from hostd.client import Client, DaemonNotRunning, open_client, start_daemon
 from hostd.shell.paths import Paths
 from hostd_protocol.client_messages import TopicInfo
@@ -28,16 +28,10 @@ __all__ = ["chat_main", "cmd_chat"]
 
 
 def _parse_options(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise Quit(2, f"--option wants KEY=VALUE, got {item!r}")
-        try:
-            out[key] = msgspec.json.decode(value)
-        except msgspec.DecodeError:
-            out[key] = value
-    return out
+    try:
+        return parse_options(items)
+    except ValueError as exc:
+        raise Quit(2, str(exc)) from None
 
 
 def _read_line(fd: int) -> str:

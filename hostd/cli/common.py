@@ -171,6 +171,30 @@ def set_line_open(is_open: bool) -> None:
     _line_open = is_open
 
 
+def parse_options(items: Iterable[str]) -> dict[str, Any]:
+    """`--option KEY=VALUE` values: JSON where they parse, else text. Raises `ValueError`
+    (one line) for an item without `=`, and for a value that looks like a table or a list
+    but is not JSON (the TOML way of writing one, `{scope = "turn"}`, would otherwise reach
+    the daemon as text and be refused as "not a policy", with no word about JSON)."""
+    import msgspec
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option wants KEY=VALUE, got {item!r}")
+        try:
+            out[key] = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            if value.lstrip().startswith(("{", "[")):
+                raise ValueError(
+                    f"--option {key}: {value!r} is not JSON; write tables and lists as JSON, "
+                    f"e.g. --option '{key}={{\"scope\": \"turn\"}}'"
+                ) from None
+            out[key] = value
+    return out
+
+
 def fail(message: str, code: int = 1) -> int:
     if _line_open:
         set_line_open(False)

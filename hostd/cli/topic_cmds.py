@@ -15,6 +15,7 @@ from hostd.cli.common import (
     console,
     fail,
     out,
+    parse_options,
     plan_checklist,
     print_json,
     request,
@@ -46,18 +47,10 @@ from hostd_protocol.common import PlanChunk, TextDelta, ThinkingDelta, ToolCall,
 
 
 def _parse_options(items: list[str]) -> dict[str, Any] | int:
-    import msgspec
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            return fail(f"--option wants KEY=VALUE, got {item!r}")
-        try:
-            out[key] = msgspec.json.decode(value)
-        except msgspec.DecodeError:
-            out[key] = value
-    return out
+    try:
+        return parse_options(items)
+    except ValueError as exc:
+        return fail(str(exc))
 
 
 def _when(ts: float) -> str:
