@@ -10,8 +10,7 @@ Rules this module guards:
   ephemeral ones `<root>/ephemeral/<topic id>[-<assistant>]`; the driver's own files go to
   `state_dir(workspaces, topic)` beside it (`<data>/driver-state/<topic id>`), never into
   the working dir (which may be the user's project). A fixed path or the topic's own
-  `working_dir` is used as given; the shell expands `~` and creates the directory only when
-  it lies under the root (a chosen one must exist: `hostd.shell.turns.ensure_workdir`).
+  `working_dir` is used as given; the shell expands `~` and creates the directory.
 - Option layers merge later-wins; `metadata` merges key by key; `None` removes a key.
 - Pure: no file is touched here (the shell creates the directory it is told).
 """

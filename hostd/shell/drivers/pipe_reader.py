@@ -78,6 +78,27 @@ class PipeReader:
         #: The last read waited for the pipe and set no pause: wait before the next read.
         self._quiet = False
 
+    @property
+    def quiet(self) -> bool:
+        """The next read waits for the pipe first (no pause pending): the pipe can be parked
+        on a `PipeHub`, whose handler reads it with `read_ready`."""
+        return self._quiet and self._next_read_at == -math.inf
+
+    def read_ready(self) -> bytes | None:
+        """The read `receive` makes after waiting, for a pipe the loop saw readable: the next
+        bytes, b"" at its end (or when it broke), None when it had nothing after all. Sets
+        the same pause or wait for the next read as `receive` (so a pipe that turned hot is
+        no longer `quiet`)."""
+        try:
+            data = os.read(self._fd, self._size)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
+        if data:
+            self._after_read(data, waited=True)
+        return data
+
     async def receive(self) -> bytes:
         """The next bytes of the pipe, as one `os.read` returned them; b"" at its end (or
         when the descriptor was closed under us, or the pipe broke)."""
@@ -114,9 +135,12 @@ class PipeReader:
                 return b""
             break
         if data:
-            now = trio.current_time()
-            at = self._pacer.read(now, len(data), waited=waited)
-            # A read that did not wait yields once even when it is not paced (`big`).
-            self._next_read_at = at if at > now or not waited else -math.inf
-            self._quiet = waited and self._next_read_at == -math.inf
+            self._after_read(data, waited=waited)
         return data
+
+    def _after_read(self, data: bytes, *, waited: bool) -> None:
+        now = trio.current_time()
+        at = self._pacer.read(now, len(data), waited=waited)
+        # A read that did not wait yields once even when it is not paced (`big`).
+        self._next_read_at = at if at > now or not waited else -math.inf
+        self._quiet = waited and self._next_read_at == -math.inf

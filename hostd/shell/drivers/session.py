@@ -18,6 +18,10 @@ Rules this module guards:
   `SessionEnded`. `Ready` and `Warmed` are consumed here (about the process, not the topic).
   The reads of a driver streaming flat out are paced, so a batch holds what the driver
   wrote in about `read_pace` whatever the scheduling (`pipe_reader`).
+  While its pipe is quiet and the owner takes batches synchronously, stdout is parked on the
+  supervisor's `PipeHub`, which reads it, decodes and hands over in the hub's own task step
+  (one task step for every ready pipe, not one per chunk); the session's task takes the pipe
+  back for anything that needs it (`session_events`).
 - A framing error from the driver is fatal for it: kill, then `DriverProtocolError` with the
   stderr tail. A schema error (unknown event from a newer driver) skips that one event.
 - Stopping escalates, each step bounded: `Close` (and stdin EOF), SIGTERM, SIGKILL.
@@ -36,15 +40,14 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 
 import msgspec
 import trio
 
-from hostd.core.delta_merge import coalesce_deltas
-from hostd.core.payload_bounds import bound_driver_events
 from hostd.core.redaction import Redactor
-from hostd.shell import trace
 from hostd.shell.drivers.environment import MINIMAL_ENV, driver_env
+from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.pipe_reader import READ_PACE, PipeReader
 from hostd.shell.drivers.priority import lower_priority
 from hostd.shell.drivers.reaper import GroupReaper
@@ -56,11 +59,11 @@ from hostd.shell.drivers.session_end import (
     SessionEnded,
     clone_error,
 )
+from hostd.shell.drivers.session_events import EventBatch, SessionEvents
 from hostd.shell.drivers.stderr_tail import RedactingLog, StderrTail
 from hostd_protocol import child_process
 from hostd_protocol.common import PROTOCOL_VERSION, Capabilities, SessionSource
 from hostd_protocol.driver_messages import (
-    ChunkEvent,
     Close,
     DriverEvent,
     DriverFatal,
@@ -68,10 +71,7 @@ from hostd_protocol.driver_messages import (
     Init,
     Interrupt,
     Ready,
-    ResumeToken,
     Send,
-    TurnEnd,
-    Warmed,
 )
 from hostd_protocol.errors import (
     DriverCrashed,
@@ -92,10 +92,8 @@ __all__ = ["MINIMAL_ENV", "DriverSession", "EventBatch", "SessionEnded", "Stderr
 log = logging.getLogger(__name__)
 
 
-EventBatch = list[DriverEvent]
 
-
-class DriverSession(SessionEnd):
+class DriverSession(SessionEnd, SessionEvents):
     """A live driver process bound to one topic (or waiting in the warm pool).
 
     Public attributes: `topic_id`, `driver`, `capabilities` (from `Ready`), `pid`,
@@ -123,6 +121,7 @@ class DriverSession(SessionEnd):
         read_pace: float = READ_PACE,
         nice: int = 0,
         limits: child_process.Limits | None = None,
+        hub: PipeHub | None = None,
     ) -> None:
         self.driver = driver
         self.topic_id = topic_id
@@ -172,6 +171,8 @@ class DriverSession(SessionEnd):
             event_buffer
         )
         self._reaper = reaper
+        #: Reads stdout while it is quiet and batches go to `take_batch` (`pipe_hub`).
+        self._hub = hub
         self._redactor = Redactor(redact)
         self._tail = StderrTail(redact=self._redactor)
         self._log = RedactingLog(logging.getLogger(f"hostd.driver.{driver}"), self._redactor)
@@ -464,12 +465,27 @@ class DriverSession(SessionEnd):
         # more scheduler pass (at 100 streaming topics, a turn of hundreds of tasks); and the
         # reads of a driver streaming flat out are paced so their size does not depend on
         # timing (see `pipe_reader`).
-        pipe = PipeReader(proc.stdout.fileno(), size=READ_SIZE, pace=self.read_pace)
+        fd = proc.stdout.fileno()
+        pipe = PipeReader(fd, size=READ_SIZE, pace=self.read_pace)
+        hub = self._hub
         while True:
             if pending:
                 await self._dispatch(pending)
                 pending = []
-            data = await pipe.receive()
+            data = None
+            if hub is not None and pipe.quiet and self.take_batch is not None:
+                # Parked: the hub reads and hands over in its own task step (`_hub_ready`)
+                # until something needs this task (see there).
+                woke = await hub.park(fd, partial(self._hub_ready, pipe))
+                if isinstance(woke, list):
+                    pending = woke
+                    continue
+                if isinstance(woke, ProtocolError):
+                    return (DriverProtocolError, f"driver {self.driver!r} wrote a bad frame: {woke}")
+                if isinstance(woke, bytes):
+                    data = woke
+            if data is None:
+                data = await pipe.receive()
             if not data:
                 self._stdout_eof.set()
                 try:
@@ -484,72 +500,6 @@ class DriverSession(SessionEnd):
                     DriverProtocolError,
                     f"driver {self.driver!r} wrote a bad frame: {exc}",
                 )
-
-    def _decode(self, data: bytes | bytearray) -> list[DriverEvent | InvalidMessage]:
-        """Frames to events, each redacted and within its size limits (`payload_bounds`): the
-        driver boundary every event crosses."""
-        out: list[DriverEvent | InvalidMessage] = []
-        run: list[DriverEvent] = []
-        for item in self._reader.feed(data):
-            if isinstance(item, InvalidMessage):
-                out.extend(self._bounded(run))
-                run = []
-                out.append(item)
-            else:
-                run.append(item)
-        out.extend(self._bounded(run))
-        return out
-
-    def _bounded(self, events: list[DriverEvent]) -> list[DriverEvent]:
-        # A topic's batch taker merges a read's deltas anyway (`coalesce_deltas`): for it they
-        # are merged first, since bounds, redaction and everything after cost per event and a
-        # read holds up to hundreds of a streaming driver's deltas (the merged text is also
-        # redacted whole, so a secret split across two deltas is caught). A reader of
-        # `events` (tests, the conformance suite) gets the deltas as the driver sent them.
-        if self.take_batch is not None:
-            events = coalesce_deltas(events)
-        return bound_driver_events(self._redactor.value(ev) for ev in events)
-
-    async def _dispatch(self, items: list[DriverEvent | InvalidMessage]) -> None:
-        batch: EventBatch = []
-        for item in items:
-            if type(item) is ChunkEvent:  # the stream's bulk: none of the checks below
-                batch.append(item)
-                continue
-            if isinstance(item, InvalidMessage):
-                self._log.warning("driver %s: skipped event: %s", self.driver, item)
-                continue
-            if isinstance(item, Warmed):
-                self.warmed.set()
-                continue
-            if isinstance(item, Ready):
-                self._log.warning("driver %s sent a second ready; ignored", self.driver)
-                continue
-            if isinstance(item, TurnEnd):
-                self._turn_ended(item.turn_id)
-            elif isinstance(item, ResumeToken):
-                self.resume_token = item.token
-            elif isinstance(item, DriverFatal):
-                self._fatal = item
-            batch.append(item)
-        if batch:
-            if trace.ENABLED:
-                trace.batch_read(batch)
-            if self.take_batch is not None:
-                self.take_batch(batch)
-                return
-            try:
-                # Without a checkpoint when there is room (the usual case): handing the batch
-                # over is not a reason to go round the scheduler once more.
-                self._send_events.send_nowait(batch)
-            except trio.WouldBlock:
-                try:
-                    await self._send_events.send(batch)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                # Nobody listens any more; keep draining so the driver never blocks on us.
-                pass
 
     def _turn_ended(self, turn_id: str) -> None:
         # A set, not one id: the driver answers a Send that arrives mid-turn with its own

@@ -25,6 +25,7 @@ from hostd.core.sandbox_policy import (
 from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
 from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
+from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, driver_env
@@ -53,6 +54,7 @@ class SessionSpawner:
     _python: str | None
     _driver_nice: int
     _reaper: GroupReaper
+    hub: PipeHub
     _spawned: int
     configured_vars: ConfiguredVars
     report_model_calls: bool
@@ -151,6 +153,7 @@ class SessionSpawner:
             # the session's secrets, the credential-like variables its spec names, and the
             # variable an option names (`env_options`: an API key by construction).
             reaper=self._reaper,
+            hub=self.hub,
             nice=self._driver_nice,
             limits=limits,
             redact=[

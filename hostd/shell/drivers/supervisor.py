@@ -39,6 +39,7 @@ import trio
 from hostd.core.options import SessionOptions
 from hostd.shell.drivers.environment import ConfiguredVars
 from hostd.shell.drivers.limits import Leaf
+from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.registry import DriverRegistry
@@ -182,6 +183,8 @@ class Supervisor(WarmSpares):
         self._python = python
         #: Kills every driver's process group if the daemon dies without closing them.
         self._reaper = GroupReaper(python)
+        #: Reads every quiet driver pipe in one task (`pipe_hub`; `hub.statistics()`).
+        self.hub = PipeHub()
         self._warm: WarmPool[DriverSession] = WarmPool(max_warm, warm_ttl)
         self._idle = IdleTimers(idle_ttl)
         self._sessions: dict[str, _Live] = {}
@@ -209,6 +212,7 @@ class Supervisor(WarmSpares):
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._timer_loop)
+                await nursery.start(self.hub.serve)
                 task_status.started()
                 try:
                     await self._shutdown.wait()
