@@ -130,7 +130,7 @@ def _offer_to_start(console: Console, paths: Paths, exc: DaemonNotRunning) -> bo
     try:
         start_daemon(paths)
     except HostdError as err:
-        console.print(Text(f"could not start hostd: {err.message}", style="red"))
+        console.print(Text(err.message, style="red"))  # "could not start hostd: WHY"
         return False
     return True
 

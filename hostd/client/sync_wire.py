@@ -122,7 +122,10 @@ def start_daemon(paths: Paths, *, timeout: float = 30.0) -> None:
     proc = child_process.run(argv, timeout=timeout)
     if proc.returncode != 0:
         said = (proc.stderr or proc.stdout).decode(errors="replace").strip()
-        raise HostdError(f"could not start hostd: {said or proc.returncode}")
+        # `serve --detach` says its own one line ("hostd: hostd did not start: WHY ..."):
+        # told once, not "could not start hostd: hostd: hostd did not start: WHY".
+        said = said.removeprefix("hostd: ").removeprefix("hostd did not start: ")
+        raise HostdError(f"could not start hostd: {said or f'exit code {proc.returncode}'}")
 
 
 def connect_unix(path: Path) -> socket.socket:

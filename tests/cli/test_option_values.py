@@ -37,3 +37,4 @@ def test_hostd_new_says_it_in_one_line_before_it_connects(tmp_path: Path) -> Non
     assert done.stderr.count("\n") == 1, done.stderr
     assert "--option workspace:" in done.stderr and "is not JSON" in done.stderr, done.stderr
     assert """--option 'workspace={"scope": "turn"}'""" in done.stderr
+
