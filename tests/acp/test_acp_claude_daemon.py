@@ -27,8 +27,8 @@ from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
 from hostd_acp.spec import make_spec
-from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
-from hostd_protocol.common import ApprovalOption, TextDelta, ToolCall, ToolResult
+from hostd_protocol.client_messages import ApprovalRequested, MessageRow
+from hostd_protocol.common import ApprovalOption, ToolCall, ToolResult
 from tests.acp.support import (
     CLAUDE_AGENT_ACP,
     OLD_CLAUDE_AGENT_ACP,
@@ -45,6 +45,7 @@ from tests.fakes.anthropic_api import (
     user_says,
 )
 from tests.polling import eventually
+from tests.turns import text_of, until_turn_ended
 
 pytestmark = [
     pytest.mark.e2e,
@@ -132,19 +133,6 @@ def home() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
-
-
-async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded:
-    async for item in sub:
-        if on_event is not None:
-            await on_event(item)
-        if isinstance(item, TurnEnded):
-            return item
-    raise AssertionError("subscription ended before the turn did")
 
 
 async def wait_for_file(path: Path) -> None:

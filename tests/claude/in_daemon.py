@@ -1,25 +1,26 @@
 """The real daemon with the Claude Code driver, run in the test's process on the offline
 environment that points the CLI at the fake Messages API, and the ways the tests here follow
 a turn through it (one place: the daemon, sandbox and approval scaffolding was written out
-in each test module)."""
+in each test module). `until_turn_ended` and `text_of` are tests/turns.py's, re-exported."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio
 
-from hostd.client import Client, Subscription
+from hostd.client import Client
 from hostd.shell.daemon import DaemonConfig, serve_daemon
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.supervisor import Supervisor
 from hostd.shell.paths import Paths
 from hostd_claude_code.spec import SPEC
-from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TopicEvent, TurnEnded
-from hostd_protocol.common import TextDelta, ToolResult
+from hostd_protocol.client_messages import ApprovalRequested, MessageRow, TurnEnded
+from hostd_protocol.common import ToolResult
 from hostd_protocol.driver_spec import DriverSpec
+from tests.turns import text_of, until_turn_ended
 
 __all__ = [
     "start_daemon",
@@ -52,18 +53,6 @@ async def start_daemon(
     )
 
 
-async def until_turn_ended(
-    sub: Subscription, on_event: Callable[[TopicEvent], Awaitable[None]] | None = None
-) -> TurnEnded:
-    """Follow `sub` (calling `on_event` on each event) until a turn ends."""
-    async for item in sub:
-        if on_event is not None:
-            await on_event(item)
-        if isinstance(item, TurnEnded):
-            return item
-    raise AssertionError("subscription ended before the turn did")
-
-
 async def turn_allowing_tools(
     client: Client, topic_id: str, text: str
 ) -> tuple[TurnEnded, list[MessageRow]]:
@@ -83,7 +72,3 @@ async def turn_allowing_tools(
 def tool_outputs(rows: list[MessageRow]) -> list[str]:
     """What the turn's tools printed, in order."""
     return [p.output for r in rows for p in r.parts if isinstance(p, ToolResult)]
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))

@@ -22,9 +22,10 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import AnswerTarget, TextDelta
+from hostd_protocol.common import AnswerTarget
 from hostd_protocol.errors import InvalidArgument
 from tests.e2e import daemon_proc
+from tests.turns import text_of
 
 pytestmark = pytest.mark.e2e
 
@@ -41,10 +42,6 @@ SCRIPT = "\n".join(
         "/error the bad model failed",
     ]
 )
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
 
 
 def answers(rows: list[MessageRow]) -> list[tuple[int, str, str, bool]]:

@@ -17,15 +17,11 @@ from hostd_protocol.client_messages import (
     TurnEnded,
     TurnStarted,
 )
-from hostd_protocol.common import TextDelta
 from hostd_protocol.errors import TopicBusy
 from tests.e2e import daemon_proc
+from tests.turns import text_of
 
 pytestmark = pytest.mark.e2e
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
 
 
 async def turn_over(sub: Subscription, turn_id: str = "") -> TurnEnded:

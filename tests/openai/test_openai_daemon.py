@@ -15,31 +15,19 @@ from typing import Any
 import pytest
 import trio
 
-from hostd.client import Subscription, open_client
+from hostd.client import open_client
 from hostd.shell.paths import Paths
-from hostd_protocol.client_messages import ApprovalRequested, MessageRow, RowAppended, TurnEnded
-from hostd_protocol.common import Attachment, TextDelta, ToolCall, ToolResult
+from hostd_protocol.client_messages import ApprovalRequested, RowAppended
+from hostd_protocol.common import Attachment, ToolCall, ToolResult
 from tests.dirs import made_dir
 from tests.e2e import daemon_proc
 from tests.fakes.openai_api import FakeOpenAI, Rule, Text, ToolCalls, after_tools, user_says
 from tests.openai.peer import tools_server
+from tests.turns import text_of, until_turn_ended
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT = 60
-
-
-def text_of(row: MessageRow) -> str:
-    return "".join(p.text for p in row.parts if isinstance(p, TextDelta))
-
-
-async def until_turn_ended(sub: Subscription, on_event: Any = None) -> TurnEnded:
-    async for item in sub:
-        if on_event is not None:
-            await on_event(item)
-        if isinstance(item, TurnEnded):
-            return item
-    raise AssertionError("subscription ended before the turn did")
 
 
 RULES = [
