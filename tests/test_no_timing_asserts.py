@@ -62,14 +62,33 @@ def _last_name(node: ast.expr) -> str:
     return ""
 
 
-def _is_clock_call(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _last_name(node.func) in CLOCKS and not node.args
+def _is_clock_call(node: ast.AST, clocks: set[str] = CLOCKS) -> bool:
+    return isinstance(node, ast.Call) and _last_name(node.func) in clocks and not node.args
+
+
+def _clock_wrappers(tree: ast.Module) -> set[str]:
+    """CLOCKS plus the module's own functions that return a clock reading (`def now():
+    return time.monotonic()`), followed until no new one is found."""
+    clocks = set(CLOCKS)
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    changed = True
+    while changed:
+        changed = False
+        for fn in functions:
+            if fn.name in clocks:
+                continue
+            returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
+            if any(_is_clock_call(sub, clocks) for r in returns for sub in ast.walk(r)):
+                clocks.add(fn.name)
+                changed = True
+    return clocks
 
 
 class _Scope:
     """One function (or the module body): the names assigned from a clock reading."""
 
-    def __init__(self, body: list[ast.stmt]) -> None:
+    def __init__(self, body: list[ast.stmt], clocks: set[str] = CLOCKS) -> None:
+        self.clocks = clocks
         self.tainted: set[str] = set()
         self.bare: set[str] = set()  # assigned exactly `= clock()`
         assigns = [
@@ -77,7 +96,7 @@ class _Scope:
             if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr))
         ]
         for n in assigns:
-            if isinstance(n, ast.Assign) and _is_clock_call(n.value):
+            if isinstance(n, ast.Assign) and _is_clock_call(n.value, self.clocks):
                 self.bare |= {t.id for t in n.targets if isinstance(t, ast.Name)}
         changed = True
         while changed:  # follow `a = clock(); b = a - 1; c = b * 2`
@@ -97,7 +116,7 @@ class _Scope:
         """Whether `node` reads a clock, uses a clock-derived name, or (unless `names_only`)
         names a duration or a moment."""
         return any(
-            _is_clock_call(sub)
+            _is_clock_call(sub, self.clocks)
             or (isinstance(sub, ast.Name) and sub.id in self.tainted)
             or (not names_only and (_named(sub, DURATION) or _named(sub, MOMENT)))
             for sub in ast.walk(node)
@@ -106,7 +125,7 @@ class _Scope:
     def moment(self, node: ast.expr) -> bool:
         """A point in time as read: a clock call, `t = clock()`, or a `*_at`/`*_ns` name."""
         return (
-            _is_clock_call(node)
+            _is_clock_call(node, self.clocks)
             or (isinstance(node, ast.Name) and node.id in self.bare)
             or _named(node, MOMENT)
         )
@@ -197,6 +216,7 @@ def _raises(body: list[ast.stmt]) -> bool:
 
 def _findings(source: str, rel: str) -> Iterator[int]:
     tree = ast.parse(source, filename=rel)
+    clocks = _clock_wrappers(tree)
     scopes: list[tuple[ast.AST, list[ast.stmt]]] = [(tree, tree.body)]
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -205,7 +225,7 @@ def _findings(source: str, rel: str) -> Iterator[int]:
                 continue
             scopes.append((node, node.body))
     for _owner, body in scopes:
-        scope = _Scope(body)
+        scope = _Scope(body, clocks)
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue  # its own scope
@@ -221,7 +241,7 @@ def _findings(source: str, rel: str) -> Iterator[int]:
                     if isinstance(sub, ast.Compare) and _timed_compare(sub, scope):
                         yield n.lineno
                         break
-                    if isinstance(sub, ast.Call) and not _is_clock_call(sub) and any(
+                    if isinstance(sub, ast.Call) and not _is_clock_call(sub, clocks) and any(
                         scope.measures(arg, names_only=True) for arg in sub.args
                     ):
                         yield n.lineno
@@ -267,6 +287,8 @@ FLAGGED = {
     "a clock-derived wait bound": "start = time.monotonic()\n"
                                   "assert until(gone, 3.0 - (time.monotonic() - start))",
     "in a method": "class T:\n    def test(self):\n        assert self.took_s <= 2",
+    "a clock behind a helper": "def now():\n    return time.monotonic()\n"
+                               "def test():\n    t = now()\n    assert now() - t < 1",
 }
 LEFT_ALONE = {
     "a deadline": "with trio.fail_after(60):\n    await work()",
