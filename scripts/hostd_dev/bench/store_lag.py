@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hostd_dev.bench import load_driver
 from hostd_dev.bench.control import create_topics
 from hostd_dev.bench.latency import STAMP_SIZE, add_cpu, bench_script, stream_rounds
 from hostd_dev.bench.procs import DaemonProc
@@ -160,7 +161,9 @@ def _stamp(tail: str | None) -> int | None:
 
 def run(ctx: Context) -> Result:
     """`--scales 50x1,100x1,...`: other topic counts (the windows figure is ignored: one window
-    per topic); their rows are named by the count."""
+    per topic); their rows are named by the count. `--load-drivers`: the drivers streaming
+    (bench-load unless said: 200 scripted drivers at 25 chunks/s took ~1 core of this 2-core
+    machine themselves, so the store's lag measured the load generator)."""
     duration = 0.5 if ctx.quick else 5.0
     counts = [t for t, _ in ctx.scales] or [3 if ctx.quick else FULL_TOPICS]
     n_chunks = int(RATE * duration)
@@ -168,37 +171,50 @@ def run(ctx: Context) -> Result:
     res.notes.append(
         f"{'/'.join(map(str, counts))} topics (scaled down from 1,000: a scripted driver is a "
         f"~27 MiB process, 1,000 of them do not fit this machine), {RATE:g} chunks/s each for "
-        f"{duration:g} s, 1 window per topic; flush interval {FLUSH_INTERVAL * 1000:.0f} ms"
+        f"{duration:g} s, 1 window per topic; flush interval {FLUSH_INTERVAL * 1000:.0f} ms; "
+        f"load drivers: {', '.join(ctx.load_drivers)}"
     )
+    if "bench-load" in ctx.load_drivers:
+        load_driver.build()  # once, before 200 drivers would each build it
     problems: list[str] = []
     for n_topics in counts:
-        label = f"{n_topics} topics: " if ctx.scales else ""
-        if not ctx.trace:
-            _rounds(ctx, res, problems, n_topics, n_chunks, label)
-            continue
-        # `--trace`: the daemon records its store commits (start, end): the batch times.
-        with tempfile.TemporaryDirectory(prefix="hostd-trace-") as tmp:
-            daemon_file = Path(tmp) / "daemon.jsonl"
-            os.environ["HOSTD_TRACE"] = str(daemon_file)
-            try:
-                _rounds(ctx, res, problems, n_topics, n_chunks, label)
-            finally:
-                del os.environ["HOSTD_TRACE"]
-            commit_ms = analyse(daemon_file, Path(tmp) / "none.jsonl").commit_ms
-            res.add(f"{label}store batch (commit) time p50", "ms", percentile(commit_ms, 50))
-            res.add(f"{label}store batch (commit) time p99", "ms", percentile(commit_ms, 99))
-            res.add(
-                f"{label}store batch (commit) time max", "ms", max(commit_ms, default=float("nan"))
-            )
+        for driver in ctx.load_drivers:
+            label = f"{n_topics} topics: " if ctx.scales else ""
+            label += f"{driver}: " if len(ctx.load_drivers) > 1 else ""
+            if not ctx.trace:
+                _rounds(ctx, res, problems, n_topics, n_chunks, label, driver)
+                continue
+            # `--trace`: the daemon records its store commits (start, end): the batch times.
+            with tempfile.TemporaryDirectory(prefix="hostd-trace-") as tmp:
+                daemon_file = Path(tmp) / "daemon.jsonl"
+                os.environ["HOSTD_TRACE"] = str(daemon_file)
+                try:
+                    _rounds(ctx, res, problems, n_topics, n_chunks, label, driver)
+                finally:
+                    del os.environ["HOSTD_TRACE"]
+                commit_ms = analyse(daemon_file, Path(tmp) / "none.jsonl").commit_ms
+                res.add(f"{label}store batch (commit) time p50", "ms", percentile(commit_ms, 50))
+                res.add(f"{label}store batch (commit) time p99", "ms", percentile(commit_ms, 99))
+                res.add(
+                    f"{label}store batch (commit) time max",
+                    "ms",
+                    max(commit_ms, default=float("nan")),
+                )
     res.check("every chunk reached every window", not problems, "; ".join(problems[:3]))
     return res
 
 
 def _rounds(
-    ctx: Context, res: Result, problems: list[str], n_topics: int, n_chunks: int, label: str
+    ctx: Context,
+    res: Result,
+    problems: list[str],
+    n_topics: int,
+    n_chunks: int,
+    label: str,
+    driver: str,
 ) -> None:
     with DaemonProc(flush_interval=FLUSH_INTERVAL) as daemon:
-        topics = create_topics(daemon, n_topics)
+        topics = create_topics(daemon, n_topics, driver=driver)
         sampler: Sampler | None = None
 
         def during() -> None:
