@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from hostd.client.sync_wire import DaemonNotRunning, connect_blocking, not_running
+from hostd.client.sync_wire import DaemonNotRunning, connect_blocking, not_running, unreachable
 from hostd.shell.paths import Paths
 from hostd_protocol.errors import HostdError
 from hostd_protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
@@ -146,7 +146,7 @@ class WindowApi:
         except DaemonNotRunning:
             raise
         except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise not_running(self._paths, type(exc).__name__) from None
+            raise not_running(self._paths, unreachable(exc)) from None
         conn = DaemonConnection(next(_ids), sock, self._run_js, self._max)
         with self._lock:
             self._conns[conn.id] = conn

@@ -45,6 +45,7 @@ from hostd.client.sync_wire import (
     connect_attempts,
     encode_request,
     start_daemon,
+    unreachable,
 )
 from hostd.client.sync_wire import not_running as _not_running
 from hostd.client.topic_ops import TopicOps
@@ -545,7 +546,7 @@ async def open_client(
         stream = await _connect_socket(paths)
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         if not autostart:
-            raise _not_running(paths, type(exc).__name__) from None
+            raise _not_running(paths, unreachable(exc)) from None
         stream = await _autostart(paths)
     client = Client(stream, encoding=encoding)
     try:

@@ -102,6 +102,15 @@ class DaemonNotRunning(ConnectionBroken):
     code = "daemon_not_running"
 
 
+def unreachable(exc: OSError) -> str:
+    """Why a connect to the daemon's socket failed, in a user's words (not an errno name)."""
+    if isinstance(exc, FileNotFoundError):
+        return "no socket"
+    if isinstance(exc, ConnectionRefusedError):
+        return "its socket refuses connections: a daemon that stopped without removing it"
+    return exc.strerror or type(exc).__name__
+
+
 def not_running(paths: Paths, why: str) -> DaemonNotRunning:
     """The error both clients raise when nothing serves `paths`, saying how to start it."""
     home = f" --home {paths.home}" if paths.home else ""
@@ -298,7 +307,7 @@ class WireClient(ClosingContext):
             sock = connect_blocking(paths)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             if not autostart:
-                raise not_running(paths, type(exc).__name__) from None
+                raise not_running(paths, unreachable(exc)) from None
             sock = autostart_connect(paths)
         sock.settimeout(timeout)
         client = cls(sock)

@@ -27,6 +27,7 @@ from hostd.client.sync_wire import (
     connect_unix,
     not_running,
     start_daemon,
+    unreachable,
 )
 from hostd.shell.paths import Paths
 from hostd_protocol.errors import HostdError
@@ -70,7 +71,7 @@ async def open_daemon_stream(paths: Paths, *, autostart: bool) -> trio.SocketStr
                 await trio.sleep(delay)
                 continue
             if not autostart or started:
-                raise not_running(paths, type(exc).__name__) from None
+                raise not_running(paths, unreachable(exc)) from None
             await trio.to_thread.run_sync(start_daemon, paths)
             started = True
             retry = ConnectRetry(paths.socket_path, trio.current_time())

@@ -108,7 +108,7 @@ def test_status_without_daemon_says_how_to_start(
     home = tmp_path / "h"
     assert main(["--home", str(home), "status"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("hostd: hostd is not running (FileNotFoundError); start it with ")
+    assert err.startswith("hostd: hostd is not running (no socket); start it with ")
     assert f"`hostd serve --home {home}`" in err
 
 

@@ -86,7 +86,7 @@ async def test_not_running_reads_like_the_async_client(paths: Paths) -> None:
         sync_msg, async_msg = await _both_not_running(paths)
         assert sync_msg == async_msg
         assert sync_msg == (
-            f"hostd is not running (FileNotFoundError); start it with "
+            f"hostd is not running (no socket); start it with "
             f"`hostd serve --home {paths.home}` (or `hostd serve --detach --home {paths.home}`)"
         )
         # A stale socket (a SIGKILLed daemon's): refused, retried briefly, then the same words.
@@ -96,7 +96,10 @@ async def test_not_running_reads_like_the_async_client(paths: Paths) -> None:
         s.close()
         sync_msg, async_msg = await _both_not_running(paths)
         assert sync_msg == async_msg
-        assert sync_msg.startswith("hostd is not running (ConnectionRefusedError); start it")
+        assert sync_msg.startswith(
+            "hostd is not running (its socket refuses connections: a daemon that stopped"
+            " without removing it); start it"
+        )
 
 
 def test_connect_retry_policy(tmp_path: Path) -> None:
