@@ -203,15 +203,24 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
-def request(args: argparse.Namespace, msg: Any, *, wait_closed: bool = False) -> Any:
+#: What `request`/`requests` return when no daemon runs and the caller said that is fine.
+NOT_RUNNING: Any = object()
+
+
+def request(
+    args: argparse.Namespace, msg: Any, *, wait_closed: bool = False, if_not_running: str = ""
+) -> Any:
     """Send one request over a blocking connection and return its result; or print the
     error and return 1. With `wait_closed`, return only once the daemon closed the
-    connection (after `Shutdown`)."""
-    results = requests(args, msg, wait_closed=wait_closed)
-    return results if isinstance(results, int) else results[0]
+    connection (after `Shutdown`). With `if_not_running`, no daemon is not an error: print
+    "hostd is not running: <if_not_running>" and return NOT_RUNNING."""
+    results = requests(args, msg, wait_closed=wait_closed, if_not_running=if_not_running)
+    return results if isinstance(results, int) or results is NOT_RUNNING else results[0]
 
 
-def requests(args: argparse.Namespace, *msgs: Any, wait_closed: bool = False) -> list[Any] | int:
+def requests(
+    args: argparse.Namespace, *msgs: Any, wait_closed: bool = False, if_not_running: str = ""
+) -> Any:
     """Send requests one after the other over one blocking connection and return their
     results in order; or print the first error and return 1 (as `request`)."""
     from hostd.client.sync_wire import DaemonNotRunning, WireClient
@@ -226,6 +235,9 @@ def requests(args: argparse.Namespace, *msgs: Any, wait_closed: bool = False) ->
                 wire.wait_closed()
             return results
     except DaemonNotRunning as exc:
+        if if_not_running:
+            out().print(f"hostd is not running: {if_not_running}", markup=False)
+            return NOT_RUNNING
         return fail(exc.message)
     except HostdError as exc:
         return fail(one_line(exc))

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from hostd.cli.common import fail, out, paths_from, request, requests, text_table
+from hostd.cli.common import NOT_RUNNING, fail, out, paths_from, request, requests, text_table
 from hostd.shell.paths import HOME_ENV, Paths
 from hostd_protocol import child_process
 
@@ -291,7 +291,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     pid = _lock_pid(paths)
     # The daemon closes our connection once its turns are stopped and the store is flushed.
-    res = request(args, Shutdown(id=0), wait_closed=True)
+    # Stopped is what was asked for: no daemon is said so, without advice to start one.
+    res = request(args, Shutdown(id=0), wait_closed=True, if_not_running="nothing to stop")
+    if res is NOT_RUNNING:
+        return 0
     if isinstance(res, int):
         return res
     deadline = time.monotonic() + args.timeout

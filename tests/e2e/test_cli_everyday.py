@@ -186,6 +186,10 @@ def test_one_line_errors_without_a_daemon(hostd: Hostd) -> None:
     assert "longer than" in err and "HOSTD_HOME" in err
     err = one_line_error(hostd("topics"))
     assert "hostd is not running" in err
+    stopped = hostd("stop")  # already stopped: nothing to do, not a failure to start it
+    assert (stopped.returncode, stopped.stdout, stopped.stderr) == (
+        0, "hostd is not running: nothing to stop\n", ""
+    )
     err = one_line_error(hostd("serve", "--detach", "--driver-nice", "25"))
     assert err == "hostd: --driver-nice (or HOSTD_DRIVER_NICE) must be 0 (off) to 19, not 25"
     for command in ("new", "send", "stop", "export", "logs", "paths", "drivers", "usage"):
