@@ -197,6 +197,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     paths = Paths.from_env(getattr(args, "home", None))
     # Like `claude` and `opencode`: a new topic's agent works where the command runs.
     args.working_dir = os.path.abspath(args.working_dir or os.getcwd())
+    try:
+        _parse_options(args.option)  # a malformed --option is said before any connection
+    except Quit as exc:
+        _fail(exc.message)
+        return exc.code
     for attempt in range(2):
         try:
             return trio.run(chat_main, args, console, paths)

@@ -38,3 +38,16 @@ def test_hostd_new_says_it_in_one_line_before_it_connects(tmp_path: Path) -> Non
     assert "--option workspace:" in done.stderr and "is not JSON" in done.stderr, done.stderr
     assert """--option 'workspace={"scope": "turn"}'""" in done.stderr
 
+
+
+def test_hostd_chat_says_it_before_it_connects(tmp_path: Path) -> None:
+    """No daemon runs here: the option's fault is said, not that hostd is not running."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "--home", str(tmp_path), "chat", "--driver", "scripted",
+         "--option", "sandbox=[8080, ]"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOSTD_HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("hostd chat: --option sandbox:") and "is not JSON" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
