@@ -63,6 +63,21 @@ async def answer(c: object, topic_id: str, text: str) -> str:
     return "".join(p.text for p in rows[-1].parts if isinstance(p, TextDelta))
 
 
+async def answer_on_own_daemon(home: Path, project: Path, sandbox: object, script: str) -> str:
+    """`script`'s answer in a new scripted topic in `project` under `sandbox`, on a daemon of
+    its own that has ended when this returns (so what outlives it can be looked for)."""
+    d = await daemon_proc.start(home)
+    try:
+        async with open_client(Paths.under(home)) as c:
+            t = await c.create_topic(
+                driver="scripted", working_dir=str(project),
+                options={"sandbox": sandbox, "chunk_rate": 0},
+            )
+            return await answer(c, t.id, script)
+    finally:
+        assert await d.terminate() == 0
+
+
 async def reach_out(home: Path, user_home: Path, sandbox: object) -> tuple[str, list[int], Path]:
     """One turn that reaches out every way; returns its answer, the orphans left once the
     daemon is gone, and the file it tried to write outside the workspace."""
@@ -84,16 +99,9 @@ async def reach_out(home: Path, user_home: Path, sandbox: object) -> tuple[str, 
         f"/orphan {marker}",
     ])
     with trio.fail_after(60):
-        d = await daemon_proc.start(home)
         try:
-            async with open_client(Paths.under(home)) as c:
-                t = await c.create_topic(
-                    driver="scripted", working_dir=str(project),
-                    options={"sandbox": sandbox, "chunk_rate": 0},
-                )
-                text = await answer(c, t.id, script)
+            text = await answer_on_own_daemon(home, project, sandbox, script)
         finally:
-            assert await d.terminate() == 0
             await listener.aclose()
     assert (project / "inside.txt").exists()  # the workspace is writable either way
     return text, orphans(marker), outside
@@ -198,21 +206,16 @@ async def test_loopback_reaches_the_declared_ports_of_the_hosts_loopback_only(
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             await nursery.start(echo_once)
-            d = await daemon_proc.start(home)
             try:
-                async with open_client(Paths.under(home)) as c:
-                    t = await c.create_topic(
-                        driver="scripted", working_dir=str(project),
-                        options={"sandbox": {"mode": "confined", "network": "loopback",
-                                             "ports": [port]}, "chunk_rate": 0},
-                    )
-                    text = await answer(c, t.id, "\n".join([
+                text = await answer_on_own_daemon(
+                    home, project, {"mode": "confined", "network": "loopback", "ports": [port]},
+                    "\n".join([
                         f"/connect 127.0.0.1 {port}", "/text |",
                         f"/connect 127.0.0.1 {other_port}", "/text |",
                         f"/readfile {user_home / 'canary.txt'}",
-                    ]))
+                    ]),
+                )
             finally:
-                assert await d.terminate() == 0
                 await allowed.aclose()
                 await other.aclose()
     parts = [p.strip() for p in text.split("|")]

@@ -18,7 +18,7 @@ import trio
 from hostd.client import open_client
 from hostd.shell.paths import Paths
 from tests.e2e import daemon_proc
-from tests.e2e.test_sandbox_e2e import answer, needs_bwrap, user_home
+from tests.e2e.test_sandbox_e2e import answer, answer_on_own_daemon, needs_bwrap, user_home
 
 pytestmark = [pytest.mark.e2e, needs_bwrap]
 __all__ = ["user_home"]  # the fixture, shared
@@ -41,16 +41,7 @@ async def test_a_confined_tool_has_no_capability_and_cannot_mount(
         f"/readfile {user_home / 'canary.txt'}",
     ])
     with trio.fail_after(60):
-        d = await daemon_proc.start(home)
-        try:
-            async with open_client(Paths.under(home)) as c:
-                t = await c.create_topic(
-                    driver="scripted", working_dir=str(project),
-                    options={"sandbox": "confined", "chunk_rate": 0},
-                )
-                text = await answer(c, t.id, script)
-        finally:
-            assert await d.terminate() == 0
+        text = await answer_on_own_daemon(home, project, "confined", script)
     caps, umount, mount, touch, canary = (p.strip() for p in text.split("|"))
     assert caps.startswith("exit 0:"), caps
     fields = dict(
@@ -129,16 +120,7 @@ async def test_a_confined_tool_cannot_reach_a_unix_socket_outside(
             f"/connect 127.0.0.1 {port}",
         ])
         with trio.fail_after(60):
-            d = await daemon_proc.start(home)
-            try:
-                async with open_client(Paths.under(home)) as c:
-                    t = await c.create_topic(
-                        driver="scripted", working_dir=str(project),
-                        options={"sandbox": sandbox, "chunk_rate": 0},
-                    )
-                    text = await answer(c, t.id, script)
-            finally:
-                assert await d.terminate() == 0
+            text = await answer_on_own_daemon(home, project, sandbox, script)
     unix_probe, tcp_probe = (p.strip() for p in text.split("|"))
     assert "PermissionError" in unix_probe and "connected" not in unix_probe, unix_probe
     if network == "none":
