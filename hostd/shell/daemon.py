@@ -46,7 +46,7 @@ from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.fanout import DEFAULT_REPLAY_SIZE
 from hostd.shell.handlers import RequestHandlers
-from hostd.shell.interpreter import freeze_startup_heap, set_switch_interval
+from hostd.shell.interpreter import collect_when_quiet, freeze_startup_heap, set_switch_interval
 from hostd.shell.partial_frames import DEFAULT_MAX_PARTIAL_BYTES, PartialFrames
 from hostd.shell.paths import Paths, check_database_files
 from hostd.shell.schedule_service import (
@@ -147,8 +147,8 @@ class DaemonConfig:
     #: Nice value of driver processes and their session groups, so the daemon's fan-out
     #: and the desktop win under contention (`hostd.shell.drivers.priority`; 0: off).
     driver_nice: int = DEFAULT_DRIVER_NICE
-    #: Freeze the start-up heap out of the cyclic GC once serving starts
-    #: (`hostd.shell.interpreter`). `hostd serve` owns its interpreter and sets it; a process
+    #: Freeze the start-up heap out of the cyclic GC once serving starts, and run full passes
+    #: at quiet moments (`hostd.shell.interpreter`). `hostd serve` owns its interpreter; a process
     #: that embeds the daemon (the tests) keeps its own collector untouched.
     freeze_startup_heap: bool = False
     #: GIL switch interval (seconds) to set once serving starts, so the store writer's thread
@@ -506,6 +506,7 @@ async def serve_daemon(
                     if config.freeze_startup_heap:
                         # Start-up is done: what lives now lives as long as the daemon.
                         freeze_startup_heap()
+                        nursery.start_soon(collect_when_quiet)  # full passes when quiet
                     if config.switch_interval is not None:
                         set_switch_interval(config.switch_interval)
                     listener = await bind_unix_listener(paths.socket_path)

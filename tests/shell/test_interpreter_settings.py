@@ -1,6 +1,7 @@
 """The interpreter settings of a process that is the daemon: `hostd serve` applies them (the
-start-up heap frozen out of the cyclic GC, a short GIL switch interval); a daemon embedded in
-another process (the tests) leaves the process's settings alone."""
+start-up heap frozen out of the cyclic GC, full passes at quiet moments, a short GIL switch
+interval); a daemon embedded in another process (the tests) leaves the process's settings
+alone."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+import trio.testing
 
 from hostd.cli.daemon_cmds import serve_config
 from hostd.cli.main import build_parser
 from hostd.shell.daemon import DaemonConfig
 from hostd.shell.interpreter import (
+    FULL_PASS_AFTER,
     SERVE_SWITCH_INTERVAL,
+    QuietCollector,
+    collect_when_quiet,
     freeze_startup_heap,
     set_switch_interval,
 )
@@ -26,10 +31,12 @@ from .conftest import start_daemon
 
 
 @pytest.fixture
-def unfrozen() -> Iterator[None]:
+def unfrozen() -> Iterator[tuple[int, ...]]:
+    thresholds = gc.get_threshold()
     gc.unfreeze()
-    yield
+    yield thresholds
     gc.unfreeze()  # the test process keeps its own collector afterwards
+    gc.set_threshold(*thresholds)
 
 
 @pytest.fixture
@@ -61,25 +68,60 @@ def test_freeze_does_not_keep_startup_garbage(unfrozen: None) -> None:
 
 
 async def test_daemon_freezes_once_serving(
-    nursery: trio.Nursery, paths: Paths, unfrozen: None
+    nursery: trio.Nursery, paths: Paths, unfrozen: tuple[int, ...]
 ) -> None:
     r = await start_daemon(
         nursery, paths, config=DaemonConfig(default_driver="fake", freeze_startup_heap=True)
     )
     try:
+        await trio.testing.wait_all_tasks_blocked()
         assert gc.get_freeze_count() > 0
+        # Full passes wait for quiet moments; the young generations keep their thresholds.
+        assert gc.get_threshold() == (*unfrozen[:2], FULL_PASS_AFTER)
     finally:
         await r.stop()
 
 
 async def test_embedded_daemon_leaves_the_collector_alone(
-    nursery: trio.Nursery, paths: Paths, unfrozen: None
+    nursery: trio.Nursery, paths: Paths, unfrozen: tuple[int, ...]
 ) -> None:
     r = await start_daemon(nursery, paths)
     try:
+        await trio.testing.wait_all_tasks_blocked()
         assert gc.get_freeze_count() == 0
+        assert gc.get_threshold() == unfrozen
     finally:
         await r.stop()
+
+
+def test_a_full_pass_is_due_only_when_quiet_and_something_was_promoted() -> None:
+    pacer = QuietCollector(share=0.05)
+    assert not pacer.due(10.0, 1.0, 5)  # the first look only sets the baseline
+    assert not pacer.due(11.0, 1.5, 5)  # half a core over the last second: busy
+    assert pacer.due(12.0, 1.51, 5)  # 1 % of a core: quiet, and a young pass promoted
+    assert not pacer.due(13.0, 1.52, 0)  # quiet, but nothing reached generation 2
+    assert not pacer.due(13.0, 1.52, 3)  # no time passed: no share to judge
+
+
+async def test_collect_when_quiet_waits_for_the_stream_to_stop(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A process busy until t=5 s, then quiet: full passes only after that, never before."""
+    collected: list[float] = []
+
+    def cpu() -> float:  # 0.6 of a core until 5 s, then nothing
+        return 0.6 * min(trio.current_time(), 5.0)
+
+    with trio.move_on_after(9.5):
+        await collect_when_quiet(
+            1.0,
+            full_pass_after=None,
+            collect=lambda: collected.append(trio.current_time()),
+            cpu=cpu,
+            young_passes=lambda: 1,
+        )
+    assert collected and min(collected) > 5.0
+    assert collected == sorted(collected)
 
 
 def test_hostd_serve_applies_the_interpreter_settings() -> None:
