@@ -68,6 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _detach(paths, args)
     import trio
 
+    from hostd.shell import probe
     from hostd.shell.daemon import serve_daemon
     from hostd.shell.server import DaemonAlreadyRunning
     from hostd_protocol.errors import HostdError
@@ -123,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     daemon.request_shutdown()
 
     try:
-        trio.run(main)
+        trio.run(main, instruments=probe.instruments())  # none unless HOSTD_PROBE is set
     except (HostdError, BaseExceptionGroup) as exc:
         err = _first_hostd_error(exc)
         if err is None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from hostd.shell import trace
+from hostd.shell import probe, trace
 from hostd.shell.store.database import TRANSIENT_ERRORS
 from hostd.shell.store.ops import (
     DeleteRow,
@@ -208,8 +208,9 @@ class StoreWriter:
             try:
                 # Not abandoned on cancel: a batch that started is always finished, so a
                 # shutdown never leaves half a transaction behind.
+                apply = probe.timed_batch(self._store.apply) if probe.ENABLED else self._store.apply
                 self._last_batch_bytes = await trio.to_thread.run_sync(
-                    self._store.apply, batch, limiter=self._limiter
+                    apply, batch, limiter=self._limiter
                 )
                 if trace.ENABLED:
                     trace.commit(trace_start)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.testing.processes import child_pids
-from hostd_dev.bench import load_driver
+from hostd_dev.bench import load_driver, probe
 from hostd_dev.bench.control import create_topics, send_all
 from hostd_dev.bench.cpu_stats import (
     busy_cpu_seconds,
@@ -81,7 +81,7 @@ def stream_rounds(
             fields0 = machine_cpu_fields()
             ours = {*pids, os.getpid()}
             others0 = others_cpu_seconds(ours)
-            t0 = time.perf_counter()
+            t0, t0_ns = time.perf_counter(), time.monotonic_ns()
             send_all(daemon, topics, script)
             if during is not None:
                 during()
@@ -120,6 +120,8 @@ def stream_rounds(
                 "drivers": sum(queued[2:]) / wall,
             }
             report["wall_s"] = wall
+            # The round on CLOCK_MONOTONIC, the daemon's clock too (its `--probe` record).
+            report["span_ns"] = (t0_ns, time.monotonic_ns())
             on_round(k, report)
     finally:
         wp.close()
@@ -251,11 +253,29 @@ def _one_scale(
         )
 
     if not ctx.trace:
-        with DaemonProc() as daemon:
-            topics = create_topics(daemon, n_topics, driver=driver)
-            stream_rounds(
-                daemon, topics, n_windows, script, ctx.runs, on_round, warmup=bench_script(5)
-            )
+        spans: list[tuple[int, int]] = []
+
+        def on_round_spanned(k: int, report: dict[str, Any]) -> None:
+            spans.append(report["span_ns"])
+            on_round(k, report)
+
+        with tempfile.TemporaryDirectory(prefix="hostd-probe-") as tmp:
+            probe_file = Path(tmp) / "probe.json"
+            env = {"HOSTD_PROBE": str(probe_file)} if ctx.probe else None
+            with DaemonProc(env=env) as daemon:
+                topics = create_topics(daemon, n_topics, driver=driver)
+                stream_rounds(
+                    daemon,
+                    topics,
+                    n_windows,
+                    script,
+                    ctx.runs,
+                    on_round_spanned,
+                    warmup=bench_script(5),
+                )
+            # The daemon writes its record when it exits (DaemonProc stops it gracefully).
+            if ctx.probe:
+                add_probe(ctx, res, scale, probe.load(probe_file), spans)
         return
     with tempfile.TemporaryDirectory(prefix="hostd-trace-") as tmp:
         daemon_file, windows_file = Path(tmp) / "daemon.jsonl", Path(tmp) / "windows.jsonl"
@@ -277,6 +297,31 @@ def _one_scale(
             del os.environ["HOSTD_TRACE"]
         # The daemon writes its trace when it exits (DaemonProc stops it gracefully).
         add_trace(ctx, res, scale, analyse(daemon_file, windows_file))
+
+
+def add_probe(
+    ctx: Context,
+    res: Result,
+    scale: str,
+    rec: probe.Record | None,
+    spans: list[tuple[int, int]],
+) -> None:
+    """Per-round rows of `--probe`: GC pauses, store batches, the loop held up besides its
+    own work (`hostd_dev.bench.probe`)."""
+    if rec is None:
+        res.notes.append(f"{scale} probe: the daemon wrote no record (a daemon without it?)")
+        return
+    for k, (start, end) in enumerate(spans):
+        rows = probe.round_rows(rec, start, end)
+        for name, value in rows.items():
+            res.add(f"{scale} probe: {name}", "", round(value, 3))
+        ctx.log(
+            f"  {scale} round {k + 1} probe: GC longest "
+            f"{rows['GC pauses, longest (ms)']:.1f} ms, full passes "
+            f"{rows['GC generation-2 passes']:.0f}; loop wall/CPU during store batches "
+            f"{rows['loop wall / CPU while it had work, during store batches']:.2f}, outside "
+            f"{rows['loop wall / CPU while it had work, outside store batches']:.2f}"
+        )
 
 
 def add_trace(ctx: Context, res: Result, scale: str, tr: Trace) -> None:

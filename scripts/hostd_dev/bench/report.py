@@ -124,6 +124,8 @@ class Context:
     runs: int
     #: `--trace`: scenarios that support it add per-stage rows (`hostd_dev.bench.trace`).
     trace: bool = False
+    #: `--probe`: latency adds per-round GC-pause and GIL rows (`hostd_dev.bench.probe`).
+    probe: bool = False
     #: `--scales`: latency's (topics, windows per topic) pairs instead of its default ones.
     scales: tuple[tuple[int, int], ...] = ()
     #: `--old-peer`: acp-ttft also runs claude-agent-acp 0.23.1 (its old npm name).

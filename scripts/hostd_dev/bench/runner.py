@@ -110,6 +110,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "store commits)",
     )
     p.add_argument(
+        "--probe",
+        action="store_true",
+        help="latency: the daemon records its GC passes, store batches and event-loop run "
+        "stretches (HOSTD_PROBE); per round: GC pauses, and how much longer than its CPU time "
+        "the loop took while it had work, during and outside store batches (the GIL)",
+    )
+    p.add_argument(
         "--scales",
         type=_scales,
         default=(),
@@ -192,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         runs=max(1, runs),
         trace=args.trace,
+        probe=args.probe,
         scales=args.scales,
         old_peer=args.old_peer,
         load_drivers=args.load_drivers,
