@@ -18,11 +18,15 @@ Methods (docs/acp.md):
 - `session/prompt`: a `send` (while a turn runs: the configured intent, `steer` by default);
   answered when the turn that carries it ends.
 - `session/cancel`: `stop` (the partial answer is kept; the prompt answers `cancelled`).
+- `$/cancel_request` (the editor withdraws one of its requests; `hostd_acp.rpc_peer`): a
+  prompt's is `session/cancel` for the turn that carries its message (the prompt answers
+  with that turn's end, `cancelled` once stopped); any other request is cut short and
+  answered `-32800` (a session it was opening is closed again).
 - the topic's approvals become `session/request_permission` (hostd/acp/approvals.py); the
   first answer from any window wins, a later one from the editor is dropped quietly.
 
 When the daemon stops or crashes, `hostd.acp.link.DaemonLink` connects again (starting
-it) and each open session re-attaches (`_follow`: `since=` on the same daemon, a fresh
+it) and each open session re-attaches (`hostd.acp.forward`, `_follow`: `since=` on the same daemon, a fresh
 snapshot on a restarted one); the editor gets one note per session (docs/acp.md).
 
 Rules this module guards: one attachment per session per connection, forwarding its events
@@ -37,39 +41,25 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import trio
 
 from hostd.acp.approvals import Approvals
+from hostd.acp.forward import SessionEvents
 from hostd.acp.inputs import mcp_option, prompt_input
 from hostd.acp.link import Connect, DaemonLink
-from hostd.acp.sessions import OURS, AgentDefaults, Prompt, Session, note, ours
+from hostd.acp.sessions import OURS, AgentDefaults, Prompt, Session, note
 from hostd.acp.updates import (
-    commands_update,
     mode_state,
     stop_reason,
-    updates_for_chunk,
-    updates_for_row,
 )
 from hostd.client.async_client import Client
 from hostd_acp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
-from hostd_acp.rpc_peer import AfterReply, PeerGone, RequestRefused, RpcPeer
+from hostd_acp.rpc_peer import AfterReply, RequestRefused, RpcPeer, on_withdraw
 from hostd_protocol.client_messages import (
-    ApprovalRequested,
-    ApprovalResolved,
-    CommandsChanged,
     DriverInfo,
-    MessageRow,
-    RowAppended,
-    RowOpened,
-    RowUpdated,
-    Snapshot,
-    TopicDeleted,
-    TopicEvent,
-    TopicInfo,
-    TurnEnded,
 )
 from hostd_protocol.common import Attachment
 from hostd_protocol.errors import (
@@ -83,8 +73,6 @@ from hostd_protocol.errors import (
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpAgent", "AgentDefaults"]
 
 ACP_PROTOCOL_VERSION = 1
-#: How a session attaches on a connection (see `AcpAgent._follow`).
-Follow = Literal["open", "replay", "since", "fresh"]
 #: ACP's "resource not found" error code (a session id that names no topic).
 RESOURCE_NOT_FOUND = -32002
 #: How long requests still being served at the editor's EOF get to finish (`_input_ended`).
@@ -95,7 +83,7 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-class AcpAgent:
+class AcpAgent(SessionEvents):
     """The ACP agent side of `hostd acp`, over a daemon connection made again when lost."""
 
     def __init__(self, connect: Connect, defaults: AgentDefaults, version: str) -> None:
@@ -270,7 +258,7 @@ class AcpAgent:
             working_dir=cwd,
             options=options,
         )
-        session = await self._open(topic, driver, replay=False)
+        session = await self._opening(topic, driver, replay=False)
         result: dict[str, Any] = {"sessionId": topic.id}
         modes = mode_state(session.modes, session.mode)
         if modes is not None:
@@ -285,8 +273,7 @@ class AcpAgent:
             raise RequestRefused(INVALID_PARAMS, f"session {sid} is already open")
         topic = await (await self.link.client()).get_topic(sid)  # UnknownTopic: not found
         driver = await self._driver(topic.driver, topic.assistant or "default")
-        session = await self._open(topic, driver, replay=True)
-        await session.replayed.wait()
+        session = await self._opening(topic, driver, replay=True)
         modes = mode_state(session.modes, session.mode)
         return AfterReply({"modes": modes} if modes else {}, session.live.set)
 
@@ -337,9 +324,11 @@ class AcpAgent:
             raise RequestRefused(INVALID_PARAMS, "the prompt is empty")
         prompt = Prompt(key=f"{OURS}{uuid.uuid4().hex}")
         session.prompts[prompt.key] = prompt
+        on_withdraw(lambda: self._withdraw_prompt(session, prompt))
         try:
             sent = await self._send(session, prompt, text, images)
             prompt.row_id = prompt.row_id or sent.row_id
+            self._withdraw_prompt(session, prompt, withdrawn=prompt.withdrawn)
             if sent.disposition == "started":
                 # A steered or queued message's turn is the one that finally carries it
                 # (a steer not taken in time runs as the next turn): events tell.
@@ -353,6 +342,16 @@ class AcpAgent:
         if prompt.status == "error":
             raise RequestRefused(INTERNAL_ERROR, prompt.error or "the turn failed")
         return {"stopReason": stop_reason(prompt.status)}
+
+    def _withdraw_prompt(self, session: Session, prompt: Prompt, withdrawn: bool = True) -> None:
+        """The editor withdrew a `session/prompt` (`$/cancel_request`): as `session/cancel`,
+        the turn that carries its message is stopped (once its message is in: a stop before
+        would miss it) and the prompt answers when that turn ends (`cancelled`)."""
+        prompt.withdrawn = withdrawn
+        if prompt.withdrawn and prompt.row_id and not prompt.stop_sent:
+            prompt.stop_sent = True
+            assert self._nursery is not None
+            self._nursery.start_soon(self._stop, session.topic_id)
 
     async def _send(
         self, session: Session, prompt: Prompt, text: str, images: list[Attachment]
@@ -413,168 +412,3 @@ class AcpAgent:
                 for prompt in list(session.prompts.values()):
                     prompt.finish("error", f"lost the daemon ({reason.message}) and it has "
                                   "not come back; hostd acp keeps trying")
-
-    # --- one session: the topic's events to the editor ----------------------------------
-
-    async def _open(
-        self, topic: TopicInfo, driver: DriverInfo | None, *, replay: bool
-    ) -> Session:
-        client, nursery = self.link.current, self.link.nursery
-        if client is None or nursery is None:  # not kept: a reconnect must not follow it
-            raise ConnectionBroken("lost the daemon while opening the session; try again")
-        session = self.sessions[topic.id] = Session(topic, driver)
-        await nursery.start(self._follow, client, session, "replay" if replay else "open")
-        return session
-
-    async def _follow(
-        self,
-        client: Client,
-        session: Session,
-        how: Follow,
-        task_status: Any = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Forward the topic's events on this connection; a new connection starts another:
-        `since` its last seq on the same daemon, `fresh` (a snapshot) on a restarted one,
-        whose replay buffer starts empty at the stored seq and would tell nothing."""
-        started = False
-        try:
-            async with client.attach(
-                session.topic_id, since=session.seq if how == "since" else None
-            ) as sub:
-                task_status.started()
-                started = True
-                if how != "since":
-                    first = await sub.__anext__()
-                    assert isinstance(first, Snapshot)
-                    if how == "fresh":
-                        await self._resynced(client, session, first)
-                    else:
-                        await self._begin(client, session, first, how == "replay")
-                    session.seq = sub.seq
-                async for item in sub:
-                    if isinstance(item, Snapshot):  # a resync: the daemon could not replay
-                        await self._resynced(client, session, item)
-                    else:
-                        await self._forward(session, item)
-                    session.seq = sub.seq
-        except ConnectionBroken:
-            pass  # the daemon is gone: the link connects again and re-attaches
-        except (PeerGone, HostdError) as exc:
-            print(f"hostd acp: session {session.topic_id} ended: {exc}", file=sys.stderr)
-            await self._end(session, "the session's topic is gone")
-        finally:
-            session.replayed.set()
-            if not started:
-                task_status.started()
-
-    async def _end(self, session: Session, why: str) -> None:
-        session.gone = True
-        for prompt in list(session.prompts.values()):
-            prompt.finish("error", why)
-        await self.approvals.withdraw_all(session)
-
-    async def _begin(
-        self, client: Client, session: Session, first: Snapshot, replay: bool
-    ) -> None:
-        session.seq = first.seq
-        rows = await self._history(client, first) if replay else list(first.rows)
-        for row in rows:
-            session.shown.add(row.id)
-            if replay:
-                for update in updates_for_row(row):
-                    await self._update(session, update)
-        session.replayed.set()
-        await session.live.wait()
-        if first.commands:
-            await self._update(session, commands_update(first.commands))
-        for approval in first.approvals:
-            self.approvals.ask(session, approval)
-
-    async def _resynced(self, client: Client, session: Session, snap: Snapshot) -> None:
-        """A fresh snapshot on a new connection (the daemon restarted): show the rows the
-        editor has not seen, ask its open approvals, and answer the prompts whose turn no
-        longer runs from their answer rows."""
-        for row in snap.rows:
-            if row.id in session.shown:
-                continue
-            session.shown.add(row.id)
-            self._track(session, row)
-            if not ours(row):
-                for update in updates_for_row(row):
-                    await self._update(session, update)
-        for prompt in list(session.prompts.values()):
-            if not prompt.turn_id or prompt.turn_id == snap.active_turn_id:
-                continue  # not started yet (queued rows survive), or still running
-            answers = [r for r in snap.rows if r.turn_id == prompt.turn_id and r.role != "user"]
-            status = answers[-1].status if answers else "error"
-            if status == "success":
-                prompt.finish("success")
-            elif status == "stopped":
-                prompt.finish("stopped")
-            else:
-                error = answers[-1].error if answers else ""
-                prompt.finish("error", "the daemon stopped during this answer"
-                              + (f": {error}" if error else "") + "; send it again")
-        # Approvals asked before the restart that are not open now ended with their turn.
-        await self.approvals.withdraw_all(
-            session, [a.id for a in snap.approvals if a.status == "open"])
-        for approval in snap.approvals:
-            self.approvals.ask(session, approval)
-
-    async def _history(self, client: Client, snap: Snapshot) -> list[MessageRow]:
-        rows = list(snap.rows)
-        while snap.truncated and rows:
-            page = await client.history(
-                snap.topic.id, before_position=rows[0].position, limit=1000
-            )
-            rows = list(page.rows) + rows
-            if not page.has_more:
-                break
-        return rows
-
-    async def _update(self, session: Session, update: dict[str, Any]) -> None:
-        assert self.peer is not None
-        await self.peer.notify("session/update", {"sessionId": session.topic_id, "update": update})
-
-    async def _forward(self, session: Session, event: TopicEvent) -> None:
-        if isinstance(event, RowAppended):
-            for update in updates_for_chunk(event.chunk):
-                await self._update(session, update)
-        elif isinstance(event, RowOpened):
-            self._track(session, event.row)
-            row = event.row
-            session.shown.add(row.id)
-            if ours(row):
-                return  # the editor shows what it sent itself
-            for update in updates_for_row(row):
-                await self._update(session, update)
-        elif isinstance(event, RowUpdated):
-            for prompt in session.prompts.values():
-                if prompt.row_id == event.row_id:
-                    if event.turn_id and event.status == "success":  # sent in that turn
-                        prompt.turn_id = event.turn_id
-                    if event.status == "draft":
-                        prompt.finish("stopped")  # handed back by a stop: never sent
-        elif isinstance(event, TurnEnded):
-            session.ended[event.turn_id] = event
-            if len(session.ended) > 64:
-                del session.ended[next(iter(session.ended))]
-            for prompt in session.prompts.values():
-                if prompt.turn_id == event.turn_id:
-                    prompt.finish(event.status, event.error)
-        elif isinstance(event, CommandsChanged):
-            await self._update(session, commands_update(event.commands))
-        elif isinstance(event, ApprovalRequested):
-            self.approvals.ask(session, event.approval)
-        elif isinstance(event, ApprovalResolved):
-            await self.approvals.resolved(session, event.approval_id, event.status)
-        elif isinstance(event, TopicDeleted):
-            await self._end(session, "the topic was deleted")
-
-    def _track(self, session: Session, row: MessageRow) -> None:
-        key = row.meta.get("client_msg_id")
-        prompt = session.prompts.get(key) if isinstance(key, str) else None
-        if prompt is not None:
-            prompt.row_id = row.id
-            if row.status == "success" and row.turn_id:
-                prompt.turn_id = row.turn_id

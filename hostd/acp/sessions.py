@@ -43,6 +43,9 @@ class Prompt:
     done: trio.Event = field(default_factory=trio.Event)
     status: TurnStatus = "success"
     error: str = ""
+    #: The editor withdrew the request (`$/cancel_request`): its turn is stopped once.
+    withdrawn: bool = False
+    stop_sent: bool = False
 
     def finish(self, status: TurnStatus, error: str = "") -> None:
         if not self.done.is_set():
@@ -74,6 +77,9 @@ class Session:
         self.live = trio.Event()
         self.replayed = trio.Event()
         self.gone = False
+        #: The scope of the task forwarding its events now (cancelled when the editor
+        #: withdraws the request that opened it).
+        self.follow: trio.CancelScope | None = None
         #: The last event seq forwarded (a new connection attaches with `since=` it), and
         #: the rows the editor was shown (a fresh snapshot after a restart shows the rest).
         self.seq = 0

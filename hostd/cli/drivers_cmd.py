@@ -15,6 +15,12 @@ from typing import Any
 
 from hostd.cli.common import out, paths_from, print_json, text_table
 
+#: What `hostd drivers` says of a driver without a default model (`DriverInfo.needs_model`).
+NEEDS_MODEL = (
+    "needs a model (it has no default): hostd new --driver {name} --model NAME, or an "
+    "assistant or role that names one"
+)
+
 
 def register(sub: argparse._SubParsersAction, handlers: dict[str, Any]) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -60,6 +66,7 @@ def _show_one(args: argparse.Namespace) -> int:
         print_json({
             "name": spec.name, "version": spec.version, "description": spec.description,
             "module": spec.module, "env": list(spec.env), "env_options": list(spec.env_options),
+            "needs_model": spec.needs_model,
             "secret_options": [*spec.secret_options, *spec.secret_file_options],
             "options": dict(spec.options_help),
         })
@@ -67,6 +74,8 @@ def _show_one(args: argparse.Namespace) -> int:
     o = out()
     o.print(f"{spec.name} {spec.version}: {spec.description}", markup=False)
     o.print(f"runs: python -m {spec.module}", markup=False)
+    if spec.needs_model:
+        o.print(NEEDS_MODEL.format(name=spec.name), markup=False)
     if spec.env or spec.env_options:
         passed = ", ".join(spec.env)
         named = ", ".join(f"the variable named by `{opt}`" for opt in spec.env_options)
@@ -134,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         if info.fix:
             label = "fix" if not info.credential_ok else "warning"
             o.print(f"{info.name}: {label}: {info.fix}", markup=False)
+        if info.available and info.needs_model:
+            o.print(f"{info.name}: {NEEDS_MODEL.format(name=info.name)}", markup=False)
     o.print(f"sandbox (option sandbox=confined): {sandbox}", markup=False)
     o.print(f"({where})", markup=False)
     return 0

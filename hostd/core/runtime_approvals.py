@@ -4,8 +4,10 @@ Rules it guards:
 
 - An approval is open only while its turn runs: the first answer wins (`allowed`/`denied`),
   no answer within the timeout denies it (`timed_out`), a stop or the turn's end closes it
-  (`cancelled`). It never reopens.
-- A later answer raises `AlreadyAnswered`, naming the outcome and the window that won.
+  (`cancelled`), and so does its driver withdrawing the request (`cancelled`, with the
+  driver's reason). It never reopens.
+- A later answer raises `AlreadyAnswered`, naming the outcome and the window that won (or,
+  for an approval closed without an answer, why it closed).
 - Every close is stored (`SaveApproval`) and shown to every window (`ApprovalResolved`); the
   driver gets an `ApprovalResponse` unless the turn is already over.
 - One timer (`APPROVAL_TIMER`) stays set to the earliest open deadline.
@@ -30,6 +32,8 @@ __all__ = ["APPROVAL_TIMER", "ApprovalBook", "driver_approval_id", "lane_approva
 
 #: The `SetTimer` name of the approval timeout.
 APPROVAL_TIMER = "approval-timeout"
+#: At most this much of a driver's reason for a withdrawal is kept (shown to every window).
+MAX_REASON = 500
 
 
 def lane_approval_id(lane: int, approval_id: str) -> str:
@@ -77,11 +81,18 @@ class ApprovalBook:
         info = self._all.get(approval_id)
         if info is None:
             raise NotFound(f"approval {approval_id} does not exist in topic {self._topic_id}")
-        if info.status != "open":
+        if info.status in ("allowed", "denied"):
             who = f" by window {info.answered_by}" if info.answered_by else ""
             raise AlreadyAnswered(
                 f"approval {approval_id} was already answered ({info.status}){who}",
                 details={"status": info.status, "answered_by": info.answered_by},
+            )
+        if info.status != "open":
+            why = f": {info.reason}" if info.reason else ""
+            raise AlreadyAnswered(
+                f"approval {approval_id} is closed ({info.status}{why}); "
+                "there is nothing to answer any more",
+                details={"status": info.status, "reason": info.reason},
             )
         return info
 
@@ -137,6 +148,16 @@ class ApprovalBook:
             reason=reason,
             option_id=option_id,
         )
+
+    def withdraw(self, approval_id: str, reason: str, out: Outbox) -> None:
+        """The driver took its request back (`ApprovalWithdrawn`): close it for every window.
+        An approval already closed (answered first, timed out) or unknown stays as it is."""
+        info = self._all.get(approval_id)
+        if info is None or info.status != "open":
+            return
+        reason = reason.strip()[:MAX_REASON] or "the driver withdrew the request"
+        self.resolve(approval_id, "cancelled", out, reason=reason, tell_driver=False)
+        self.arm(out)
 
     def close_turn(
         self, turn_id: str, reason: str, out: Outbox, *, tell_driver: bool, lane: int | None = None

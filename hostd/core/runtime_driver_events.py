@@ -34,6 +34,7 @@ from hostd_protocol.common import Capabilities, Chunk, CommandInfo, TurnStatus, 
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
+    ApprovalWithdrawn,
     Checkpoint,
     ChunkEvent,
     CommandsEvent,
@@ -225,6 +226,9 @@ class DriverEventOps:
         else:
             self._approvals.request(info, now, self._out)
 
+    def _on_withdrawn(self, ev: ApprovalWithdrawn, turn: Turn, now: float) -> None:
+        self._approvals.withdraw(ev.approval_id, ev.reason, self._out)
+
     def _on_usage(self, ev: UsageEvent, turn: Turn, now: float) -> None:
         if turn.lanes:
             self._lane_usage(turn, 0, ev.usage)  # the turn's figure sums its lanes
@@ -293,6 +297,7 @@ _DRIVER_TABLE: dict[type[Any], tuple[_Handler, _TurnRule]] = {
     SteerBoundary: (DriverEventOps._on_boundary, "match"),
     SteerUndelivered: (DriverEventOps._on_undelivered, "match"),
     ApprovalRequest: (DriverEventOps._on_approval, "match"),
+    ApprovalWithdrawn: (DriverEventOps._on_withdrawn, "match"),
     UsageEvent: (DriverEventOps._on_usage, "match"),
     TurnEnd: (DriverEventOps._on_turn_end, "match"),
     CompactionStart: (DriverEventOps._on_compaction_start, "match-or-blank"),

@@ -55,6 +55,7 @@ from hostd_protocol.common import AnswerTarget, Chunk, TurnStatus, Usage, sum_us
 from hostd_protocol.driver_messages import (
     ApiRetry,
     ApprovalRequest,
+    ApprovalWithdrawn,
     ChunkEvent,
     DriverEvent,
     DriverFatal,
@@ -189,6 +190,10 @@ class LaneOps:
             self._lane_usage(turn, lane, event.usage)
         elif isinstance(event, ApprovalRequest) and ours:
             self._lane_approval(turn, ln, event, now)
+        elif isinstance(event, ApprovalWithdrawn) and ours:
+            self._approvals.withdraw(
+                lane_approval_id(ln.index, event.approval_id), event.reason, self._out
+            )
         elif isinstance(event, TurnEnd) and ours:
             self._end_lane(turn, lane, event.status, event.error, event.error_code)
         elif isinstance(event, DriverFatal):

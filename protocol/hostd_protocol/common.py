@@ -16,7 +16,7 @@ import msgspec
 
 #: The protocol version both channels speak. Bump the major on an incompatible change; the
 #: handshake refuses a different major with `VersionMismatch`.
-PROTOCOL_VERSION: tuple[int, int] = (1, 6)
+PROTOCOL_VERSION: tuple[int, int] = (1, 7)
 
 RowStatus = Literal["queued", "pending", "success", "error", "stopped", "draft"]
 RowRole = Literal["user", "assistant", "marker"]

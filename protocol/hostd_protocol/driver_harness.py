@@ -11,7 +11,8 @@ harness owns everything else:
   (returns, raises, is interrupted);
 - steering bookkeeping (`TurnContext.take_steers` / `message_start`), so `SteerInjected`,
   `SteerBoundary` and `SteerUndelivered` are always consistent;
-- approvals (`TurnContext.request_approval` waits for the host's answer; an interrupt denies);
+- approvals (`TurnContext.request_approval` waits for the answer; an interrupt denies; a
+  cancelled wait withdraws the request);
 - model calls (`TurnContext.model_call_start` / `model_call_end`): reported only when the
   host asked for them (`Init.report_model_calls`, a tracing host), free otherwise;
 - stray `print()`s: fd 1 is moved aside for frames and pointed at stderr, so a library that
@@ -34,6 +35,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import trio
@@ -50,6 +52,7 @@ from hostd_protocol.common import (
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    ApprovalWithdrawn,
     ChunkEvent,
     Close,
     DriverEvent,
@@ -91,6 +94,9 @@ TurnFailed = DriverTurnError
 TREE_GRACE = 0.5
 #: How long `DriverBase.close` may take when the session ends.
 CLOSE_BUDGET = 5.0
+#: Why an approval request was withdrawn when the driver gave no reason; since which protocol
+#: version hosts know `ApprovalWithdrawn`.
+WITHDRAWN, WITHDRAW_VERSION = "the driver stopped waiting for an answer", (1, 7)
 
 
 class TurnContext:
@@ -208,30 +214,39 @@ class TurnContext:
         input: dict[str, object],
         description: str = "",
         options: Sequence[ApprovalOption] = (),
+        *,
+        why_withdrawn: Callable[[], str] | None = None,
     ) -> ApprovalResponse:
         """Ask the host (any window) for permission; waits for the answer.
 
         `options` are answers beyond allow / deny the vendor offers (the response's
         `option_id` names the one a window chose). An interrupt of the turn answers deny.
+
+        A wait cancelled unanswered (the vendor took its question back, a timeout) withdraws
+        it (`ApprovalWithdrawn`): it closes in every window, `why_withdrawn()` saying why.
         """
         approval_id = f"{self.turn_id}.a{next(self._approval_ids)}"
         done = trio.Event()
         box: list[ApprovalResponse] = []
         self._approvals[approval_id] = (done, box)
-        await self._harness.emit(
-            ApprovalRequest(
-                turn_id=self.turn_id,
-                approval_id=approval_id,
-                tool=tool,
-                input=input,
-                description=description,
-                options=list(options),
-            )
-        )
         try:
+            await self._harness.emit(
+                ApprovalRequest(
+                    turn_id=self.turn_id,
+                    approval_id=approval_id,
+                    tool=tool,
+                    input=input,
+                    description=description,
+                    options=list(options),
+                )
+            )
             await done.wait()
         finally:
             self._approvals.pop(approval_id, None)
+            if not box and self._harness.host_takes_withdrawals:  # (an older host: turn end)
+                why = (why_withdrawn() if why_withdrawn is not None else WITHDRAWN)[:2000]
+                with trio.CancelScope(shield=True), suppress(trio.ClosedResourceError):
+                    await self._harness.emit(ApprovalWithdrawn(self.turn_id, approval_id, why))
         return box[0]
 
     def _answer(self, response: ApprovalResponse) -> bool:
@@ -307,6 +322,7 @@ class _Harness:
         self.capabilities = Capabilities()
         #: The host traces turns: report model calls (`Init.report_model_calls`).
         self.report_model_calls = False
+        self.host_takes_withdrawals = False  # it knows `ApprovalWithdrawn` (1.7)
         self.turn: TurnContext | None = None
         self.turn_done = trio.Event()
         self.turn_done.set()
@@ -392,6 +408,7 @@ class _Harness:
             )
             return False
         self.report_model_calls = init.report_model_calls
+        self.host_takes_withdrawals = tuple(init.protocol_version) >= WITHDRAW_VERSION
         try:
             self.capabilities = await self.driver.init(init)
         except HostdError as exc:

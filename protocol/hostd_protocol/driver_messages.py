@@ -12,7 +12,8 @@ Session life, in order:
    The driver answers `Warmed` when it is truly ready to take a turn at once.
 3. host -> `Send(turn_id, ...)`: one turn. The driver emits chunks and other events tagged
    with that `turn_id` and ends it with exactly one `TurnEnd(turn_id)`. One turn at a time.
-   During the turn the host may send `Redirect` (a steer), `Interrupt`, `ApprovalResponse`.
+   During the turn the host may send `Redirect` (a steer), `Interrupt`, `ApprovalResponse`;
+   the driver may take back an `ApprovalRequest` it no longer waits on (`ApprovalWithdrawn`).
 4. host -> `Close`: the driver ends any turn, releases the vendor session and exits 0.
 
 Steering: a driver with `inject_steering` keeps a redirected text pending, injects it at its
@@ -214,6 +215,20 @@ class ApprovalRequest(_Frozen, frozen=True, tag="approval-request"):
     options: list[ApprovalOption] = []
 
 
+class ApprovalWithdrawn(_Frozen, frozen=True, tag="approval-withdrawn"):
+    """The driver no longer wants an answer to its `ApprovalRequest` `approval_id` (protocol
+    1.7): the vendor withdrew the question (an ACP agent's `$/cancel_request`, a Claude CLI
+    control cancel), the driver's own wait ended (its `approval_timeout`), or the code that
+    asked was cancelled. The host closes the approval for every window with `reason`; a
+    later answer is refused. Sent only to a host of protocol >= 1.7 (`Init.protocol_version`);
+    an answer already on its way is dropped by the driver."""
+
+    turn_id: str
+    approval_id: str
+    #: Why, in words for the user ("the agent withdrew its permission request").
+    reason: str = ""
+
+
 class UsageEvent(_Frozen, frozen=True, tag="usage"):
     """Token/cost usage so far for `turn_id` (cumulative for the turn)."""
 
@@ -317,6 +332,7 @@ DriverEvent = (
     | ResumeToken
     | Checkpoint
     | ApprovalRequest
+    | ApprovalWithdrawn
     | UsageEvent
     | ModelCallStart
     | ModelCallEnd
@@ -350,6 +366,7 @@ DRIVER_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
     ResumeToken,
     Checkpoint,
     ApprovalRequest,
+    ApprovalWithdrawn,
     UsageEvent,
     ModelCallStart,
     ModelCallEnd,

@@ -9,6 +9,8 @@ does depends on its text (first word):
     tool             tool_call (empty input) + update with input + request_permission;
                      allowed: completed result + "Tool ran."; rejected: failed + "Tool refused."
     tool-hang        like tool, but once allowed the tool runs until session/cancel
+    withdraw FIFO    request_permission, withdrawn with `$/cancel_request` once FIFO is written;
+                     says "withdrawn: " and the outcome (or error code) it was answered with
     crash            one chunk, a stderr line, exit code 3
     garbage          a line that is not JSON, then a normal answer
     huge             one update of 10 MB, then "after huge"
@@ -246,6 +248,8 @@ class Agent:
             return "cancelled"
         elif word in ("tool", "tool-hang"):
             return await self.tool(sid, word == "tool-hang", cancelled)
+        elif word == "withdraw":
+            await self.withdraw(sid, Path(rest))
         elif word == "crash":
             await self.say(sid, "about to crash")
             print("test agent: crashing on purpose", file=sys.stderr, flush=True)
@@ -295,6 +299,31 @@ class Agent:
         else:
             await self.say(sid, f"echo: {text}")
         return "end_turn"
+
+    async def withdraw(self, sid: str, trigger: Path) -> None:
+        rid = next(self.ids)
+        send, recv = trio.open_memory_channel[dict[str, Any]](1)
+        self.waiting[rid] = send
+        call = {"toolCallId": "call-w", "title": "rm -r build", "kind": "execute"}
+        params = {
+            "sessionId": sid,
+            "toolCall": {**call, "rawInput": {"command": "rm -r build"}},
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        }
+        await self.update(sid, {"sessionUpdate": "tool_call", **call, "status": "pending"})
+        request = {"jsonrpc": "2.0", "id": rid, "method": "session/request_permission"}
+        await self.write({**request, "params": params})
+        # A FIFO: the read returns once the test writes it (every window shows the request).
+        await trio.Path(trigger).read_text()
+        await self.write(
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}}
+        )
+        answer = await recv.receive()
+        outcome = (answer.get("result") or {}).get("outcome", {}).get("outcome")
+        await self.say(sid, f"withdrawn: {outcome or answer.get('error', {}).get('code')}")
 
     async def tool(self, sid: str, hang: bool, cancelled: trio.Event) -> str:
         call = {"toolCallId": "call-1", "title": "touch x", "kind": "execute"}

@@ -8,7 +8,8 @@
 // {ev: "result", tag, result | error}), {op: "notify", method, params}, {op: "answer", key,
 // outcome} (answer a pending session/request_permission), {op: "raw", text} (bytes straight
 // to the agent's stdin, for garbage), {op: "eof"} (close the agent's stdin, still reading its
-// answers), {op: "close"} (close the connection and the agent's stdin).
+// answers), {op: "close"} (close the connection and the agent's stdin), {op: "cancel", tag}
+// (withdraw that call: the SDK sends `$/cancel_request` and waits for the answer).
 // Events: {ev: "spawned", pid}, {ev: "update", params}, {ev: "permission", key, params},
 // {ev: "withdrawn", key} (the agent cancelled that permission request), {ev: "result", ...},
 // {ev: "exit", code, signal}.
@@ -24,6 +25,7 @@ out({ ev: "spawned", pid: child.pid });
 child.on("exit", (code, signal) => out({ ev: "exit", code, signal }));
 
 const pending = new Map(); // permission key -> resolve
+const calls = new Map(); // call tag -> AbortController
 let nextKey = 1;
 
 const app = client({ name: "hostd-test-editor" })
@@ -53,10 +55,14 @@ for await (const line of lines) {
   if (!line.trim()) continue;
   const cmd = JSON.parse(line);
   if (cmd.op === "call") {
-    connection.agent.request(cmd.method, cmd.params).then(
+    const abort = new AbortController();
+    calls.set(cmd.tag, abort);
+    connection.agent.request(cmd.method, cmd.params, { cancellationSignal: abort.signal }).then(
       (result) => out({ ev: "result", tag: cmd.tag, result: result ?? null }),
       (error) => out({ ev: "result", tag: cmd.tag, error: { code: error.code, message: error.message } }),
     );
+  } else if (cmd.op === "cancel") {
+    calls.get(cmd.tag)?.abort();
   } else if (cmd.op === "notify") {
     await connection.agent.notify(cmd.method, cmd.params);
   } else if (cmd.op === "answer") {

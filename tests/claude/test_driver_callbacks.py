@@ -23,6 +23,7 @@ from hostd_protocol.driver_harness import TurnContext
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    ApprovalWithdrawn,
     Redirect,
     Send,
     SteerInjected,
@@ -30,6 +31,8 @@ from hostd_protocol.driver_messages import (
 
 
 class FakeHarness:
+    host_takes_withdrawals = True  # a host of protocol 1.7
+
     def __init__(self) -> None:
         self.events: list[Any] = []
 
@@ -118,7 +121,7 @@ async def test_can_use_tool_denies_on_stop_and_on_timeout(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     driver = ClaudeCodeDriver()
-    turn, _ = make_turn(driver)
+    turn, harness = make_turn(driver)
     ctx = ToolPermissionContext(tool_use_id="tu1")
     driver._opts = type(driver._opts)(approval_timeout=30)
     with trio.fail_after(60):
@@ -128,7 +131,32 @@ async def test_can_use_tool_denies_on_stop_and_on_timeout(
         message="No answer to the permission request within 30 s."
     )
     assert trio.current_time() - start == pytest.approx(30)
+    # The host's approval closes for every window too (it stayed open until the turn ended).
+    assert harness.events[-1] == ApprovalWithdrawn(
+        turn_id="t1",
+        approval_id="t1.a1",
+        reason="no answer within 30 s (the claude-code approval_timeout)",
+    )
     turn.interrupted = True
     assert await driver._can_use_tool("Bash", {}, ctx) == PermissionResultDeny(
         message="The turn was stopped.", interrupt=True
     )
+
+
+async def test_a_permission_request_the_cli_takes_back_closes_the_hosts_approval() -> None:
+    """The SDK cancels `can_use_tool` when the CLI withdraws its request (a control cancel)
+    or ends: the approval must not stay open in every window."""
+    driver = ClaudeCodeDriver()
+    turn, harness = make_turn(driver)
+    ctx = ToolPermissionContext(tool_use_id="tu1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver._can_use_tool, "Bash", {}, ctx)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()  # what the SDK does to the callback's task
+    assert harness.events == [
+        ApprovalRequest(turn_id="t1", approval_id="t1.a1", tool="Bash", input={}),
+        ApprovalWithdrawn(
+            turn_id="t1", approval_id="t1.a1", reason="Claude Code withdrew its permission request"
+        ),
+    ]
+    assert not turn._approvals  # a late answer finds nothing

@@ -17,6 +17,7 @@ from hostd_protocol.common import AnswerTarget, TextDelta, Usage
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    ApprovalWithdrawn,
     ChunkEvent,
     DriverFatal,
     Interrupt,
@@ -24,7 +25,13 @@ from hostd_protocol.driver_messages import (
     TurnEnd,
     UsageEvent,
 )
-from hostd_protocol.errors import DriverCrashed, InvalidArgument, NotFound, TopicBusy
+from hostd_protocol.errors import (
+    AlreadyAnswered,
+    DriverCrashed,
+    InvalidArgument,
+    NotFound,
+    TopicBusy,
+)
 from tests.core.runtime_harness import NO_INJECT, Harness
 
 B = AnswerTarget(driver="other", model="m2")
@@ -234,6 +241,17 @@ def test_lane_approvals_have_unique_ids_and_answer_the_right_session() -> None:
     # Lane 0 ending closes only its own approvals.
     h.end()
     assert [a.id for a in h.rt.snapshot().approvals] == []  # a1~1 was answered, a1 cancelled
+
+
+def test_a_lane_withdraws_its_own_approval_only() -> None:
+    h = Harness()
+    turn = multi(h, "q", B)
+    h.ev(ApprovalRequest(turn_id=turn, approval_id="a1", tool="Bash"))
+    lane(h, 1, ApprovalRequest(turn_id=turn, approval_id="a1", tool="Bash"))
+    lane(h, 1, ApprovalWithdrawn(turn_id=turn, approval_id="a1", reason="gone"))
+    assert [a.id for a in h.rt.snapshot().approvals] == ["a1"]
+    with pytest.raises(AlreadyAnswered, match=r"\(cancelled: gone\)"):
+        h.rt.answer_approval("a1~1", True, h.now)
 
 
 def test_choose_answer_after_the_turn_marks_and_replaces_the_session() -> None:

@@ -22,6 +22,7 @@ from hostd_protocol.common import (
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    ApprovalWithdrawn,
 )
 from hostd_protocol.errors import (
     AlreadyAnswered,
@@ -100,7 +101,11 @@ def test_approvals_are_independent_and_time_out() -> None:
         ApprovalResponse(approval_id="ap1", allow=False, reason="nobody answered within 60 s")
     ]
     assert h.events(ApprovalResolved, effects)[0].status == "timed_out"
-    with pytest.raises(AlreadyAnswered, match=r"^approval ap1 was already answered \(timed_out\)$"):
+    with pytest.raises(
+        AlreadyAnswered,
+        match=r"^approval ap1 is closed \(timed_out: nobody answered within 60 s\); there is "
+        r"nothing to answer any more$",
+    ):
         h.rt.answer_approval("ap1", True, h.now)
     assert h.rt.snapshot().approvals == []
 
@@ -125,7 +130,7 @@ def test_approval_request_while_stopping_is_denied_at_once() -> None:
     effects = h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="a"))
     assert h.commands(ApprovalResponse, effects)[0].allow is False
     assert h.rt.snapshot().approvals == []
-    with pytest.raises(AlreadyAnswered, match=r"\(cancelled\)"):
+    with pytest.raises(AlreadyAnswered, match=r"\(cancelled: the turn was stopped\)"):
         h.rt.answer_approval("ap1", True, h.now)
 
 
@@ -135,3 +140,35 @@ def test_stored_open_approvals_are_over_after_a_restart() -> None:
     assert h.rt.snapshot().approvals == []
     with pytest.raises(AlreadyAnswered):
         h.rt.answer_approval("ap1", True, h.now)
+
+
+def test_a_withdrawn_request_closes_for_every_window_and_refuses_a_late_answer() -> None:
+    h = Harness()
+    h.send("U1")
+    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap1", tool="a"))
+    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap2", tool="b"))
+    why = "the agent withdrew its permission request"
+    effects = h.ev(ApprovalWithdrawn(turn_id=h.turn, approval_id="ap1", reason=why))
+    (resolved,) = h.events(ApprovalResolved, effects)
+    assert (resolved.approval_id, resolved.status, resolved.reason) == ("ap1", "cancelled", why)
+    assert h.of(SaveApproval, effects)[0].approval.reason == why
+    assert h.commands(ApprovalResponse, effects) == []  # the driver asked nobody to answer
+    assert [a.id for a in h.rt.snapshot().approvals] == ["ap2"]
+    with pytest.raises(
+        AlreadyAnswered,
+        match=r"^approval ap1 is closed \(cancelled: the agent withdrew its permission "
+        r"request\); there is nothing to answer any more$",
+    ) as caught:
+        h.rt.answer_approval("ap1", True, h.now, by="w1")
+    assert caught.value.details == {"status": "cancelled", "reason": why}
+    # Twice, for an answered one, an unknown one, another turn's: nothing happens.
+    assert h.ev(ApprovalWithdrawn(turn_id=h.turn, approval_id="ap1", reason="x")) == []
+    h.call("answer_approval", "ap2", True, by="w1")
+    assert h.ev(ApprovalWithdrawn(turn_id=h.turn, approval_id="ap2", reason="x")) == []
+    assert h.ev(ApprovalWithdrawn(turn_id=h.turn, approval_id="nope")) == []
+    h.ev(ApprovalRequest(turn_id=h.turn, approval_id="ap3", tool="c"))
+    assert h.ev(ApprovalWithdrawn(turn_id="t-other", approval_id="ap3")) == []
+    # No reason given: one is said; the timer follows (none left open).
+    effects = h.ev(ApprovalWithdrawn(turn_id=h.turn, approval_id="ap3", reason=" "))
+    assert h.events(ApprovalResolved, effects)[0].reason == "the driver withdrew the request"
+    assert h.of(SetTimer, effects) == [SetTimer(APPROVAL_TIMER, None)]

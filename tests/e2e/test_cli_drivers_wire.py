@@ -83,3 +83,16 @@ def test_also_naming_no_driver_refuses_the_message_and_says_so(hostd: Hostd) -> 
     err = one_line_error(hostd("send", tid, "compare", "--also", "scripted", "--also", "@nobody"))
     assert err.startswith("hostd: extra answer 2 (@nobody): no assistant named 'nobody'"), err
     assert json.loads(hostd.ok("history", tid, "--json"))["rows"] == []  # nothing stored
+
+
+def test_drivers_say_which_need_a_model_here_and_from_the_daemon(hostd: Hostd) -> None:
+    needs = "openai: needs a model (it has no default): hostd new --driver openai --model NAME"
+    assert needs in hostd.ok("drivers")  # checked here: no daemon
+    assert "needs a model" in hostd.ok("drivers", "openai")
+    hostd.ok("serve", "--detach")
+    listed = json.loads(hostd.ok("drivers", "--json"))
+    assert "daemon's environment" in listed["checked_in"]
+    flags = {d["name"]: d["needs_model"] for d in listed["drivers"]}
+    assert flags["openai"] is True and flags["scripted"] is False, flags
+    assert needs in hostd.ok("drivers")
+    hostd.ok("stop")

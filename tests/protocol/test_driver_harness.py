@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -16,6 +17,7 @@ from hostd_protocol.driver_harness import DriverBase, TurnContext, TurnFailed, s
 from hostd_protocol.driver_messages import (
     ApprovalRequest,
     ApprovalResponse,
+    ApprovalWithdrawn,
     ChunkEvent,
     Close,
     DriverEvent,
@@ -23,6 +25,7 @@ from hostd_protocol.driver_messages import (
     HostCommand,
     Init,
     Interrupt,
+    Log,
     ModelCallEnd,
     ModelCallStart,
     Ready,
@@ -71,6 +74,15 @@ class EchoDriver(DriverBase):
             call = await turn.model_call_start("m-1", "acme")
             await turn.chunk(TextDelta(text=turn.traceparent or "no trace"))
             await turn.model_call_end(call, finish_reason="stop")
+            return None
+        if text == "approve-briefly":  # the vendor takes its question back after a while
+            with trio.move_on_after(1) as scope:
+                await turn.request_approval(
+                    "Bash",
+                    {},
+                    why_withdrawn=lambda: f"vendor gone, timed out: {scope.cancel_called}",
+                )
+            await turn.chunk(TextDelta(text="moved on"))
             return None
         if text == "approve":
             answer = await turn.request_approval("Bash", {"command": "ls"})
@@ -278,6 +290,32 @@ async def test_approval_round_trip(allow: bool) -> None:
         await peer.send(ApprovalResponse(approval_id=req.approval_id, allow=allow))
         events = await peer.until(TurnEnd)
         assert events[0] == ChunkEvent(turn_id="t1", chunk=TextDelta(text=f"allow={allow}"))
+
+
+@pytest.mark.parametrize("host", [PROTOCOL_VERSION, (1, 6)])
+async def test_an_approval_nobody_answered_is_withdrawn_from_a_host_that_knows_how(
+    host: tuple[int, int], autojump_clock: trio.testing.MockClock
+) -> None:
+    async with running(EchoDriver()) as (peer, _):
+        await peer.send(msgspec.structs.replace(INIT, protocol_version=host))
+        await peer.recv()
+        await peer.send(Send(turn_id="t1", text="approve-briefly"))
+        req = await peer.recv()
+        assert isinstance(req, ApprovalRequest)
+        events = await peer.until(TurnEnd)
+        withdrawn = [
+            ApprovalWithdrawn(
+                turn_id="t1", approval_id=req.approval_id, reason="vendor gone, timed out: True"
+            )
+        ]
+        assert events[:-2] == (withdrawn if host >= (1, 7) else [])  # 1.6 would not know it
+        assert events[-2:] == [
+            ChunkEvent(turn_id="t1", chunk=TextDelta(text="moved on")),
+            TurnEnd(turn_id="t1", status="success"),
+        ]
+        # A late answer finds nothing to answer (logged, no second result).
+        await peer.send(ApprovalResponse(approval_id=req.approval_id, allow=True))
+        assert isinstance(await peer.recv(), Log)
 
 
 async def test_interrupt_denies_open_approval() -> None:

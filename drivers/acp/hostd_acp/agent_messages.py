@@ -19,7 +19,7 @@ from hostd_acp.agent_process import AgentProcess
 from hostd_acp.client_methods import ClientMethodError, FileAccess
 from hostd_acp.config import AcpOptions
 from hostd_acp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Dropped
-from hostd_acp.rpc_peer import RequestRefused
+from hostd_acp.rpc_peer import RequestRefused, on_withdraw
 from hostd_acp.schema import (
     PERMISSION_CANCELLED,
     PermissionOption,
@@ -203,10 +203,28 @@ class AgentMessages:
             for o in req.options
         ]
         timeout = self._opts.approval_timeout
-        with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
+        # The agent may take its question back (`$/cancel_request`): the approval closes
+        # for every window and the agent gets the method's own `cancelled` outcome.
+        withdrawal = trio.CancelScope()
+        on_withdraw(withdrawal.cancel)
+
+        def why_withdrawn() -> str:  # the reason every window sees
+            if withdrawal.cancel_called:
+                return "the agent withdrew its permission request"
+            if scope.cancel_called:
+                return f"no answer within {timeout:g} s (the acp driver's approval_timeout)"
+            return "the agent's request ended"
+
+        with withdrawal, trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
             answer = await turn.request_approval(
-                tool, dict(tool_input), call.title or tool, options=options
+                tool,
+                dict(tool_input),
+                call.title or tool,
+                options=options,
+                why_withdrawn=why_withdrawn,
             )
+        if withdrawal.cancelled_caught:
+            return PERMISSION_CANCELLED
         if scope.cancelled_caught:
             option = choose_option(req.options, allow=False)
             return permission_selected(option) if option else PERMISSION_CANCELLED

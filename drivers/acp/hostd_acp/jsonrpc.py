@@ -31,6 +31,8 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+#: ACP (from LSP's reserved range): the request was withdrawn by its sender (`$/cancel_request`).
+REQUEST_CANCELLED = -32800
 
 RequestId = int | str
 

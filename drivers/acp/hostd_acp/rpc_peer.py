@@ -21,6 +21,12 @@ Rules this module guards:
   `on_drop`. Memory is bounded by the decoder's line limit and `max_inflight` requests.
 - When the input ends, `wind_down` still answers every request read (after a grace for
   them to finish), for a peer that closed only its writing end.
+- A request the other side withdraws (ACP's `$/cancel_request`, schema v1 "Cancellation")
+  is still answered exactly once: its handler is cancelled and the answer is `-32800`
+  (`REQUEST_CANCELLED`), unless the handler registered `on_withdraw` to wind down itself
+  and answer with the method's own cancellation result (a permission request's
+  `cancelled` outcome, a prompt's `cancelled` stop reason). A withdrawal of a
+  request not (or no longer) being served is ignored, as the spec allows.
 - A caller never waits forever: once `close()` is called (the owner calls it when the
   input has ended, after learning why: an agent's exit code) or a write fails, every pending
   and later request fails with `PeerGone`.
@@ -31,6 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
@@ -40,6 +47,7 @@ from hostd_acp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    REQUEST_CANCELLED,
     Dropped,
     LineDecoder,
     Notification,
@@ -58,6 +66,7 @@ __all__ = [
     "PeerRpcError",
     "RequestRefused",
     "RpcPeer",
+    "on_withdraw",
 ]
 
 log = logging.getLogger("hostd_acp")
@@ -66,6 +75,9 @@ log = logging.getLogger("hostd_acp")
 CANCEL_REQUEST = "$/cancel_request"
 #: At most this long to write a withdrawal (the request's caller is being cancelled).
 WITHDRAW_S = 5.0
+
+#: The request the current task serves: its peer and its serving token.
+_SERVING: ContextVar[tuple[RpcPeer, int] | None] = ContextVar("hostd_acp_serving", default=None)
 
 NotificationHandler = Callable[[str, msgspec.Raw], Awaitable[None]]
 RequestHandler = Callable[[str, msgspec.Raw], Awaitable[Any]]
@@ -110,6 +122,18 @@ async def _ignore_drop(dropped: Dropped) -> None:
     del dropped
 
 
+def on_withdraw(callback: Callable[[], None]) -> None:
+    """Inside a request handler: when the other side withdraws this request
+    (`$/cancel_request`), call `callback` (synchronously, in the reader) instead of
+    cancelling the handler. The handler must then finish soon, with a result (a
+    cancellation marker) or `RequestRefused(REQUEST_CANCELLED, ...)`."""
+    current = _SERVING.get()
+    if current is None:
+        raise RuntimeError("on_withdraw is for request handlers")
+    peer, token = current
+    peer._on_withdraw[token] = callback
+
+
 class RpcPeer:
     """A JSON-RPC connection: `serve` reads, `request` / `notify` write."""
 
@@ -136,8 +160,13 @@ class RpcPeer:
         ] = {}
         self._write_lock = trio.Lock()
         self._slots = trio.Semaphore(max_inflight)
-        #: Requests being served, each handler in its scope (`wind_down` cuts them short).
+        #: Requests being served, each handler in its scope (`wind_down` cuts them short),
+        #: by serving token, with the id the peer gave it (`$/cancel_request` names that).
         self._serving: dict[int, trio.CancelScope] = {}
+        self._serving_ids: dict[int, RequestId] = {}
+        #: Served requests the peer withdrew, and the handlers' own ways to wind down.
+        self._withdrawn: set[int] = set()
+        self._on_withdraw: dict[int, Callable[[], None]] = {}
         self._serve_ids = itertools.count()
         self._idle = trio.Event()
         self._cut_short = "the request was cut short"
@@ -177,7 +206,10 @@ class RpcPeer:
             if on_answer is not None:
                 on_answer()
         elif isinstance(message, Notification):
-            await self._on_notification(message.method, message.params)
+            if message.method == CANCEL_REQUEST:
+                self._withdraw_incoming(message.params)
+            else:
+                await self._on_notification(message.method, message.params)
         elif isinstance(message, Request):
             try:
                 self._slots.acquire_nowait()
@@ -189,6 +221,7 @@ class RpcPeer:
             # Counted as served from now (`wind_down` must not miss one not started yet).
             token = next(self._serve_ids)  # not the id: a careless peer may reuse one
             self._serving[token] = trio.CancelScope()
+            self._serving_ids[token] = message.id
             nursery.start_soon(self._serve_request, message, token)
         else:
             if self._answer_garbage and message.reason == "malformed":
@@ -199,13 +232,35 @@ class RpcPeer:
                 await self._send_quietly(encode_error(None, code, text))
             await self._on_drop(message)
 
+    def _withdraw_incoming(self, params: msgspec.Raw) -> None:
+        """The peer's `$/cancel_request {requestId}`: wind down what serves that request."""
+        try:
+            named = msgspec.json.decode(params)
+        except msgspec.DecodeError:
+            return
+        request_id = named.get("requestId") if isinstance(named, dict) else None
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            return
+        for token, served in list(self._serving_ids.items()):
+            if served != request_id or token in self._withdrawn:
+                continue
+            self._withdrawn.add(token)
+            hook = self._on_withdraw.get(token)
+            if hook is not None:
+                hook()
+            else:
+                self._serving[token].cancel()
+
     async def _serve_request(self, request: Request, token: int) -> None:
         then: Callable[[], None] | None = None
         scope = self._serving[token]
+        _SERVING.set((self, token))
         try:
             try:
                 with scope:
                     result = await self._on_request(request.method, request.params)
+                if scope.cancelled_caught and token in self._withdrawn:
+                    raise RequestRefused(REQUEST_CANCELLED, "request cancelled")
                 if scope.cancelled_caught:  # cut short by `wind_down`: still answered
                     raise RequestRefused(INTERNAL_ERROR, self._cut_short)
             except RequestRefused as exc:
@@ -219,7 +274,9 @@ class RpcPeer:
                 reply = encode_result(request.id, result)
             await self._send_quietly(reply)
         finally:
-            del self._serving[token]
+            del self._serving[token], self._serving_ids[token]
+            self._withdrawn.discard(token)
+            self._on_withdraw.pop(token, None)
             if not self._serving:
                 self._idle.set()
             self._slots.release()

@@ -3,7 +3,9 @@
 They run in the SDK's tasks while a turn runs: PreToolUse / PostToolUse hooks of the
 top-level agent hand pending steers to the model as `additionalContext` (a sub-agent's tool
 gets none: its context would not reach the top-level model), and `can_use_tool` asks the
-host for approval and waits (an interrupt denies; `approval_timeout` bounds the wait).
+host for approval and waits (an interrupt denies; `approval_timeout` bounds the wait; a
+wait that ends without an answer, also when the SDK cancels the callback because the CLI
+took the question back or died, closes the host's approval for every window).
 """
 
 from __future__ import annotations
@@ -64,8 +66,17 @@ class SdkCallbacks:
             return PermissionResultDeny(message="The turn was stopped.", interrupt=True)
         description = ctx.title or ctx.description or ctx.decision_reason or ""
         timeout = self._opts.approval_timeout
+
+        def why_withdrawn() -> str:  # the reason every window sees for the closed approval
+            if scope.cancel_called:
+                return f"no answer within {timeout:g} s (the claude-code approval_timeout)"
+            # The SDK cancels the callback: the CLI took the question back, or it ended.
+            return "Claude Code withdrew its permission request"
+
         with trio.move_on_after(timeout if timeout > 0 else float("inf")) as scope:
-            answer = await turn.request_approval(tool_name, dict(tool_input), description)
+            answer = await turn.request_approval(
+                tool_name, dict(tool_input), description, why_withdrawn=why_withdrawn
+            )
         if scope.cancelled_caught:
             return PermissionResultDeny(
                 message=f"No answer to the permission request within {timeout:g} s."

@@ -57,6 +57,7 @@ class DriverEntry:
             mcp_option=spec.mcp_option if spec else "",
             mcp_format=spec.mcp_format if spec else "",
             images=spec.images if spec else False,
+            needs_model=spec.needs_model if spec else False,
         )
 
 

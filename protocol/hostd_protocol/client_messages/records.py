@@ -147,6 +147,10 @@ class DriverInfo(_Frozen, frozen=True):
     mcp_format: str = ""
     #: The driver hands a message's images to its model (`DriverSpec.images`; 1.6).
     images: bool = False
+    #: A topic of this driver needs a model (its own, its assistant's or its role's): the
+    #: driver has no default one (`DriverSpec.needs_model`; 1.7). A window marks Model
+    #: required; the daemon refuses a topic without one (`invalid_argument`, field `model`).
+    needs_model: bool = False
 
 
 class AssistantInfo(_Frozen, frozen=True):

@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 /** The protocol version the schema describes (major, minor). */
-export const PROTOCOL_VERSION: readonly [number, number] = [1, 6];
+export const PROTOCOL_VERSION: readonly [number, number] = [1, 7];
 
 /** Handshake; must be the first frame. */
 export interface Hello {
@@ -788,6 +788,8 @@ export interface DriverInfo {
   /** Default: `[]` (omitted on the wire). */
   readonly modes?: DriverMode[];
   readonly name: string;
+  /** Default: `false` (omitted on the wire). */
+  readonly needs_model?: boolean;
   /** Default: `""` (omitted on the wire). */
   readonly reason?: string;
   /** Default: `""` (omitted on the wire). */

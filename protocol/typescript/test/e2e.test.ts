@@ -37,7 +37,7 @@ after(async () => {
 test("create, send, stream: the reducer equals the stored history", async () => {
   const client = await daemon.connect();
   try {
-    assert.deepEqual(client.welcome.protocol_version, [1, 6]);
+    assert.deepEqual(client.welcome.protocol_version, [1, 7]);
     const topic = await client.createTopic({ title: "t", driver: "scripted" });
     const sub = await client.attach(topic.id);
     const sent = await client.send(topic.id, "/text hello there world\n/think hmm,\n/think more");

@@ -70,7 +70,7 @@ after(async () => {
 test("over a WebSocket gateway: handshake, create, send, stream, history", async () => {
   const client = await Client.connect(await connectWebSocket(gw.url, { WebSocket: WS }));
   try {
-    assert.deepEqual(client.welcome.protocol_version, [1, 6]);
+    assert.deepEqual(client.welcome.protocol_version, [1, 7]);
     const topic = await client.createTopic({ driver: "scripted", title: "web" });
     const sub = await client.attach(topic.id);
     await client.send(topic.id, "/text over the web é😀\n/tool Read pause=0");
