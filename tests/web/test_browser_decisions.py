@@ -54,6 +54,25 @@ def test_the_form_offers_a_ready_driver_when_the_default_is_not(page: Page) -> N
     )
     # The form starts on a driver that can answer, not on a sure refusal.
     expect(form.locator("select[name=driver]")).not_to_have_value("")
+    # A driver with no default model (list-drivers' needs_model): Model is required, for
+    # assistive technology too, and the reason is on the page.
+    model = form.get_by_role("textbox", name="Model")
+    form.locator("select[name=driver]").select_option("openai")
+    expect(model).to_have_attribute("aria-required", "true")
+    expect(model).to_have_js_property("required", True)
+    expect(model).to_have_accessible_description(
+        "Model required: the openai driver has no default model (or name an assistant that "
+        "has one)."
+    )
+    expect(form.get_by_test_id("model-required")).to_be_visible()
+    form.get_by_role("button", name="Create").click()  # the browser asks for it first
+    expect(model).to_be_focused()
+    form.get_by_role("textbox", name="Assistant").fill("writer")  # it may name one
+    expect(model).not_to_have_attribute("aria-required", "true")
+    form.get_by_role("textbox", name="Assistant").fill("")
+    form.locator("select[name=driver]").select_option("scripted")
+    expect(model).not_to_have_attribute("aria-required", "true")
+    expect(form.get_by_test_id("model-required")).to_have_count(0)
 
 
 def test_a_refusal_stays_until_dismissed_or_the_user_acts_again(

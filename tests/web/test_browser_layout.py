@@ -1,7 +1,8 @@
 """The page at the narrowest width the web must reflow to (320 CSS px, WCAG 1.4.10), a phone's,
 a tablet's and a laptop's window size (390x844, 768x1024, 1280x800), and a laptop's screen at
 200 % zoom (683x384 CSS px), in real chromium against the real daemon and `hostd web`: the document never scrolls
-sideways, the composer takes most of the width, an open approval's buttons are in view, the
+sideways, the composer takes most of the width, an open approval's buttons are in view (on a
+phone the transcript keeps 40 % of the height beside it, its input folded), the
 topic list can be reached (a drawer on narrow windows), and a long title never hides that its
 topic is answering. Screenshots of each size go to .artifacts/web-screenshots/ (docs/ holds
 copies: web-390.png, web-768.png, web-1280.png).
@@ -52,6 +53,20 @@ def test_the_page_fits_the_window(stack: WebStack, sized: Page) -> None:
     approval = page.get_by_role("region", name="Approvals").get_by_role("group")
     for name in ("Allow", "Deny"):
         expect(approval.get_by_role("button", name=name, exact=True)).to_be_in_viewport()
+    if width <= 480:
+        # A phone: the transcript, where the answer is read, keeps a usable height beside
+        # the approval (at 320x640 it was 117 px: the card's input and four stacked composer
+        # buttons). The card's input is folded; a keyboard unfolds it and folds it again.
+        log = page.get_by_role("log", name="Transcript").bounding_box()
+        height = page.viewport_size["height"] if page.viewport_size else 0
+        assert log is not None and log["height"] >= 0.4 * height, (log, height)
+        folded = approval.get_by_label("Bash input")
+        expect(folded).to_be_hidden()
+        approval.get_by_text("Input", exact=True).focus()
+        page.keyboard.press("Enter")
+        expect(folded).to_be_visible()
+        page.keyboard.press("Enter")
+        expect(folded).to_be_hidden()
     # No sideways scroll.
     overflow = page.evaluate("() => [document.documentElement.scrollWidth, document.body.scrollWidth, innerWidth]")
     assert overflow[0] <= overflow[2] and overflow[1] <= overflow[2], overflow
@@ -95,6 +110,7 @@ def test_at_200_percent_zoom_the_transcript_keeps_room(stack: WebStack, sized: P
     type_and_send(page, "build it")
     approval = page.get_by_role("region", name="Approvals").get_by_role("group")
     expect(approval.get_by_role("button", name="Allow", exact=True)).to_be_visible()
+    expect(approval.get_by_label("Bash input")).to_be_hidden()  # folded: the window is short
     log = page.get_by_role("log", name="Transcript").bounding_box()
     height = page.viewport_size["height"] if page.viewport_size else 0
     assert log is not None and log["height"] >= 0.5 * height, (log, height)

@@ -17,6 +17,9 @@ import { rowText } from "./transcript_view";
 
 // --- approvals, queue and drafts --------------------------------------------------------------
 
+/** A window with room for an approval's input shown at once (styles.css folds the rest). */
+const ROOMY = "(min-width: 481px) and (min-height: 561px)";
+
 export function Approvals({ topicId, topic, approvals, rows }: {
   topicId: string;
   /** Names the topic's own driver (lane 0, and a target with a model only); may lag. */
@@ -30,16 +33,23 @@ export function Approvals({ topicId, topic, approvals, rows }: {
     const row = rows.find((r) => r.target && r.turn_id === a.turn_id && (r.lane ?? 0) === (a.lane ?? 0));
     return row ? `${targetLabel(row.target, topic)} asks: ` : "";
   };
+  // A small window (a phone, a laptop at 200 % zoom) keeps the transcript readable: each
+  // card's input starts folded (a native disclosure: Enter / Space on its summary, announced
+  // as collapsed or expanded) and the cards scroll inside their own short region.
+  const roomy = matchMedia(ROOMY).matches;
   return (
     <section class="approvals" aria-label="Approvals">
       {approvals.map((a) => (
         <div class="approval" key={a.id} role="group" aria-labelledby={`approval-${a.id}`}
           data-testid="approval" data-approval-id={a.id}>
-          <div id={`approval-${a.id}`}>
+          <div id={`approval-${a.id}`} class="approval-ask">
             {asker(a)}<strong>Allow {a.tool}?</strong> {a.description}
           </div>
           {a.input && Object.keys(a.input).length > 0 && (
-            <pre tabIndex={0} aria-label={`${a.tool} input`}>{JSON.stringify(a.input, null, 2)}</pre>
+            <details class="approval-input" open={roomy}>
+              <summary>Input</summary>
+              <pre tabIndex={0} aria-label={`${a.tool} input`}>{JSON.stringify(a.input, null, 2)}</pre>
+            </details>
           )}
           <div class="approval-buttons">
             <button class="primary" data-testid="allow" onClick={() => session.act((c) => c.answerApproval(topicId, a.id, true))}>

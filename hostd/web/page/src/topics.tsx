@@ -56,13 +56,19 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
     : fallback.available
       ? `default (${fallback.driver || "its role"})`
       : "default (not ready)";
-  const field = (name: keyof typeof f, label: string, hint = "") => (
+  const field = (name: keyof typeof f, label: string, hint = "", required = false) => (
     <label class="field">
-      <span>{label}</span>
+      <span>{label}{required && <span aria-hidden="true"> *</span>}</span>
       <input name={name} value={f[name]} placeholder={hint}
+        required={required} aria-required={required ? "true" : undefined}
+        aria-describedby={required ? `${name}-why` : undefined}
         onInput={(e) => setF({ ...f, [name]: (e.target as HTMLInputElement).value })} />
     </label>
   );
+  // A driver with no default model (`needs_model`, 1.7): the daemon would refuse the topic
+  // unless its assistant names one, so the field is required and says why.
+  const chosen = drivers.find((d) => d.name === f.driver);
+  const needsModel = Boolean(chosen?.needs_model) && !f.assistant.trim();
   return (
     <form
       class="new-topic"
@@ -106,7 +112,13 @@ function NewTopicForm({ onDone }: { onDone: () => void }) {
       {fallback !== null && !fallback.available && (
         <p class="field-note" data-testid="default-not-ready">The default driver is not ready: {fallback.error}</p>
       )}
-      {field("model", "Model", "the driver's default")}
+      {field("model", "Model", needsModel ? "required" : "the driver's default", needsModel)}
+      {needsModel && (
+        <p class="field-note" id="model-why" data-testid="model-required">
+          Model required: the {f.driver} driver has no default model (or name an assistant that
+          has one).
+        </p>
+      )}
       {field("assistant", "Assistant", "none")}
       {field("working_dir", "Working directory", "hostd's default")}
       <div class="form-buttons">
