@@ -202,8 +202,8 @@ class Daemon(RequestHandlers):
             paths.config_dir, paths.data_dir / "workspaces", supervisor, writer
         )
         # A variable an option names (`api_key_env`) must be one the user's assistant files
-        # name: the supervisor asks the config cache (hostd/shell/drivers/environment.py).
-        supervisor.configured_vars = self.turns.config.configured_vars
+        # name: the supervisor asks the config cache (hostd/shell/drivers/window_options.py).
+        supervisor.configured_values = self.turns.config.configured_values
         # `${NAME}` references in options: secrets.env and the names assistant files refer to
         # (hostd/shell/drivers/secrets.py).
         supervisor.secret_source = self.turns.config

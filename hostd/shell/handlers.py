@@ -38,11 +38,11 @@ from hostd.core.workspaces import workspace_of
 from hostd.shell.connection import (
     Connection,
 )
-from hostd.shell.drivers.environment import check_env_options
 from hostd.shell.drivers.registry import DriverRegistry
 from hostd.shell.drivers.secrets import check_references
+from hostd.shell.drivers.window_options import check_window_options
 from hostd.shell.fanout import encoded_size
-from hostd.shell.lanes import check_image_takers, refused_target
+from hostd.shell.lanes import check_takers, refused_target
 from hostd.shell.paths import Paths
 from hostd.shell.schedule_service import (
     schedule_handlers,
@@ -297,8 +297,8 @@ class RequestHandlers:
         await self.turns.check_model(spec, msg.assistant, stored or driver, msg.model)
         # A window may not pick which of the daemon's variables is sent as a key.
         await self.turns.config.current()  # the assistant files as they are now
-        check_env_options(
-            spec, options, self.turns.config.configured_vars,
+        check_window_options(
+            spec, options, self.turns.config.configured_values,
             self.supervisor.driver_environ(spec, options),
         )
         check_references(spec, options, self.turns.config)
@@ -403,8 +403,9 @@ class RequestHandlers:
         ]
         host = await self.host(msg.topic_id)
         self.turns.check(conn.peer_uid, host.topic_info())  # refused: nothing is stored
-        if msg.attachments:  # refused: nothing is stored
-            await check_image_takers(self.registry, self.turns, host.info, also)
+        await check_takers(  # refused: nothing is stored
+            self.registry, self.turns, host.info, also, msg, self.supervisor.driver_environ
+        )
         client_msg_id = msg.client_msg_id
         if msg.history:
             # The transcript waits for this message's turn, found again by its key (a fresh

@@ -38,7 +38,7 @@ from hostd_protocol.driver_messages import DriverEvent, HostCommand, TurnEnd
 from hostd_protocol.errors import DriverCrashed, DriverError, HostdError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from hostd.core.effects import Effect, StartLane
     from hostd.core.options import SessionOptions
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     from hostd.shell.drivers.supervisor import DriverSession, Supervisor
     from hostd.shell.runtime_protocol import Runtime
     from hostd.shell.turns import TurnServices
-    from hostd_protocol.client_messages import TopicInfo
+    from hostd_protocol.client_messages import SendMessage, TopicInfo
     from hostd_protocol.common import TurnStatus
+    from hostd_protocol.driver_spec import DriverSpec
 
 __all__ = ["LaneHost", "Lanes", "refused_target"]
 
@@ -261,29 +262,47 @@ class Lanes:
             await host.aclose()
 
 
-async def check_image_takers(
-    registry: DriverRegistry, turns: TurnServices, topic: TopicInfo, also: list[AnswerTarget]
+async def check_takers(
+    registry: DriverRegistry,
+    turns: TurnServices,
+    topic: TopicInfo,
+    also: list[AnswerTarget],
+    msg: SendMessage,
+    environ_of: Callable[[DriverSpec, Mapping[str, Any]], Mapping[str, str]],
 ) -> None:
-    """Refuse a message with images when the topic's driver, or an extra answer's, takes
-    none (`DriverSpec.images`): that model would never see them. A driver the topic's
-    roles decide is resolved as its turn would; one not known here passes (its turn then
-    fails the usual way)."""
+    """Refuse a message (nothing is stored) that the topic's driver, or an extra answer's,
+    must not take: images when it takes none (`DriverSpec.images`: that model would never
+    see them); per-message options a window may not set, over the topic's own
+    (`window_options`: checked again before the `Send` reaches a driver). A driver the
+    topic's roles decide is resolved as its turn would; one not known here passes (its turn
+    then fails the usual way)."""
+    if not (msg.attachments or msg.options):
+        return
+    from hostd.core.options import merge_options
+    from hostd.core.sandbox_policy import driver_options
+    from hostd.shell.drivers.window_options import check_window_options
 
-    async def driver_of(lane: TopicInfo) -> str:
-        if lane.driver:
-            return lane.driver
+    async def check(lane: TopicInfo) -> None:
         try:
-            return await turns.resolve_driver(lane.assistant, lane.model)
+            driver = lane.driver or await turns.resolve_driver(lane.assistant, lane.model)
+            spec = registry.get(driver)
         except HostdError:
-            return ""
+            return
+        if msg.attachments and not spec.images:
+            raise images_refused(driver, lane=lane is not topic)
+        if msg.options:
+            options = driver_options(merge_options(topic.options, msg.options))
+            await turns.config.current()  # the assistant files as they are now
+            check_window_options(
+                spec, options, turns.config.configured_values, environ_of(spec, options)
+            )
 
-    driver = await driver_of(topic)
-    if driver and not registry.takes_images(driver):
-        raise images_refused(driver)
+    await check(topic)
     for n, target in enumerate(also, 1):
-        driver = await driver_of(lane_topic(topic, target))
-        if driver and not registry.takes_images(driver):
-            raise refused_target(images_refused(driver, lane=True), n, target)
+        try:
+            await check(lane_topic(topic, target))
+        except HostdError as exc:
+            raise refused_target(exc, n, target) from None
 
 
 def refused_target(exc: HostdError, n: int, target: AnswerTarget) -> HostdError:

@@ -158,27 +158,18 @@ class ConfigCache:
 
         return read_secrets(self.config_dir)
 
-    def configured_vars(self, option: str) -> frozenset[str]:
-        """The values driver option `option` has in the assistant files (the variables the
-        local user allows an `api_key_env`-like option to name; see
-        `hostd.shell.drivers.environment`); `"TABLE.NAME"`: the values entry NAME of table
-        option TABLE has (`env.ANTHROPIC_BASE_URL`). The files as last parsed: a turn or a
-        topic's creation loads them first."""
+    def configured_values(self, option: str) -> tuple[Any, ...]:
+        """The values driver option `option` has in the assistant files (what the local user
+        chose; `hostd.shell.drivers.window_options`); `"TABLE.NAME"`: the values entry NAME
+        of table option TABLE has (`env.ANTHROPIC_BASE_URL`). The files as last parsed: a
+        turn or a topic's creation loads them first."""
         loaded = self._loaded if self._loaded is not None else self.load_sync()
         table, _, key = option.partition(".")  # "env.NAME": an entry of a table option
-        return frozenset(
-            value
+        values = (
+            config.options.get(option) if not key else _entry(config.options.get(table), key)
             for config in loaded.catalog.assistants.values()
-            if isinstance(
-                value := (
-                    config.options.get(option)
-                    if not key
-                    else _entry(config.options.get(table), key)
-                ),
-                str,
-            )
-            and value
         )
+        return tuple(v for v in values if v is not None and v != "")
 
 
 def _entry(table: Any, key: str) -> Any:

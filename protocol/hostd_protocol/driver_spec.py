@@ -126,14 +126,18 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: runs with the daemon's credential (claude-code: `env`), and the variables in it that
     #: change where that credential goes (`ANTHROPIC_BASE_URL`, ...). The daemon refuses
     #: those (and proxies, CA bundles, preloads, whatever the driver) from a window; an
-    #: assistant file may set them (`hostd.shell.drivers.environment`).
+    #: assistant file may set them (`hostd.shell.drivers.window_options`).
     env_option: str = ""
     redirect_env: tuple[str, ...] = ()
-    #: Options naming where the requests carrying the daemon's credential go (openai:
-    #: `base_url`). From a window only when the daemon holds no credential the driver would
+    #: Options naming where the requests carrying the daemon's credential go, or what they
+    #: carry (openai: `base_url`, `headers`: a `Host` header routes them elsewhere). From a window only when the daemon holds no credential the driver would
     #: send (none is set, or an `env_options` option is "": no key), or with a value an
     #: assistant file has.
     redirect_options: tuple[str, ...] = ()
+    #: Options only an assistant file may set (claude-code: `cli_path`, a program the driver
+    #: runs with its whole environment, keys included): refused from a window unless an
+    #: assistant file has the same value.
+    assistant_only: tuple[str, ...] = ()
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

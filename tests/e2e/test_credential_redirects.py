@@ -1,7 +1,9 @@
 """A socket client may not point the daemon's credential elsewhere: a topic's `env` option
-(claude-code) that sets ANTHROPIC_BASE_URL, a proxy, a CA bundle or a preload is refused
-when the topic is created, through the wire, with the real daemon and the real driver spec.
-An assistant file (only the local user writes those) may set them."""
+(claude-code) that sets ANTHROPIC_BASE_URL, a proxy, a CA bundle, a preload or a config
+location, or a `cli_path` (a program run with the key), is refused when the topic is
+created and when a message brings it as a per-message option, through the wire, with the
+real daemon and the real driver spec. An assistant file (only the local user writes those)
+may set them (hostd/shell/drivers/window_options.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> N
     (assistants / "gateway.toml").write_text(
         'driver = "claude-code"\n[options.env]\nANTHROPIC_BASE_URL = "https://gw.example"\n'
     )
+    (assistants / "own-cli.toml").write_text(
+        'driver = "claude-code"\n[options]\ncli_path = "/opt/my/claude"\n'
+    )
     with trio.fail_after(60):
         d = await daemon_proc.start(home, env=_env(home))
         try:
@@ -43,6 +48,9 @@ async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> N
                     ("https_proxy", "http://127.0.0.1:9"),
                     ("NODE_EXTRA_CA_CERTS", "/tmp/evil.pem"),
                     ("NODE_OPTIONS", "--require /tmp/evil.js"),
+                    ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:9"),
+                    ("ANTHROPIC_FOUNDRY_BASE_URL", "http://127.0.0.1:9"),
+                    ("CLAUDE_CONFIG_DIR", "/tmp/planted"),
                 ):
                     with pytest.raises(PermissionDenied) as info:
                         await c.create_topic(driver="claude-code", working_dir=work,
@@ -62,5 +70,27 @@ async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> N
                     options={"env": {"ANTHROPIC_BASE_URL": "https://gw.example"}},
                 )
                 await c.create_topic(assistant="gateway", working_dir=work)
+                cli_refusal = (
+                    "cli_path '/tmp/evil' is not allowed for driver 'claude-code' from a "
+                    "window: the driver would run that program with the daemon's credentials; "
+                    "set `cli_path = '/tmp/evil'` in the [options] of an assistant in the "
+                    "config dir's assistants/ (`hostd paths` shows where)"
+                )
+                with pytest.raises(PermissionDenied) as info:
+                    await c.create_topic(driver="claude-code", working_dir=work,
+                                         options={"cli_path": "/tmp/evil"})
+                assert info.value.message == cli_refusal
+                await c.create_topic(driver="claude-code", working_dir=work,
+                                     options={"cli_path": "/opt/my/claude"})
+                # Per-message options go through the same rule: refused, nothing stored.
+                topic = await c.create_topic(driver="claude-code", working_dir=work)
+                for options, message in (
+                    ({"cli_path": "/tmp/evil"}, cli_refusal),
+                    ({"env": {"HTTPS_PROXY": "http://127.0.0.1:9"}}, None),
+                ):
+                    with pytest.raises(PermissionDenied) as info:
+                        await c.send(topic.id, "hi", options=options)
+                    assert message is None or info.value.message == message
+                assert (await c.history(topic.id)).rows == []
         finally:
             await d.terminate()

@@ -187,9 +187,25 @@ async def test_a_window_cannot_send_the_daemon_s_key_to_a_server_it_picks(
                     "set base_url in the [options] of an assistant in the config dir's "
                     "assistants/ (`hostd paths` shows where)"
                 )
+                # Headers go along with the key (a Host header reroutes it): the same rule.
+                with pytest.raises(PermissionDenied) as refused:
+                    await window.create_topic(**common, options={"headers": {"Host": "x.example"}})
+                assert str(refused.value) == (
+                    "headers from a window would go out with the daemon's OPENAI_API_KEY: for a "
+                    'server without a key set `api_key_env = ""`, else set headers in the '
+                    "[options] of an assistant in the config dir's assistants/ (`hostd paths` "
+                    "shows where)"
+                )
                 assert (await window.list_topics()) == []
                 await window.create_topic(**common, options={"base_url": elsewhere,
                                                               "api_key_env": ""})
+                # Per-message options over the topic's: refused alike, nothing stored; with
+                # the topic's api_key_env = "" no key goes, so the window's server is fine.
+                topic = await window.create_topic(**common)
+                for options in ({"base_url": elsewhere}, {"headers": {"Host": "x.example"}}):
+                    with pytest.raises(PermissionDenied):
+                        await window.send(topic.id, "hi", options=options)
+                assert (await window.history(topic.id)).rows == []
                 write_assistant(home, "mine", f'driver = "openai"\n[options]\n'
                                 f'base_url = "{api.base_url}"\n')
                 await window.create_topic(**common, options={"base_url": api.base_url})

@@ -20,6 +20,7 @@ from hostd.testing.conformance import ConformanceProfile, collect_turn, serving
 from hostd.testing.plugin import ConformanceCheck
 from hostd_openai.spec import SPEC
 from hostd_protocol.driver_messages import Send
+from hostd_protocol.errors import PermissionDenied
 from tests.fakes.openai_api import FakeOpenAI, Hang, Rule, Text, anything, user_says
 
 RULES = [
@@ -71,9 +72,15 @@ async def test_the_key_variable_named_by_the_assistant_reaches_this_driver_only(
             # The daemon allows it because an assistant file names it (the config cache).
             allowed = {"api_key_env": {"MY_LOCAL_LLM_KEY"}, "base_url": {api.base_url}}
             async with serving(
-                profile, tmp_path, configured_vars=lambda option: allowed.get(option, ())
+                profile, tmp_path, configured_values=lambda option: allowed.get(option, ())
             ) as sup:
                 session = await sup.open("key", profile.options())
+                # A message's own options pass the window rule before the Send is written
+                # (hostd/shell/drivers/window_options.py): a server of its choosing is not
+                # sent the key; the session stays fine.
+                with pytest.raises(PermissionDenied):
+                    await session.send(Send(turn_id="t0", text="hi",
+                                            options={"base_url": "http://127.0.0.1:9/v1"}))
                 await session.send(Send(turn_id="t1", text="hi"))
                 result = await collect_turn(session, "t1")
                 environ = await trio.Path(f"/proc/{session.pid}/environ").read_bytes()

@@ -52,7 +52,8 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
      '(default ["project", "local"]; null: all)'),
     ("add_dirs", "extra directories the CLI may access (list)"),
     ("effort", "low, medium, high, xhigh, max"),
-    ("cli_path", "another claude executable instead of the bundled one"),
+    ("cli_path", "another claude executable instead of the bundled one (assistant files "
+     "only)"),
     ("debug", "CLI debug lines into the driver's stderr tail (true/false)"),
     ("approval_timeout", "seconds before the driver denies an unanswered approval (0: host)"),
     ("interrupt_grace", "seconds the CLI gets to end an interrupted turn (default 5)"),
@@ -78,6 +79,9 @@ SPEC = DriverSpec(
         "ANTHROPIC_BEDROCK_BASE_URL",
         "ANTHROPIC_VERTEX_BASE_URL",
     ),
+    # Another `claude` executable runs with the daemon's key in its environment: a window
+    # may not pick one (an assistant file may).
+    assistant_only=("cli_path",),
     images=True,  # image blocks in the user message
     # Claude Code's permission modes, switched per message (`Send.options`).
     modes=(

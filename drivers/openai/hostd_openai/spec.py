@@ -72,9 +72,10 @@ SPEC = DriverSpec(
     version=__version__,
     env=ENV,
     env_options=("api_key_env",),
-    # A window's base_url would receive the daemon's key: allowed with api_key_env = "" (a
-    # local server without a key), when no key is set, or as an assistant file has it.
-    redirect_options=("base_url",),
+    # A window's base_url would receive the daemon's key, and its headers go along with it
+    # (a Host header reroutes it): allowed with api_key_env = "" (a local server without a
+    # key), when no key is set, or as an assistant file has them.
+    redirect_options=("base_url", "headers"),
     secret_options=("mcp_servers", "mcpServers"),
     secret_file_options=("mcp_config",),
     options_help=OPTIONS_HELP,

@@ -41,6 +41,7 @@ import logging
 import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
+from typing import Any
 
 import msgspec
 import trio
@@ -142,6 +143,9 @@ class DriverSession(SessionEnd, SessionEvents):
         self.on_turn_start: Callable[[DriverSession], None] | None = None
         self.on_turn_end: Callable[[DriverSession], None] | None = None
         self.on_end: Callable[[DriverSession], None] | None = None
+        #: Raises for a `Send` whose per-message options a window may not set (the
+        #: spawner's `window_options` check, over the session's own options).
+        self.check_send: Callable[[Mapping[str, Any]], None] | None = None
         #: The owner's synchronous taker of event batches (the topic host's pump): set, the
         #: reader hands each batch to it in the pipe read's own scheduler pass instead of
         #: through `events`, which still ends with the one `SessionEnded`. A taker that
@@ -205,6 +209,8 @@ class DriverSession(SessionEnd, SessionEvents):
         (a `Send`'s turn never ran there, so it may go to a new process)."""
         if self.ended.is_set() or self._proc is None or self._proc.stdin is None:
             raise self._gone_error()
+        if isinstance(cmd, Send) and cmd.options and self.check_send is not None:
+            self.check_send(cmd.options)  # refused: nothing reaches the driver
         try:
             frame = self._out_codec.encode_frame(cmd)
         except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:

@@ -10,11 +10,12 @@ is started in the supervisor's nursery and reports its turns and its end to it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from hostd.core.options import SessionOptions
+from hostd.core.options import SessionOptions, merge_options
 from hostd.core.redaction import credential_values
 from hostd.core.sandbox_policy import (
     credential_port,
@@ -22,13 +23,13 @@ from hostd.core.sandbox_policy import (
     policy_of,
     proxies_credentials,
 )
-from hostd.shell.drivers.environment import ConfiguredVars, check_env_options
 from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.loopback_bridge import LoopbackBridge
 from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, driver_env
+from hostd.shell.drivers.window_options import ConfiguredValues, check_window_options
 from hostd_protocol.child_process import Limits
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init
@@ -56,7 +57,7 @@ class SessionSpawner:
     _reaper: GroupReaper
     hub: PipeHub
     _spawned: int
-    configured_vars: ConfiguredVars
+    configured_values: ConfiguredValues
     report_model_calls: bool
 
     if TYPE_CHECKING:  # provided by Supervisor
@@ -80,7 +81,7 @@ class SessionSpawner:
         nursery = self._require_serving()
         # Checked at creation too; again here for what creation did not see (a topic stored
         # before the rule, a fork, an assistant file removed since).
-        check_env_options(spec, opts.options, self.configured_vars, self._base_env)
+        check_window_options(spec, opts.options, self.configured_values, self._base_env)
         init = Init(
             protocol_version=PROTOCOL_VERSION,
             model=opts.model,
@@ -171,6 +172,7 @@ class SessionSpawner:
         session.on_turn_start = self._on_turn_start
         session.on_turn_end = self._on_turn_end
         session.on_end = self._on_end
+        session.check_send = partial(self._check_send, spec, opts.options)
         if bridge is not None:
             self._bridges[id(session)] = bridge_scope
         if leaf is not None:
@@ -184,6 +186,13 @@ class SessionSpawner:
             self._release_leaf(session)
             raise
         return started
+
+    def _check_send(
+        self, spec: DriverSpec, own: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> None:
+        """A message's options over the session's: what a window may set (`window_options`)."""
+        merged = merge_options(own, options)
+        check_window_options(spec, merged, self.configured_values, self._base_env)
 
     def _release_leaf(self, session: DriverSession) -> None:
         """The session's tree is gone: its cgroup leaf goes too, in a thread (rmdir waits

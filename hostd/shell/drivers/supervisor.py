@@ -37,7 +37,6 @@ from typing import Any
 import trio
 
 from hostd.core.options import SessionOptions
-from hostd.shell.drivers.environment import ConfiguredVars
 from hostd.shell.drivers.limits import Leaf
 from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.priority import DEFAULT_DRIVER_NICE, check_nice
@@ -48,6 +47,7 @@ from hostd.shell.drivers.secrets import SecretSource, driver_secrets
 from hostd.shell.drivers.session import DriverSession, SessionEnded, driver_env
 from hostd.shell.drivers.warm_pool import IdleTimers, WarmPool
 from hostd.shell.drivers.warm_spares import WarmSpares, _close_all, _fresh, _Live, _warm_key
+from hostd.shell.drivers.window_options import ConfiguredValues
 from hostd_protocol import child_process
 from hostd_protocol.common import SessionSource
 from hostd_protocol.driver_spec import DriverSpec
@@ -150,7 +150,7 @@ class Supervisor(WarmSpares):
         event_buffer: int = 1024,
         python: str | None = None,
         sandbox: Sandbox | None = None,
-        configured_vars: ConfiguredVars | None = None,
+        configured_values: ConfiguredValues | None = None,
         driver_nice: int = DEFAULT_DRIVER_NICE,
     ) -> None:
         self._registry = registry
@@ -158,8 +158,8 @@ class Supervisor(WarmSpares):
         self._driver_nice = check_nice(driver_nice)
         #: The variables the local user's assistant files name for an option that names a
         #: variable (`api_key_env`); a process whose options name another is not started
-        #: (`environment.check_env_options`). The daemon wires its config cache in.
-        self.configured_vars: ConfiguredVars = configured_vars or (lambda option: ())
+        #: (`window_options.check_window_options`). The daemon wires its config cache in.
+        self.configured_values: ConfiguredValues = configured_values or (lambda option: ())
         #: The daemon traces turns: every session's `Init` asks for model-call events.
         self.report_model_calls = False
         #: Where `${NAME}` references in options are resolved (`secrets.SecretSource`); None:

@@ -1,0 +1,204 @@
+"""What a window may set in a driver's options, and what only the local user's configuration
+(an assistant file in `<config>/assistants/`, which only the user can write) may set.
+
+A window is any client of the daemon's socket: the CLI, the web page (a browser tab holding
+the gateway's token), `hostd acp` (an editor). Whoever sets a topic's options must not be
+able to take the daemon's credentials: point the requests that carry a key at a server of
+their choosing, pick which of the daemon's variables is sent as a key, or have the driver
+run a program of their choosing with the key in its environment. This module is the one
+place that says which options those are; the driver's spec declares them:
+
+- `DriverSpec.env_options` (openai `api_key_env`): an option that *names* a variable. From a
+  window only a credential variable the spec declares itself (`OPENAI_API_KEY`) or "" (none).
+- `DriverSpec.env_option` (claude-code `env`): the table added to the environment of the tool
+  holding the credential. Refused there: `REDIRECT_ENV` and `REDIRECT_ENV_ENDINGS` (proxies,
+  base URLs, endpoints, CA bundles, TLS switches, preloads, config locations that can set any
+  of these) and the spec's `redirect_env`.
+- `DriverSpec.redirect_options` (openai `base_url`, `headers`): where the key's requests go
+  and what they carry (a `Host` header routes them elsewhere). From a window only when the
+  driver would send no key the daemon holds (none is set, or `api_key_env = ""`).
+- `DriverSpec.assistant_only` (claude-code `cli_path`): an executable the driver runs with
+  its whole environment. Never from a window.
+
+Each is fine with a value an assistant file has for the same option (`ConfiguredValues`):
+the user chose it. A refusal is `PermissionDenied`, one line that says where to put the
+value instead. Checked when a topic is created, when a message is accepted (its per-message
+options over the topic's), before a `Send` reaches a driver, and before a process starts (a
+topic stored before a rule, a fork, an assistant file removed since).
+
+`${NAME}` references to secrets (`DriverSpec.secret_options`) are `secrets.check_references`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from hostd.core.redaction import is_credential_name
+from hostd_protocol.driver_spec import DriverSpec
+from hostd_protocol.errors import PermissionDenied
+
+__all__ = [
+    "REDIRECT_ENV",
+    "REDIRECT_ENV_ENDINGS",
+    "ConfiguredValues",
+    "check_window_options",
+    "redirects_credential",
+]
+
+#: The values the local user's assistant files give a driver option (option name -> its
+#: values; `"TABLE.NAME"`: the values of entry NAME of table option TABLE).
+ConfiguredValues = Callable[[str], Collection[Any]]
+
+#: Variables (compared upper-cased) that, set by a window in a driver's `env_option` table,
+#: would send what the tool sends (the daemon's credential) elsewhere, let someone else read
+#: or rewrite it on the way, or load a configuration that can do either.
+REDIRECT_ENV: frozenset[str] = frozenset({
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "LD_LIBRARY_PATH",
+    # Where the tool reads settings that can set any variable above or run a key helper.
+    "CLAUDE_CONFIG_DIR",
+    "HOME",
+    "AWS_CONFIG_FILE",
+    "AWS_ENDPOINT_URL",
+})
+
+#: Name endings (upper-cased) of more such variables: any vendor's base URL or endpoint
+#: (`ANTHROPIC_BEDROCK_BASE_URL`, `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` ends in _RUNTIME, so
+#: AWS endpoints are matched by prefix too), proxies, CA bundles.
+REDIRECT_ENV_ENDINGS: tuple[str, ...] = ("_BASE_URL", "_PROXY", "_CA_BUNDLE", "_CA_CERTS")
+_REDIRECT_PREFIXES: tuple[str, ...] = ("AWS_ENDPOINT_URL_",)
+
+_WHERE = "an assistant in the config dir's assistants/ (`hostd paths` shows where)"
+
+
+def redirects_credential(name: str, spec: DriverSpec) -> bool:
+    """True when variable `name` in `spec.env_option`'s table would redirect the credential."""
+    upper = name.upper()
+    return (
+        upper in REDIRECT_ENV
+        or upper.endswith(REDIRECT_ENV_ENDINGS)
+        or upper.startswith(_REDIRECT_PREFIXES)
+        or upper in {n.upper() for n in spec.redirect_env}
+    )
+
+
+def check_window_options(
+    spec: DriverSpec,
+    options: Mapping[str, Any],
+    configured: ConfiguredValues,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Raise `PermissionDenied` for the first option in `options` a window may not set for
+    `spec` (see the module docstring). `environ` is the daemon's environment (which keys it
+    holds); without it the `redirect_options` rule is not applied."""
+    if not options:
+        return
+    _check_assistant_only(spec, options, configured)
+    _check_env_options(spec, options, configured)
+    _check_env_table(spec, options, configured)
+    if environ is not None:
+        _check_redirect_options(spec, options, configured, environ)
+
+
+def _chosen(value: Any, configured: ConfiguredValues, option: str) -> bool:
+    """Absent, empty, or a value an assistant file has for `option`."""
+    return value is None or value == "" or value == {} or value in configured(option)
+
+
+def _check_assistant_only(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredValues
+) -> None:
+    for option in spec.assistant_only:
+        value = options.get(option)
+        if _chosen(value, configured, option):
+            continue
+        raise PermissionDenied(
+            f"{option} {value!r} is not allowed for driver {spec.name!r} from a window: the "
+            "driver would run that program with the daemon's credentials; set "
+            f"`{option} = {value!r}` in the [options] of {_WHERE}",
+            details={"driver": spec.name, "option": option},
+        )
+
+
+def _check_env_options(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredValues
+) -> None:
+    own = [name for name in spec.env if is_credential_name(name)]
+    for option in spec.env_options:
+        value = options.get(option)
+        if value in own or (isinstance(value, str) and _chosen(value, configured, option)):
+            continue
+        if value is None:
+            continue
+        declared = " or ".join([*own, '""'])
+        raise PermissionDenied(
+            f"{option} = {value!r} is not allowed for driver {spec.name!r}: options from a "
+            f"window may name {declared}, or a variable an assistant file names (add "
+            f"`{option} = {value!r}` to the [options] of an assistant in the config dir's "
+            "assistants/; `hostd paths` shows where)",
+            details={"driver": spec.name, "option": option, "variable": str(value)},
+        )
+
+
+def _check_env_table(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredValues
+) -> None:
+    table = options.get(spec.env_option) if spec.env_option else None
+    if not isinstance(table, Mapping):
+        return  # absent, or a wrong type the options check refuses
+    for name, value in table.items():
+        if not isinstance(name, str) or not redirects_credential(name, spec):
+            continue
+        if isinstance(value, str) and value in configured(f"{spec.env_option}.{name}"):
+            continue
+        raise PermissionDenied(
+            f"{spec.env_option} {name} is not allowed for driver {spec.name!r} from a window: "
+            "it changes where the daemon's credential goes; set it in the "
+            f"[options.{spec.env_option}] of {_WHERE}",
+            details={"driver": spec.name, "option": spec.env_option, "variable": name},
+        )
+
+
+def _check_redirect_options(
+    spec: DriverSpec,
+    options: Mapping[str, Any],
+    configured: ConfiguredValues,
+    environ: Mapping[str, str],
+) -> None:
+    """A `redirect_options` option is the window's to set only while the driver would send
+    no credential the daemon holds: a variable of `spec.env_names(options)` that looks like
+    a credential and is set, unless an `env_options` option is "" (no key is sent)."""
+    if any(options.get(option) == "" for option in spec.env_options):
+        return
+    held = [n for n in spec.env_names(options) if is_credential_name(n) and environ.get(n)]
+    if not held:
+        return
+    for option in spec.redirect_options:
+        value = options.get(option)
+        if _chosen(value, configured, option):
+            continue
+        keys = " or ".join(f"`{o} = \"\"`" for o in spec.env_options) or "no key"
+        what = (
+            f"{option} {value!r} from a window would receive"
+            if isinstance(value, str)
+            else f"{option} from a window would go out with"
+        )
+        raise PermissionDenied(
+            f"{what} the daemon's {held[0]}: for a server "
+            f"without a key set {keys}, else set {option} in the [options] of {_WHERE}",
+            details={"driver": spec.name, "option": option, "variable": held[0]},
+        )
