@@ -402,8 +402,9 @@ class ChatApp(ChatRequests):
             )
         elif item.status == "timed_out":
             self.notes.append(Text(f"approval for {tool} timed out (denied)", style="yellow"))
-        elif item.status == "cancelled":
-            self.notes.append(Text(f"approval for {tool} cancelled (turn ended)", style="dim"))
+        elif item.status == "cancelled":  # its turn ended or stopped, or its driver withdrew it
+            why = item.reason or "its turn ended"
+            self.notes.append(Text(f"approval for {tool} closed: {why}", style="dim"))
 
     def _usage(self) -> Usage | None:
         per_turn = {**self.stored_usage, **self.transcript.usage}

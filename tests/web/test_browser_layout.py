@@ -121,5 +121,9 @@ def test_at_200_percent_zoom_the_transcript_keeps_room(stack: WebStack, sized: P
     composer.evaluate("e => e.blur()")
     composer.focus()
     expect(composer).to_be_in_viewport()
-    approval.get_by_role("button", name="Deny", exact=True).click()
+    # Stopped unanswered: the card goes, and the page says why (a live status line).
+    page.get_by_test_id("stop").click()
     expect(page.get_by_role("region", name="Approvals")).to_have_count(0)
+    expect(page.get_by_role("status").filter(has_text="Approval for")).to_have_text(
+        "Approval for Bash closed: the turn was stopped"
+    )

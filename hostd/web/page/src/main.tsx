@@ -182,6 +182,7 @@ function TopicView({ s }: { s: ViewState }) {
         )}
       />
       <Approvals topicId={s.topicId} topic={topic} approvals={s.approvals} rows={s.rows} />
+      <p role="status" class="approval-closed" data-testid="approval-closed">{s.approvalClosed}</p>
       <Unsent topicId={s.topicId} rows={s.rows} />
       <Composer key={s.topicId} s={s} />
     </main>

@@ -44,6 +44,9 @@ export interface ViewState {
   /** Whether rows older than `older` and `rows` exist (the snapshot or the last page said so). */
   hasOlder: boolean;
   approvals: ApprovalInfo[];
+  /** Why the last approval closed without an answer ("Approval for Bash closed: the agent
+   * withdrew its permission request"), "" when none did (or a new one opened since). */
+  approvalClosed: string;
   topicState: string;
   activeTurnId: string;
   usage: Usage | null;
@@ -73,6 +76,7 @@ const EMPTY: ViewState = {
   older: [],
   hasOlder: false,
   approvals: [],
+  approvalClosed: "",
   topicState: "idle",
   activeTurnId: "",
   usage: null,
@@ -282,7 +286,7 @@ export class Session {
     }
     this.transcript = null;
     this.set({
-      topicId, rows: [], older: [], hasOlder: false, approvals: [], usage: null, removed: null, commands: [],
+      topicId, rows: [], older: [], hasOlder: false, approvals: [], approvalClosed: "", usage: null, removed: null, commands: [],
       topicState: "idle", activeTurnId: "", error: "",
     });
     // A topic made elsewhere since the list was read (another window, the CLI): read it now,
@@ -325,6 +329,13 @@ export class Session {
           return;
         }
         if (item.type === "topic-changed") void this.refreshTopics();
+        if (item.type === "approval-requested") this.set({ approvalClosed: "" });
+        if (item.type === "approval-resolved" && (item.status === "cancelled" || item.status === "timed_out")) {
+          // Closed without an answer (its driver withdrew it, its turn ended, nobody answered):
+          // every window says why, not only that the card went away.
+          const tool = this.state.approvals.find((a) => a.id === item.approval_id)?.tool ?? "a tool";
+          this.set({ approvalClosed: `Approval for ${tool} closed: ${item.reason || item.status}` });
+        }
         // A new snapshot (a resync) starts the older rows over.
         if (item.type === "snapshot") this.set({ older: [], hasOlder: item.snapshot.truncated ?? false });
         if (item.type === "rows-removed") {
