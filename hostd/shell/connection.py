@@ -172,7 +172,9 @@ class Connection:
         #: trio time the current partial frame started (inf: none pending).
         self._partial_since = math.inf
         self._codec: Codec[ClientMessage] | None = None
-        self._encoding: Encoding = "msgpack"
+        #: What its client writes and is sent: picked by its first frame (`hello`). A plain
+        #: attribute: the fan-out reads it per window for every event.
+        self.encoding: Encoding = "msgpack"
         self.client_name = ""
         self.welcomed = False
         #: The protocol version its client declared in `hello` (what events it is sent).
@@ -207,10 +209,6 @@ class Connection:
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.client_name!r}>"
 
-    @property
-    def encoding(self) -> Encoding:
-        return self._encoding
-
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(
             self._frames_sent,
@@ -237,7 +235,7 @@ class Connection:
             self.abort()
             return False
         try:
-            frame = SERVER_CODECS[self._encoding].encode_frame(msg)
+            frame = SERVER_CODECS[self.encoding].encode_frame(msg)
         except (FrameTooLarge, msgspec.EncodeError, TypeError) as exc:
             request_id = getattr(msg, "id", None)
             log.error("%r: cannot send %s (request %s): %s", self, type(msg).__name__,
@@ -247,7 +245,7 @@ class Connection:
                 f"the reply does not fit in one frame of {self.max_frame_size} bytes: {exc}",
                 details={"size": size, "max": self.max_frame_size},
             )
-            frame = SERVER_CODECS[self._encoding].encode_frame(
+            frame = SERVER_CODECS[self.encoding].encode_frame(
                 error_reply(err, request_id if isinstance(request_id, int) else None)
             )
             self._enqueue(frame, is_event=False)
@@ -268,15 +266,22 @@ class Connection:
 
     def push_event(self, stream: TopicStream, frame: bytes, *, wake: bool = True) -> None:
         """A topic event frame in this connection's encoding (`wake=False`: `flush` follows)."""
+        # Runs once per window for every event of a streaming topic: `_enqueue` written out.
+        size = len(frame)
+        event_bytes = self._event_bytes
         # An event bigger than the whole budget still goes out on an empty queue: the limit
         # bounds how far a window lags, not how big one event may be.
-        if self._event_bytes and self._event_bytes + len(frame) > self.max_queue_bytes:
+        if event_bytes and event_bytes + size > self.max_queue_bytes:
             self._fell_behind()
             return
         if trace.ENABLED:
             # publish appended the event to the buffer first: its seq is the stream's last.
             self._trace_keys.append((stream.topic_id, stream.last_seq))
-        self._enqueue(frame, is_event=True, wake=wake)
+        self._queue.append((frame, True))
+        self._queued_bytes += size
+        self._event_bytes = event_bytes + size
+        if wake:
+            self._wake_writer()
 
     def push_events(self, events: list[TopicEvent]) -> bool:
         """Queue replayed events (encoded here: replays are rare, one window at a time).
@@ -284,7 +289,7 @@ class Connection:
         All or nothing: False, with nothing queued, when they do not fit in the queue; a
         snapshot is then the cheaper way to catch up.
         """
-        codec = SERVER_CODECS[self._encoding]
+        codec = SERVER_CODECS[self.encoding]
         try:
             frames = [codec.encode_frame(ev) for ev in events]
         except FrameTooLarge:
@@ -321,23 +326,29 @@ class Connection:
         to the writer task, in order. Called by the fan-out once per batch (`TopicStream.held`)
         so frames leave in the pipe read's own scheduler pass, not one pass later. Never
         blocks or raises: a broken socket aborts the connection, as in the writer."""
-        if self._queue and not (self._sending or self._closing or self._fd < 0):
+        queue = self._queue
+        if not queue:
+            return
+        if not (self._sending or self._closing or self._fd < 0):
             data, traced = self._take()
+            # `_try_write`, written out: this runs once per window for every pipe read of a
+            # streaming topic.
             try:
-                sent = self._try_write(data)
-            except trio.BrokenResourceError:
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:  # EPIPE, ECONNRESET: the peer went away
                 self.abort()
                 return
             if sent == len(data):
                 if traced:
                     trace.written(traced, id(self))
                 return
-            self._queue.appendleft((data[sent:], False))  # first, as a reply: never dropped
+            queue.appendleft((data[sent:], False))  # first, as a reply: never dropped
             self._queued_bytes += len(data) - sent
             self._frames_sent -= 1  # the writer counts the rest again
             self._trace_keys[:0] = traced
-        if self._queue:
-            self._wake_writer()
+        self._wake_writer()
 
     def _take(self) -> tuple[bytes, Sequence[tuple[str, int]]]:
         # Runs once per window per pipe read of a streaming topic, usually for one frame:
@@ -516,15 +527,15 @@ class Connection:
     async def _handle_body(self, body: bytes) -> bool:
         """Serve one frame. False: the connection must close."""
         if self._codec is None:
-            self._encoding = detect_encoding(body)
-            self._codec = client_codec(self._encoding, self.max_frame_size)
+            self.encoding = detect_encoding(body)
+            self._codec = client_codec(self.encoding, self.max_frame_size)
         try:
             msg = self._codec.decode(body)
         except InvalidMessage as exc:
             if not self.welcomed:
                 self._fatal(HandshakeError(f"expected hello as the first message: {exc.message}"))
                 return False
-            refused = refusal(body, exc, self._encoding)
+            refused = refusal(body, exc, self.encoding)
             if refused.close:
                 self._fatal(refused.error)
                 return False
