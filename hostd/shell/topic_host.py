@@ -308,12 +308,13 @@ class TopicHost(DriverLink):
                 self._timers_changed.set()
             else:  # pragma: no cover - a new effect kind nobody taught the shell
                 log.error("topic %s: unknown effect %r ignored", tid, eff)
-        if self.runtime.active_turn_id is None:
+        active = self.runtime.active_turn_id
+        if active is None:
             self._idle.set()
         elif self._idle.is_set():
             self._idle = trio.Event()
-        if self.runtime.active_turn_id != self._last_turn:
-            self._last_turn = self.runtime.active_turn_id
+        if active != self._last_turn:
+            self._last_turn = active
             self._turn_changed.set()
             self._turn_changed = trio.Event()
         return durable_gen
