@@ -89,8 +89,14 @@ def run(ctx: Context) -> Result:
                     res.add(f"{label} daemon CPU per turn", "s", cpu[0])
                     res.add(f"{label} windows process CPU per turn", "s", cpu[1])
                     # Per event: a driver chunk (the daemon), a frame received (the windows).
-                    frames = max(1, windows * int(report["windows"][0]["frames"]))
+                    # A turn's 300,000 driver chunks reach the windows as ~135 events (the
+                    # harness and the daemon merge a read's deltas): the daemon's work is per
+                    # event (one publish, one write per window), so that is its unit too.
+                    events = max(1, int(report["windows"][0]["frames"]))
+                    frames = windows * events
                     res.add(f"{label} daemon CPU per chunk", "us", cpu[0] / n * 1e6)
+                    res.add(f"{label} daemon CPU per event", "us", cpu[0] / events * 1e6)
+                    res.add(f"{label} events per turn (frames per window)", "", events)
                     res.add(f"{label} windows CPU per frame", "us", cpu[1] / frames * 1e6)
                     if drivers and counted0 is not None:
                         res.add(f"{label} driver CPU per turn", "s", cpu[2])
