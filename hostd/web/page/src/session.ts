@@ -329,7 +329,7 @@ export class Session {
           return;
         }
         if (item.type === "topic-changed") void this.refreshTopics();
-        if (item.type === "approval-requested") this.set({ approvalClosed: "" });
+        if (item.type === "approval-requested" || item.type === "turn-started") this.set({ approvalClosed: "" });
         if (item.type === "approval-resolved" && (item.status === "cancelled" || item.status === "timed_out")) {
           // Closed without an answer (its driver withdrew it, its turn ended, nobody answered):
           // every window says why, not only that the card went away.
