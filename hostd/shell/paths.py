@@ -129,6 +129,11 @@ def check_ancestors(path: Path) -> None:
             st = os.stat(parent)
         except FileNotFoundError:
             continue
+        except OSError as exc:  # not a folder, not ours to look into (/proc/1/root)
+            raise ConfigError(
+                f"cannot use {str(path)!r}: {str(parent)!r}: {exc.strerror}; {_ADVICE}",
+                details={"path": str(parent)},
+            ) from None
         if st.st_uid not in (me, 0):
             raise ConfigError(
                 f"{str(parent)!r} (above {str(path)!r}) is owned by uid {st.st_uid}, who could "
@@ -194,7 +199,12 @@ def _ours(path: str, *, private: bool) -> bool:
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) and make it 0700, owned by us, not a symlink."""
     check_ancestors(path)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:  # a file on the way, a read-only or pseudo file system
+        raise ConfigError(
+            f"cannot create {str(path)!r}: {exc.strerror}; {_ADVICE}", details={"path": str(path)}
+        ) from None
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"{str(path)!r} must be a directory, not a link or a file; {_ADVICE}")

@@ -184,3 +184,11 @@ async def test_two_daemons_on_one_data_dir_are_refused(
         await first.stop()
         second = await start_in_process(nursery, b)  # free again
         await second.stop()
+
+
+def test_a_home_that_cannot_hold_folders_is_one_clear_line(home: Path) -> None:
+    """HOSTD_HOME that is a file (or under one): one line saying so, not an OSError's traceback."""
+    a_file = home / "notes.txt"
+    a_file.write_text("not a folder\n")
+    line = _one_clear_line(_serve(a_file))
+    assert "notes.txt" in line and "Not a directory" in line, line
