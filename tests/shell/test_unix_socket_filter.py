@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from hostd.shell.drivers import unix_socket_filter
+from hostd.shell.drivers.sandbox import probe
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() not in unix_socket_filter.ARCHES,
@@ -61,3 +62,14 @@ def test_a_missing_command_is_one_line_and_exit_127() -> None:
 def test_an_unknown_machine_has_no_filter() -> None:
     with pytest.raises(OSError, match="no Unix-socket filter for machine 'mips'"):
         unix_socket_filter.program("mips")
+
+
+def test_on_an_unknown_machine_confined_is_unavailable_in_one_line() -> None:
+    """Said by the probe (`hostd status`, a confined topic's `sandbox_unavailable`), not by
+    each driver's exit 126; no bwrap is run."""
+    support = probe("/nonexistent/bwrap", machine="riscv64")
+    assert not support.available
+    assert support.summary() == (
+        "unavailable: hostd's Unix-socket filter knows aarch64 and x86_64, not 'riscv64' (a "
+        'confined driver could reach any Unix socket); run such topics with sandbox = "off"'
+    )

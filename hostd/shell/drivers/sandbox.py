@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import pwd
 import shutil
 import subprocess
@@ -60,8 +61,18 @@ class SandboxSupport:
         return f"unavailable: {self.reason}"
 
 
-def probe(bwrap: str | None = None) -> SandboxSupport:
+def probe(bwrap: str | None = None, machine: str | None = None) -> SandboxSupport:
     """Run bwrap once with the confined flags (blocking, bounded) and say what happened."""
+    machine = machine or platform.machine()
+    if machine not in unix_socket_filter.ARCHES:
+        # Said here, once, by `hostd status` and by a confined topic's refusal, instead of
+        # every confined driver exiting 126 at its start (the filter refuses to run).
+        known = " and ".join(sorted(unix_socket_filter.ARCHES))
+        return SandboxSupport(
+            False,
+            reason=f"hostd's Unix-socket filter knows {known}, not {machine!r} (a confined "
+            'driver could reach any Unix socket); run such topics with sandbox = "off"',
+        )
     path = bwrap or shutil.which("bwrap")
     if not path:
         return SandboxSupport(
