@@ -90,8 +90,9 @@ def _show_one(args: argparse.Namespace) -> int:
             + " is the value of NAME from secrets.env in the config dir (NAME=value lines, "
             "mode 0600; `hostd paths` shows the dir), else from the daemon's environment. "
             "It goes to this driver's environment only, redacted from all it says, never "
-            "stored in options, rows, the log or events. A topic's options may refer to "
-            "names secrets.env defines or an assistant file refers to; others are refused.",
+            "stored in options, rows, the log or events. A server that refers to one is "
+            "defined in an assistant file (a window may use it as written there); a "
+            "window's own server with a reference is refused.",
             markup=False,
         )
     if not spec.options_help:

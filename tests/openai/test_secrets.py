@@ -1,7 +1,7 @@
 """Secrets by reference: `${NAME}` in an MCP server's `env` reaches the server, from the
 config dir's 0600 `secrets.env`, and its value is never in the database file, the log or any
-event, even when the server itself says it (redaction). A reference the user did not allow is
-refused at create-topic.
+event, even when the server itself says it (redaction). A window's own server with a
+reference is refused at create-topic: the server must be one an assistant file defines.
 
 Real daemon process, real socket and SQLite, the driver and a real MCP server as
 subprocesses, the fake OpenAI-compatible server in this process.
@@ -10,6 +10,7 @@ subprocesses, the fake OpenAI-compatible server in this process.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -77,22 +78,29 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                 options = {
                     "base_url": api.base_url,
                     "api_key_env": "",
-                    "mcp_servers": {"t": server},
                     "mcp_startup_wait": 30,
                     "allowed_tools": ["t__*"],
                 }
-                # A reference to a variable the user did not allow: refused, nothing stored.
-                with pytest.raises(PermissionDenied, match=r"^\$\{HOME\} in the options"):
-                    await a.create_topic(
-                        driver="openai",
-                        model="fake-model",
-                        options={
-                            **options,
-                            "mcp_servers": {"t": {**server, "env": {"X": "${HOME}"}}},
-                        },
-                    )
+                # A window's own server would get the secret (it picks the URL or program):
+                # refused, nothing stored; the user's assistant file defines the server.
+                with pytest.raises(PermissionDenied) as refused:
+                    await a.create_topic(driver="openai", model="fake-model",
+                                         options={**options, "mcp_servers": {"t": server}})
+                assert str(refused.value) == (
+                    "${MCP_TOKEN} in mcp_servers 't' from a window would go to a server the "
+                    "window chose; define that server (the same entry) in the "
+                    "[options.mcp_servers] of an assistant in the config dir's assistants/ "
+                    "(`hostd paths` shows where)"
+                )
+                assistants = paths.config_dir / "assistants"
+                assistants.mkdir(mode=0o700)
+                (assistants / "tools.toml").write_text(
+                    f"[options.mcp_servers]\nt = {toml_inline(server)}\n"
+                )
+                assert await a.list_topics() == []
                 topic = await a.create_topic(
                     title="secrets",
+                    assistant="tools",
                     driver="openai",
                     model="fake-model",
                     options=options,
@@ -120,6 +128,15 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
     assert events and not [e for e in events if SECRET.encode() in e]
     assert files_holding(home, SECRET.encode(), skip=secrets) == []
     assert looked_at(paths) == (True, True)
+
+
+def toml_inline(value: object) -> str:
+    """`value` (str, list, dict of those) as a TOML inline value (JSON strings are TOML's)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_inline(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def looked_at(paths: Paths) -> tuple[bool, bool]:

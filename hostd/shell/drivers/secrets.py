@@ -11,7 +11,8 @@ Rules this module guards:
   name, or one of the user's assistant files refers to it. Options come from windows, which
   also pick where the value is sent (an MCP server's `url`), so a reference to any other
   variable of the daemon's environment is refused (`PermissionDenied`, one line saying what
-  to add), at create-topic and again before a process starts.
+  to add), at create-topic and again before a process starts. Which *server* a window may
+  send a reference to (one an assistant file defines) is `window_options`' rule.
 - The value comes from `secrets.env` first, then the daemon's environment; a name found in
   neither is not passed (the driver says which reference is unset). Values go only into the
   driver's environment and its redaction list: never into options, rows, logs or events.
@@ -34,6 +35,7 @@ __all__ = [
     "SecretSource",
     "check_references",
     "driver_secrets",
+    "file_references",
     "read_secrets",
     "references_in",
 ]
@@ -116,15 +118,20 @@ def references_in(spec: DriverSpec, options: Mapping[str, Any]) -> set[str]:
     for option in spec.secret_options:
         names |= references(options.get(option))
     for option in spec.secret_file_options:
-        value = options.get(option)
-        if isinstance(value, str) and value:
-            try:
-                with open(os.path.expanduser(value), "rb") as f:
-                    text = f.read(MAX_REFERENCING_FILE_BYTES).decode("utf-8", "replace")
-            except OSError:
-                continue
-            names |= references(text)
+        names |= file_references(options.get(option))
     return names
+
+
+def file_references(path: Any) -> set[str]:
+    """The names a file an option names refers to (none when unreadable: the driver says)."""
+    if not isinstance(path, str) or not path:
+        return set()
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            text = f.read(MAX_REFERENCING_FILE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return set()
+    return references(text)
 
 
 def check_references(

@@ -26,7 +26,11 @@ value instead. Checked when a topic is created, when a message is accepted (its 
 options over the topic's), before a `Send` reaches a driver, and before a process starts (a
 topic stored before a rule, a fork, an assistant file removed since).
 
-`${NAME}` references to secrets (`DriverSpec.secret_options`) are `secrets.check_references`.
+- `DriverSpec.secret_options` (openai `mcp_servers`): a server entry holding a `${NAME}`
+  reference to a secret only as an assistant file defines that server (the same entry):
+  else a window would pick the URL or program the secret goes to. `secret_file_options`
+  (`mcp_config`): a file with references only at a path an assistant file names. Which
+  names may be referred to at all is `secrets.check_references`.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from hostd.core.redaction import is_credential_name
+from hostd.shell.drivers.secrets import file_references
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import PermissionDenied
+from hostd_protocol.secret_refs import references
 
 __all__ = [
     "REDIRECT_ENV",
@@ -110,6 +116,7 @@ def check_window_options(
     _check_assistant_only(spec, options, configured)
     _check_env_options(spec, options, configured)
     _check_env_table(spec, options, configured)
+    _check_secret_servers(spec, options, configured)
     if environ is not None:
         _check_redirect_options(spec, options, configured, environ)
 
@@ -201,4 +208,38 @@ def _check_redirect_options(
             f"{what} the daemon's {held[0]}: for a server "
             f"without a key set {keys}, else set {option} in the [options] of {_WHERE}",
             details={"driver": spec.name, "option": option, "variable": held[0]},
+        )
+
+
+def _check_secret_servers(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredValues
+) -> None:
+    for option in spec.secret_options:
+        servers = options.get(option)
+        if not isinstance(servers, Mapping) or _chosen(servers, configured, option):
+            continue
+        defined = [
+            entry
+            for value in configured(option)
+            if isinstance(value, Mapping)
+            for entry in value.values()
+        ]
+        for name, entry in servers.items():
+            names = references(entry)
+            if not names or entry in defined:
+                continue
+            raise PermissionDenied(
+                f"${{{min(names)}}} in {option} {name!r} from a window would go to a server "
+                "the window chose; define that server (the same entry) in the "
+                f"[options.{option}] of {_WHERE}",
+                details={"driver": spec.name, "option": option, "variable": min(names)},
+            )
+    for option in spec.secret_file_options:
+        path = options.get(option)
+        if _chosen(path, configured, option) or not (names := file_references(path)):
+            continue
+        raise PermissionDenied(
+            f"{option} {path!r} from a window refers to ${{{min(names)}}}: the window would "
+            f"choose where it goes; set `{option} = {path!r}` in the [options] of {_WHERE}",
+            details={"driver": spec.name, "option": option, "variable": min(names)},
         )
