@@ -1,6 +1,8 @@
 """Benchmark of the Claude Code driver on the fake Messages API: time to first token cold
 (a new driver process: Python start, SDK import, CLI spawn and initialise, request) vs warm
-(a prewarmed driver: only the request), and the memory of driver + CLI.
+(a prewarmed driver: only the request), the memory of driver + CLI, and how long an
+interrupt takes (Interrupt sent mid-answer -> the driver's `TurnEnd(stopped)`; the answer
+hangs after its first delta, so only the interrupt ends it).
 
     .venv/bin/python -m tests.claude.bench [--runs N] [--json]
 
@@ -22,11 +24,20 @@ from typing import Any
 import trio
 
 from hostd_dev.bench.cpu_stats import rss_mib
-from hostd_protocol.driver_messages import ChunkEvent, Prewarm, Send, TurnEnd, Warmed
+from hostd_protocol.driver_messages import (
+    ChunkEvent,
+    Interrupt,
+    Prewarm,
+    Send,
+    TurnEnd,
+    Warmed,
+)
 from tests.claude.driver_peer import DriverProcess, Peer, init_for, offline_env
-from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, text, user_says
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Rule, hang, text, user_says
 
 PROMPT = "bench hello"
+#: The fake answers this with one delta, then hangs until the interrupt.
+HANG_PROMPT = "bench interrupt"
 
 
 @dataclass
@@ -39,8 +50,10 @@ class ClaudeBench:
     prewarm_s: float
     driver_rss_mib: float
     cli_rss_mib: float
+    interrupt_s: float = 0.0
     cold_samples: list[float] = field(default_factory=list)
     warm_samples: list[float] = field(default_factory=list)
+    interrupt_samples: list[float] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
@@ -56,7 +69,8 @@ class ClaudeBench:
             f"claude-code driver, median of {self.runs}: time to first token cold "
             f"{self.cold_ttft_s * 1000:.0f} ms, warm {self.warm_ttft_s * 1000:.0f} ms "
             f"({self.speedup:.0f}x; prewarm took {self.prewarm_s * 1000:.0f} ms); RSS driver "
-            f"{self.driver_rss_mib:.0f} MiB + CLI {self.cli_rss_mib:.0f} MiB"
+            f"{self.driver_rss_mib:.0f} MiB + CLI {self.cli_rss_mib:.0f} MiB; interrupt -> "
+            f"stopped {self.interrupt_s * 1000:.0f} ms"
         )
 
 
@@ -84,7 +98,23 @@ async def _first_token(peer: Peer, turn_id: str) -> float:
             return first
 
 
-async def _one_run(base_url: str, root: Path, i: int) -> tuple[float, float, float, float, float]:
+async def _interrupt(peer: Peer, turn_id: str) -> float:
+    """Seconds from an Interrupt sent at the first chunk of a hanging answer to its end."""
+    await peer.send(Send(turn_id=turn_id, text=HANG_PROMPT))
+    t0 = 0.0
+    while True:
+        event = await peer.recv()
+        if not t0 and isinstance(event, ChunkEvent):
+            t0 = time.perf_counter()
+            await peer.send(Interrupt(turn_id=turn_id))
+        if isinstance(event, TurnEnd):
+            assert event.status == "stopped", event
+            return time.perf_counter() - t0
+
+
+async def _one_run(
+    base_url: str, root: Path, i: int
+) -> tuple[float, float, float, float, float, float]:
     env = offline_env(base_url)
     # Cold: the clock starts before the process is spawned.
     t0 = time.perf_counter()
@@ -116,17 +146,21 @@ async def _one_run(base_url: str, root: Path, i: int) -> tuple[float, float, flo
             warm_ttft = await _first_token(peer, "w")
             driver_rss = rss_mib(warm.pid)
             cli_rss = sum(rss_mib(c) for c in _children(warm.pid))
+            interrupt_s = await _interrupt(peer, "i")
     finally:
         warm.close()
         warm.cleanup()
-    return cold_ttft, warm_ttft, prewarm_s, driver_rss, cli_rss
+    return cold_ttft, warm_ttft, prewarm_s, driver_rss, cli_rss, interrupt_s
 
 
 async def measure_async(runs: int = 3, base_url: str | None = None) -> ClaudeBench:
     """Run the benchmark (inside trio). Starts its own fake API unless `base_url` is given."""
     api = None
     if base_url is None:
-        api = FakeAnthropicAPI([Rule(user_says(PROMPT), text("Hello from the fake."))]).start()
+        api = FakeAnthropicAPI([
+            Rule(user_says(PROMPT), text("Hello from the fake.")),
+            Rule(user_says(HANG_PROMPT), hang("Partial answer")),
+        ]).start()
         base_url = api.base_url
     try:
         with tempfile.TemporaryDirectory(prefix="hostd-cc-bench-") as d:
@@ -134,7 +168,7 @@ async def measure_async(runs: int = 3, base_url: str | None = None) -> ClaudeBen
     finally:
         if api is not None:
             api.stop()
-    cold, warm, prewarm, drss, crss = (list(x) for x in zip(*samples, strict=True))
+    cold, warm, prewarm, drss, crss, stops = (list(x) for x in zip(*samples, strict=True))
     return ClaudeBench(
         runs=runs,
         cold_ttft_s=statistics.median(cold),
@@ -142,8 +176,10 @@ async def measure_async(runs: int = 3, base_url: str | None = None) -> ClaudeBen
         prewarm_s=statistics.median(prewarm),
         driver_rss_mib=statistics.median(drss),
         cli_rss_mib=statistics.median(crss),
+        interrupt_s=statistics.median(stops),
         cold_samples=cold,
         warm_samples=warm,
+        interrupt_samples=stops,
     )
 
 

@@ -608,14 +608,16 @@ async def test_invalid_option_is_a_clear_fatal_error(api: FakeAnthropicAPI, work
 
 
 async def test_bench_helper_measures_cold_and_warm(api: FakeAnthropicAPI) -> None:
-    from tests.claude.bench import PROMPT, measure_async
+    from tests.claude.bench import HANG_PROMPT, PROMPT, measure_async
 
     api.add_rule(user_says(PROMPT), text("Hello from the fake."), first=True)
+    api.add_rule(user_says(HANG_PROMPT), hang("Partial answer"), first=True)
     with trio.fail_after(2 * TURN_TIMEOUT):
         bench = await measure_async(runs=1, base_url=api.base_url)
     # Figures measured; which is faster is the bench's to say (`scripts/bench claude`).
     assert bench.warm_ttft_s > 0 and bench.cold_ttft_s > 0
     assert bench.driver_rss_mib > 0 and bench.cli_rss_mib > 0
+    assert bench.interrupt_s > 0  # the interrupted turn ended `stopped` (the helper checks)
     assert bench.summary().startswith("claude-code driver, median of 1: time to first token cold ")
 
 

@@ -15,14 +15,23 @@ Per run:
   before `os._exit`): that stamp -> the window sees the turn end (was "crash reached the topic
   after < 1.0 s" in tests/shell/test_supervisor.py, and the conformance suite's `crash_bound`);
 - a driver that ignores the interrupt (`/hang`): stop -> the window sees `stopped` (the 3 s
-  interrupt grace, then the kill; was `FAIL_BOUND` in test_stray_late_and_hanging_drivers).
+  interrupt grace, then the kill; was `FAIL_BOUND` in test_stray_late_and_hanging_drivers);
+- an OpenAI topic's stdio MCP server that ignores SIGTERM and end of input, in a session of
+  its own: delete-topic -> the server process is gone (was "gone by 3 s" in
+  tests/openai/test_mcp_lifetime.py; issue 32's bar). Needs the openai driver and the repo's
+  tests/ (the fake OpenAI server): else the row is left out with a note.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
+import sys
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -33,7 +42,8 @@ from hostd_dev.bench.report import Context, Result
 
 GOAL = (
     "good topic's longest gap <= 1 s while 4 drivers fail; a failure ends its turn <= 6 s; "
-    "crash -> window <= 1 s; stop of a hung driver <= 6 s"
+    "crash -> window <= 1 s; stop of a hung driver <= 6 s; a stubborn MCP server gone <= 3 s "
+    "after its topic is deleted"
 )
 
 #: The four failures of test_misbehaving_drivers_fail_their_topic_only: text, driver options.
@@ -130,6 +140,62 @@ async def _stop_a_hung_driver(client: Any, res: Result) -> None:
                 return
 
 
+#: An MCP server that ignores SIGTERM and end of input (the marker word in its argv).
+STUBBORN = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n"
+
+
+def _alive(pid: int, marker: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return marker.encode() in fh.read().split(b"\0")  # a zombie's argv is empty
+    except OSError:
+        return False
+
+
+async def _mcp_server_gone(client: Any, api_url: str, res: Result) -> None:
+    from hostd.testing.processes import marked
+
+    marker = f"hostd-bench-mcp-{uuid.uuid4().hex}"
+    t = await client.create_topic(
+        driver="openai", model="fake-model", title="mcp",
+        options={"base_url": api_url, "api_key_env": "", "mcp_startup_wait": 0,
+                 "mcp_servers": {"s": {"command": sys.executable,
+                                       "args": ["-c", STUBBORN, marker]}}},
+    )
+    end, _ = await _turn(client, t.id, "hello")
+    if end.status != "success":
+        raise RuntimeError(f"the MCP topic's turn ended {end.status}: {end.error}")
+    # A process's start and end are no events we can wait on: polled (a bench, not a test).
+    while True:
+        pids = marked(marker)
+        if pids:
+            break
+        await trio.sleep(0.01)
+    t0 = time.perf_counter()
+    await client.delete_topic(t.id)
+    while True:
+        if not any(_alive(pid, marker) for pid in pids):
+            break
+        await trio.sleep(0.002)
+    res.add("stubborn MCP server: delete-topic -> process gone", "ms",
+            (time.perf_counter() - t0) * 1000, goal=("<=", 3000))
+    for pid in marked(marker):  # never left behind by the bench
+        os.kill(pid, 9)
+
+
+def _fake_openai() -> Any:
+    """The fake OpenAI server (a context manager) answering "hello", or a reason string."""
+    import importlib.util
+
+    if importlib.util.find_spec("hostd_openai") is None:
+        return "the openai driver is not installed (scripts/setup)"
+    try:
+        from tests.fakes.openai_api import FakeOpenAI, Rule, Text, user_says
+    except ImportError:
+        return "tests/fakes is not importable (run from the repo root)"
+    return FakeOpenAI([Rule(user_says("hello"), Text("Hi."))])
+
+
 def run(ctx: Context) -> Result:
     res = Result("failures", GOAL)
     res.notes.append(
@@ -137,16 +203,28 @@ def run(ctx: Context) -> Result:
         "tests/shell/test_supervisor.py and the conformance suite asserted until session 9"
     )
 
+    fake = _fake_openai()
+    if isinstance(fake, str):
+        res.notes.append(f"MCP server row left out: {fake}")
+
     async def measure(client: Any) -> None:
         with trio.fail_after(HANG):
             await _failures_beside_a_stream(client, res)
             await _crash_to_window(client, res)
             await _stop_a_hung_driver(client, res)
+            if not isinstance(fake, str):
+                await _mcp_server_gone(client, fake.base_url, res)
 
-    for _ in range(ctx.runs):
-        with DaemonProc() as daemon:
-            with_client(daemon, measure)
+    with fake if not isinstance(fake, str) else _nothing():
+        for _ in range(ctx.runs):
+            with DaemonProc() as daemon:
+                with_client(daemon, measure)
     return res
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 __all__ = ["GOAL", "run"]
