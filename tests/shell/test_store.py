@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -59,6 +61,34 @@ async def test_writer_coalesces_and_waits_for_commit(tmp_path: Path) -> None:
             await writer.wait_committed()
             assert reader.load_topics() == [] and reader.load_rows("tp1") == []
             n.cancel_scope.cancel()
+
+
+async def test_the_writer_keeps_python_off_its_worker_thread(tmp_path: Path) -> None:
+    """A batch's statements are built on the event loop; the worker thread only runs SQLite
+    (Python there holds the GIL while the loop waits for it to read a driver's chunk)."""
+    loop_thread = threading.get_ident()
+    threads: dict[str, set[int]] = {"prepare": set(), "write": set()}
+
+    class Watched(st.Store):
+        def prepare(self, ops: Any) -> Any:
+            threads["prepare"].add(threading.get_ident())
+            return super().prepare(ops)
+
+        def write(self, batch: Any) -> int:
+            threads["write"].add(threading.get_ident())
+            return super().write(batch)
+
+    with trio.fail_after(10), Watched(tmp_path / "db") as s, st.Store(tmp_path / "db") as reader:
+        writer = st.StoreWriter(s, flush_interval=10.0)
+        async with trio.open_nursery() as n:
+            await n.start(writer.serve)
+            writer.put(st.PutTopic(topic()))
+            writer.put(st.PutRow(row("r1", "pending", 1, "x")))
+            await writer.wait_committed()
+            n.cancel_scope.cancel()
+        assert [r.id for r in reader.load_rows("tp1")] == ["r1"]
+    assert threads["prepare"] == {loop_thread}
+    assert threads["write"] and loop_thread not in threads["write"]
 
 
 async def test_streamed_touches_are_written_once_per_flush_with_the_newest_content(

@@ -178,17 +178,17 @@ async def test_driver_gets_the_send_before_the_commit_and_the_reply_after_it(
     driver has the turn, so the order is forced, not a race."""
     writer = running.daemon.writer
     store = writer._store  # the real Store the writer commits with
-    real_apply = store.apply
+    real_write = store.write
     release = threading.Event()
 
-    def held_apply(ops: Any) -> None:
+    def held_write(batch: Any) -> int:
         release.wait(10)  # a worker thread: blocking here holds the commit, not the loop
-        real_apply(ops)
+        return real_write(batch)
 
     with trio.fail_after(10):
         async with open_client(running.paths) as c:
             t = await c.create_topic()
-            monkeypatch.setattr(store, "apply", held_apply)
+            monkeypatch.setattr(store, "write", held_write)
             replies: list[Any] = []
 
             async def send() -> None:

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from hostd.shell.store.ops import (
     TopicRecord,
     TurnRecord,
 )
-from hostd.shell.store.row_content import Cursor, compact_all, merge_pieces, plan_rows
+from hostd.shell.store.row_content import Cursor, Plan, compact_all, merge_pieces, plan_rows
 from hostd.shell.store.rows import (
     APPROVAL_COLUMNS,
     ROW_COLUMNS,
@@ -327,131 +328,150 @@ class Store:
     def apply(self, ops: Sequence[Op]) -> int:
         """Write one batch in one transaction; returns the bytes of row content it encoded.
         Raises `StoreError`, having written nothing."""
-        self.check_file()
+        return self.write(self.prepare(ops))
+
+    def prepare(self, ops: Sequence[Op]) -> Prepared:
+        """Everything of a batch's write that is Python: the statements and their rows, in
+        dependency order. The store writer runs it on the event loop and only `write` on its
+        worker thread: Python on that thread holds the GIL, and the loop, waking for a
+        driver's chunk, waited for it (docs/benchmarks.md, "Tail latency (session 10,
+        tail)"). Reads the row cursors, which only `write` changes: run the two in turn."""
         groups: dict[type, list[Any]] = {}
         for op in ops:
             groups.setdefault(type(op), []).append(op)
-        db = self._db
         rows = plan_rows(ops, self._cursors)
+        out: list[tuple[str, list[tuple[Any, ...]]]] = []
+        # Order by dependency: parents first, deletions last (foreign keys are checked per
+        # statement).
+        if ts := groups.get(PutTopic):
+            out.append((
+                "INSERT INTO topics (id, title, assistant, driver, model, working_dir, "
+                "options, created_at, updated_at, last_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "title = excluded.title, assistant = excluded.assistant, "
+                "driver = excluded.driver, model = excluded.model, "
+                "working_dir = excluded.working_dir, options = excluded.options, "
+                "updated_at = excluded.updated_at, "
+                "last_seq = max(topics.last_seq, excluded.last_seq)",
+                [
+                    (
+                        t.id,
+                        t.title,
+                        t.assistant,
+                        t.driver,
+                        t.model,
+                        t.working_dir,
+                        json_encoder.encode(t.options).decode(),
+                        t.created_at,
+                        t.updated_at,
+                        t.seq,
+                    )
+                    for t in (op.topic for op in ts)
+                ],
+            ))
+        if ss := groups.get(PutSeq):
+            out.append((
+                "UPDATE topics SET last_seq = max(last_seq, ?) WHERE id = ?",
+                [(op.seq, op.topic_id) for op in ss],
+            ))
+        # Rows: whole (a `PutRow`, a row's first or replaced content) or a piece of what was
+        # streamed since the last commit (`row_content`).
+        out.extend(rows.statements(ROW_COLUMNS, ROW_PLACEHOLDERS))
+        if aps := groups.get(PutApproval):
+            out.append((
+                f"INSERT INTO approvals ({APPROVAL_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
+                "SET status = excluded.status, answered_by = excluded.answered_by, "
+                "reason = excluded.reason, option_id = excluded.option_id",
+                [approval_values(op.approval) for op in aps],
+            ))
+        if tus := groups.get(PutTurn):
+            out.append((
+                "INSERT INTO turns (id, topic_id, status, error, error_code, resume_text, "
+                "started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
+                "error = excluded.error, error_code = excluded.error_code, "
+                "resume_text = excluded.resume_text, ended_at = excluded.ended_at",
+                [
+                    (
+                        op.turn_id,
+                        op.topic_id,
+                        op.status,
+                        op.error,
+                        op.error_code,
+                        op.resume_text,
+                        op.at,
+                        op.at if op.status is not None else None,
+                    )
+                    for op in tus
+                ],
+            ))
+        if uss := groups.get(PutTurnUsage):
+            out.append((
+                "UPDATE turns SET usage = ? WHERE id = ?",
+                [(json_encoder.encode(op.usage).decode(), op.turn_id) for op in uss],
+            ))
+        if sts := groups.get(PutSteps):
+            out.append(("DELETE FROM steps WHERE turn_id = ?", [(op.turn_id,) for op in sts]))
+            out.append((
+                "INSERT INTO steps (turn_id, kind, status, data, started_at, ended_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        op.turn_id,
+                        step.kind,
+                        step.status,
+                        json_encoder.encode(step.data).decode(),
+                        step.started_at,
+                        step.ended_at,
+                    )
+                    for op in sts
+                    for step in op.steps
+                ],
+            ))
+        if tks := groups.get(PutResumeToken):
+            out.append((
+                "INSERT INTO resume_tokens (topic_id, token, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(topic_id) DO UPDATE SET token = excluded.token, "
+                "updated_at = excluded.updated_at",
+                [(op.topic_id, op.token, op.at) for op in tks],
+            ))
+        if scs := groups.get(PutSchedule):
+            marks = ", ".join("?" for _ in SCHEDULE_COLUMNS.split(","))
+            out.append((
+                f"INSERT OR REPLACE INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({marks})",
+                [schedule_values(op.schedule) for op in scs],
+            ))
+        if dss := groups.get(DeleteSchedule):
+            out.append(("DELETE FROM schedules WHERE id = ?", [(op.schedule_id,) for op in dss]))
+        if drs := groups.get(DeleteRow):
+            out.append(("DELETE FROM rows WHERE id = ?", [(op.row_id,) for op in drs]))
+        if dts := groups.get(DeleteTopic):
+            out.append(("DELETE FROM topics WHERE id = ?", [(op.topic_id,) for op in dts]))
+        return Prepared(out, rows)
+
+    def write(self, batch: Prepared) -> int:
+        """Run a prepared batch in one transaction; returns the bytes of row content it
+        encoded. Raises `StoreError`, having written nothing."""
+        self.check_file()
+        db = self._db
         try:
             with db:
-                # Order by dependency: parents first, deletions last (foreign keys are checked
-                # per statement).
-                if ts := groups.get(PutTopic):
-                    db.executemany(
-                        "INSERT INTO topics (id, title, assistant, driver, model, working_dir, "
-                        "options, created_at, updated_at, last_seq) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                        "title = excluded.title, assistant = excluded.assistant, "
-                        "driver = excluded.driver, model = excluded.model, "
-                        "working_dir = excluded.working_dir, options = excluded.options, "
-                        "updated_at = excluded.updated_at, "
-                        "last_seq = max(topics.last_seq, excluded.last_seq)",
-                        [
-                            (
-                                t.id,
-                                t.title,
-                                t.assistant,
-                                t.driver,
-                                t.model,
-                                t.working_dir,
-                                json_encoder.encode(t.options).decode(),
-                                t.created_at,
-                                t.updated_at,
-                                t.seq,
-                            )
-                            for t in (op.topic for op in ts)
-                        ],
-                    )
-                if ss := groups.get(PutSeq):
-                    db.executemany(
-                        "UPDATE topics SET last_seq = max(last_seq, ?) WHERE id = ?",
-                        [(op.seq, op.topic_id) for op in ss],
-                    )
-                # Rows: whole (a `PutRow`, a row's first or replaced content) or a piece of
-                # what was streamed since the last commit (`row_content`).
-                rows.execute(db, ROW_COLUMNS, ROW_PLACEHOLDERS)
-                if aps := groups.get(PutApproval):
-                    db.executemany(
-                        f"INSERT INTO approvals ({APPROVAL_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
-                        "SET status = excluded.status, answered_by = excluded.answered_by, "
-                        "reason = excluded.reason, option_id = excluded.option_id",
-                        [approval_values(op.approval) for op in aps],
-                    )
-                if tus := groups.get(PutTurn):
-                    db.executemany(
-                        "INSERT INTO turns (id, topic_id, status, error, error_code, resume_text, "
-                        "started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                        "ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
-                        "error = excluded.error, error_code = excluded.error_code, "
-                        "resume_text = excluded.resume_text, ended_at = excluded.ended_at",
-                        [
-                            (
-                                op.turn_id,
-                                op.topic_id,
-                                op.status,
-                                op.error,
-                                op.error_code,
-                                op.resume_text,
-                                op.at,
-                                op.at if op.status is not None else None,
-                            )
-                            for op in tus
-                        ],
-                    )
-                if uss := groups.get(PutTurnUsage):
-                    db.executemany(
-                        "UPDATE turns SET usage = ? WHERE id = ?",
-                        [(json_encoder.encode(op.usage).decode(), op.turn_id) for op in uss],
-                    )
-                if sts := groups.get(PutSteps):
-                    db.executemany(
-                        "DELETE FROM steps WHERE turn_id = ?", [(op.turn_id,) for op in sts]
-                    )
-                    db.executemany(
-                        "INSERT INTO steps (turn_id, kind, status, data, started_at, ended_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        [
-                            (
-                                op.turn_id,
-                                step.kind,
-                                step.status,
-                                json_encoder.encode(step.data).decode(),
-                                step.started_at,
-                                step.ended_at,
-                            )
-                            for op in sts
-                            for step in op.steps
-                        ],
-                    )
-                if tks := groups.get(PutResumeToken):
-                    db.executemany(
-                        "INSERT INTO resume_tokens (topic_id, token, updated_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT(topic_id) DO UPDATE SET token = excluded.token, "
-                        "updated_at = excluded.updated_at",
-                        [(op.topic_id, op.token, op.at) for op in tks],
-                    )
-                if scs := groups.get(PutSchedule):
-                    marks = ", ".join("?" for _ in SCHEDULE_COLUMNS.split(","))
-                    db.executemany(
-                        f"INSERT OR REPLACE INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({marks})",
-                        [schedule_values(op.schedule) for op in scs],
-                    )
-                if dss := groups.get(DeleteSchedule):
-                    db.executemany(
-                        "DELETE FROM schedules WHERE id = ?", [(op.schedule_id,) for op in dss]
-                    )
-                if drs := groups.get(DeleteRow):
-                    db.executemany("DELETE FROM rows WHERE id = ?", [(op.row_id,) for op in drs])
-                if dts := groups.get(DeleteTopic):
-                    db.executemany(
-                        "DELETE FROM topics WHERE id = ?", [(op.topic_id,) for op in dts]
-                    )
+                for sql, values in batch.statements:
+                    db.executemany(sql, values)
         except apsw.Error as exc:
             raise StoreError(f"database write failed: {type(exc).__name__}: {exc}") from exc
-        rows.commit(self._cursors)
-        return rows.content_bytes
+        batch.rows.commit(self._cursors)
+        return batch.rows.content_bytes
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A batch ready to write (`Store.prepare`): its statements with their rows, in order,
+    and the row plan whose cursors become the store's once it committed."""
+
+    statements: list[tuple[str, list[tuple[Any, ...]]]]
+    rows: Plan
 
 
 class AsyncStore:

@@ -76,10 +76,13 @@ class Plan:
     cursors: dict[str, Cursor | None] = field(default_factory=dict)
     deleted_topics: list[str] = field(default_factory=list)
 
-    def execute(self, db: apsw.Connection, row_columns: str, placeholders: str) -> None:
-        """Run the row writes (inside the batch's transaction; rows before pieces)."""
+    def statements(
+        self, row_columns: str, placeholders: str
+    ) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """The row writes, in order (rows before pieces), for the batch's transaction."""
+        out: list[tuple[str, list[tuple[Any, ...]]]] = []
         if self.whole:
-            db.executemany(
+            out.append((
                 f"INSERT INTO rows ({row_columns}) VALUES ({placeholders}) ON CONFLICT(id) DO "
                 "UPDATE SET role = excluded.role, status = excluded.status, "
                 "position = excluded.position, turn_id = excluded.turn_id, "
@@ -90,13 +93,14 @@ class Plan:
                 "lane = excluded.lane, alternative = excluded.alternative, "
                 "target = excluded.target, usage = excluded.usage",
                 self.whole,
-            )
+            ))
         if self.compacted:
-            db.executemany("DELETE FROM row_parts WHERE row_id = ?", self.compacted)
+            out.append(("DELETE FROM row_parts WHERE row_id = ?", self.compacted))
         if self.base:
-            db.executemany(f"UPDATE rows SET {_BASE_SET} WHERE id = ?", self.base)
+            out.append((f"UPDATE rows SET {_BASE_SET} WHERE id = ?", self.base))
         if self.pieces:
-            db.executemany("INSERT INTO row_parts (row_id, chunks) VALUES (?, ?)", self.pieces)
+            out.append(("INSERT INTO row_parts (row_id, chunks) VALUES (?, ?)", self.pieces))
+        return out
 
     def commit(self, cursors: dict[str, Cursor]) -> None:
         """The batch committed: its cursors become the store's."""

@@ -206,11 +206,16 @@ class StoreWriter:
             started = time.perf_counter()
             trace_start = monotonic_ns() if trace.ENABLED else 0
             try:
+                # The batch's Python (statements, rows, the streamed pieces' JSON) runs here,
+                # in one go; the worker thread only runs SQLite, which lets go of the GIL.
+                # Python there held the GIL in turns with the loop, so every chunk read
+                # meanwhile waited for it (`Store.prepare`).
+                prepared = self._store.prepare(batch)
+                write = probe.timed_batch(self._store.write) if probe.ENABLED else self._store.write
                 # Not abandoned on cancel: a batch that started is always finished, so a
                 # shutdown never leaves half a transaction behind.
-                apply = probe.timed_batch(self._store.apply) if probe.ENABLED else self._store.apply
                 self._last_batch_bytes = await trio.to_thread.run_sync(
-                    apply, batch, limiter=self._limiter
+                    write, prepared, limiter=self._limiter
                 )
                 if trace.ENABLED:
                     trace.commit(trace_start)
