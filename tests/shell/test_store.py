@@ -91,6 +91,27 @@ async def test_the_writer_keeps_python_off_its_worker_thread(tmp_path: Path) -> 
     assert threads["write"] and loop_thread not in threads["write"]
 
 
+def test_a_flush_of_many_topics_is_a_few_sqlite_steps(tmp_path: Path) -> None:
+    """300 streaming topics' sequence numbers in one batch: two statements (256 rows each at
+    most), not one step per topic; each topic keeps the larger of its stored and new seq."""
+    with st.Store(tmp_path / "db") as s:
+        s.apply([st.PutTopic(topic(f"t{i}")) for i in range(300)])
+        s.apply([st.PutSeq("t0", 1000)])
+        steps: list[str] = []
+
+        def count(cursor: Any, sql: str, bindings: Any) -> bool:
+            steps.append(sql)
+            return True
+
+        s._db.exec_trace = count
+        s.apply([st.PutSeq(f"t{i}", 10 + i) for i in range(300)])
+        s._db.exec_trace = None
+        assert len([q for q in steps if "last_seq" in q]) == 2
+        seqs = {t.info.id: t.last_seq for t in s.load_topics()}
+    assert seqs["t0"] == 1000  # not lowered
+    assert all(seqs[f"t{i}"] == 10 + i for i in range(1, 300))
+
+
 async def test_streamed_touches_are_written_once_per_flush_with_the_newest_content(
     tmp_path: Path,
 ) -> None:

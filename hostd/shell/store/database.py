@@ -55,6 +55,7 @@ from hostd.shell.store.rows import (
     approval_values,
     dict_decoder,
     json_encoder,
+    many_rows,
     row_from,
     schedule_from,
     schedule_values,
@@ -370,10 +371,15 @@ class Store:
                 ],
             ))
         if ss := groups.get(PutSeq):
-            out.append((
-                "UPDATE topics SET last_seq = max(last_seq, ?) WHERE id = ?",
-                [(op.seq, op.topic_id) for op in ss],
-            ))
+            # One statement for many topics (a flush of 100 streaming topics has 100): the
+            # worker lets go of the GIL per statement step, and takes it back after each.
+            out.extend(
+                many_rows(
+                    "WITH v(id, seq) AS (VALUES {rows}) UPDATE topics SET "
+                    "last_seq = max(last_seq, v.seq) FROM v WHERE topics.id = v.id",
+                    [(op.topic_id, op.seq) for op in ss],
+                )
+            )
         # Rows: whole (a `PutRow`, a row's first or replaced content) or a piece of what was
         # streamed since the last commit (`row_content`).
         out.extend(rows.statements(ROW_COLUMNS, ROW_PLACEHOLDERS))

@@ -30,7 +30,7 @@ import msgspec
 
 from hostd.core.rows import PartsBuilder, RowSnapshot
 from hostd.shell.store.ops import DeleteRow, DeleteTopic, Op, PutRow, TouchRow
-from hostd.shell.store.rows import json_encoder, row_values
+from hostd.shell.store.rows import json_encoder, many_rows, row_values
 from hostd_protocol.client_messages import MessageRow
 from hostd_protocol.common import Chunk
 
@@ -99,7 +99,8 @@ class Plan:
         if self.base:
             out.append((f"UPDATE rows SET {_BASE_SET} WHERE id = ?", self.base))
         if self.pieces:
-            out.append(("INSERT INTO row_parts (row_id, chunks) VALUES (?, ?)", self.pieces))
+            # One statement for every row's piece (one per streaming row per flush).
+            out.extend(many_rows("INSERT INTO row_parts (row_id, chunks) VALUES {rows}", self.pieces))
         return out
 
     def commit(self, cursors: dict[str, Cursor]) -> None:

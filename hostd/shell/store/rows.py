@@ -1,4 +1,5 @@
-"""How rows, topics and approvals map to SQLite columns and back (pure msgspec codecs)."""
+"""How rows, topics and approvals map to SQLite columns and back (pure msgspec codecs), and
+many rows to one statement (`many_rows`)."""
 
 from __future__ import annotations
 
@@ -237,3 +238,22 @@ def schedule_from(values: Sequence[Any]) -> ScheduleInfo:
         failures=failures,
         skipped=skipped,
     )
+
+
+#: Rows per multi-row statement (`many_rows`), far below SQLite's 32,766 parameters.
+MANY_ROWS = 256
+
+
+def many_rows(
+    sql: str, rows: list[tuple[Any, ...]]
+) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """`sql` (with `{rows}` where the `(?, ...)` of each row go) as few statements as can take
+    `rows`, each run once: one step of SQLite per statement, not one per row (the writer's
+    worker thread gives the GIL up and takes it back at each step, in turns with the loop)."""
+    out: list[tuple[str, list[tuple[Any, ...]]]] = []
+    for start in range(0, len(rows), MANY_ROWS):
+        part = rows[start : start + MANY_ROWS]
+        marks = "(" + ", ".join("?" * len(part[0])) + ")"
+        flat = tuple(v for row in part for v in row)
+        out.append((sql.format(rows=", ".join([marks] * len(part))), [flat]))
+    return out
