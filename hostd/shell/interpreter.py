@@ -27,7 +27,7 @@ a quarter of the long-lived ones): ~200 chunks late by up to that much in whatev
 lands, one round in two of the bench. Streaming makes almost no cyclic garbage (~200 objects
 per full pass), so that pass buys nothing while it stalls the stream. `hostd serve` therefore
 moves the full pass to a quiet moment (`collect_when_quiet`: the process used under
-`QUIET_CPU_SHARE` of a core over the last `QUIET_CHECK_PERIOD`) and lets CPython start one by
+`QUIET_CPU_SHARE` of a core in each of the last `QUIET_LOOKS` periods of `QUIET_CHECK_PERIOD`) and lets CPython start one by
 itself only after `FULL_PASS_AFTER` generation-1 passes without a quiet moment (its default:
 10), which bounds the garbage a daemon that never rests can hold (docs/benchmarks.md, "Tail
 latency (session 10, tail)").
@@ -57,8 +57,10 @@ SERVE_SWITCH_INTERVAL = 0.001
 FULL_PASS_AFTER = 600
 #: A quiet moment: the whole process (every thread) used less than this share of one core...
 QUIET_CPU_SHARE = 0.05
-#: ... over this many seconds (also how often `collect_when_quiet` looks).
+#: ... over this many seconds (also how often `collect_when_quiet` looks)...
 QUIET_CHECK_PERIOD = 1.0
+#: ... this many times in a row.
+QUIET_LOOKS = 2
 
 
 def freeze_startup_heap() -> int:
@@ -74,24 +76,32 @@ def freeze_startup_heap() -> int:
 
 
 class QuietCollector:
-    """When to run a full collection: at a quiet moment, and only if a generation-1 pass
-    happened since the last full one (otherwise nothing new can have reached generation 2).
+    """When to run a full collection: after `looks` quiet looks in a row, and only if a
+    generation-1 pass happened since the last full one (otherwise nothing new can have
+    reached generation 2). One quiet look is not enough: a daemon whose turns wait for a
+    slow disk uses little CPU for a second, and then streams.
 
-    Fed with the process's CPU seconds and the wall clock at each look; no clock of its own.
+    Fed with the process's CPU seconds and the clock at each look; no clock of its own.
     """
 
-    def __init__(self, *, share: float = QUIET_CPU_SHARE) -> None:
+    def __init__(self, *, share: float = QUIET_CPU_SHARE, looks: int = QUIET_LOOKS) -> None:
         self.share = share
+        self.looks = looks
         self._last: tuple[float, float] | None = None
+        self._quiet = 0
 
-    def due(self, wall: float, cpu: float, young_passes: int) -> bool:
+    def due(self, now: float, cpu: float, young_passes: int) -> bool:
         """Whether to collect now. `young_passes`: generation-1 passes since the last full
         one (`gc.get_count()[2]`)."""
-        last, self._last = self._last, (wall, cpu)
-        if last is None or wall <= last[0]:
+        last, self._last = self._last, (now, cpu)
+        if last is None or now <= last[0]:
             return False
-        quiet = (cpu - last[1]) / (wall - last[0]) < self.share
-        return quiet and young_passes > 0
+        quiet = (cpu - last[1]) / (now - last[0]) < self.share
+        self._quiet = self._quiet + 1 if quiet else 0
+        if self._quiet >= self.looks and young_passes > 0:
+            self._quiet = 0
+            return True
+        return False
 
 
 async def collect_when_quiet(

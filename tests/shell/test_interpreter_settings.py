@@ -95,12 +95,16 @@ async def test_embedded_daemon_leaves_the_collector_alone(
 
 
 def test_a_full_pass_is_due_only_when_quiet_and_something_was_promoted() -> None:
-    pacer = QuietCollector(share=0.05)
+    pacer = QuietCollector(share=0.05, looks=2)
     assert not pacer.due(10.0, 1.0, 5)  # the first look only sets the baseline
     assert not pacer.due(11.0, 1.5, 5)  # half a core over the last second: busy
-    assert pacer.due(12.0, 1.51, 5)  # 1 % of a core: quiet, and a young pass promoted
-    assert not pacer.due(13.0, 1.52, 0)  # quiet, but nothing reached generation 2
-    assert not pacer.due(13.0, 1.52, 3)  # no time passed: no share to judge
+    assert not pacer.due(12.0, 1.51, 5)  # 1 % of a core: quiet once, not yet twice
+    assert pacer.due(13.0, 1.52, 5)  # quiet twice in a row, and a young pass promoted
+    assert not pacer.due(14.0, 1.53, 5)  # counting starts again after a collection
+    assert not pacer.due(15.0, 1.54, 0)  # quiet twice, but nothing reached generation 2
+    assert not pacer.due(15.0, 1.54, 3)  # no time passed: no share to judge
+    assert not pacer.due(16.0, 2.0, 3)  # busy again: the quiet run is broken
+    assert not pacer.due(17.0, 2.01, 3)
 
 
 async def test_collect_when_quiet_waits_for_the_stream_to_stop(
