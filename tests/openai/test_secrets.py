@@ -92,6 +92,18 @@ async def _scenario(home: Path, tmp_path: Path) -> None:
                     "[options.mcp_servers] of an assistant in the config dir's assistants/ "
                     "(`hostd paths` shows where)"
                 )
+                # The same through a file the window names (an mcp.json it may have written).
+                planted = tmp_path / "mcp.json"
+                planted.write_text(json.dumps({"mcpServers": {"t": server}}))
+                with pytest.raises(PermissionDenied) as refused:
+                    await a.create_topic(driver="openai", model="fake-model",
+                                         options={**options, "mcp_config": str(planted)})
+                assert str(refused.value) == (
+                    f"mcp_config {str(planted)!r} from a window refers to ${{MCP_TOKEN}}: the "
+                    "window would choose where it goes; set `mcp_config = "
+                    f"{str(planted)!r}` in the [options] of an assistant in the config dir's "
+                    "assistants/ (`hostd paths` shows where)"
+                )
                 assistants = paths.config_dir / "assistants"
                 assistants.mkdir(mode=0o700)
                 (assistants / "tools.toml").write_text(
