@@ -38,6 +38,7 @@ SCENARIOS: dict[str, str] = {
     "app": "app_window",
     "web-page": "web_page",
     "failures": "failures",
+    "floor": "floor",
 }
 #: What runs when no scenario is named (claude-ttft / acp-ttft / openai-loop are optional: they
 #: need their drivers and vendor packages).
@@ -57,14 +58,16 @@ DEFAULT = [
     "app",
     "web-page",
     "failures",
+    "floor",
 ]
 #: Slow and outside hostd's own data path (or, sandbox-ttft, needing bubblewrap; editor-ttft,
 #: an edge process beside the daemon, measured on its own): skipped by a bare `--quick` (the
 #: smoke test).
 #: failures waits out a 3 s interrupt grace and a 4 s stream per run: not a smoke test's cost.
+#: floor measures no hostd code (the syscalls and trio's loop under the daemon's figure).
 OPTIONAL = {
     "claude-ttft", "acp-ttft", "openai-loop", "sandbox-ttft", "editor-ttft", "app", "web-page",
-    "failures",
+    "failures", "floor",
 }
 
 
