@@ -72,7 +72,6 @@ from hostd_protocol.client_messages import (
     ApprovalInfo,
     MessageRow,
     Result,
-    RowAppended,
     ScheduleInfo,
     StateChanged,
     TopicEvent,
@@ -391,16 +390,11 @@ class Daemon(RequestHandlers):
         return host
 
     def _observe(self, topic_id: str, event: TopicEvent) -> None:
-        kind = type(event)
-        # A RowAppended (the bulk of a stream: one per pipe read of every streaming topic)
-        # says nothing to usage accounting or the schedules (they follow turns and rows
-        # opening and closing): only tracing sees it.
-        if kind is not RowAppended:
-            self.turns.observe(topic_id, event)
-            self.scheduler.observe(topic_id, event)
-            if kind is StateChanged and (host := self.hosts.get(topic_id)) is not None:
-                # Protocol 1.6: the topic list is live for watching windows, busy badges too.
-                self._topics_changed("changed", topic_id, host.topic_info())
+        self.turns.observe(topic_id, event)
+        self.scheduler.observe(topic_id, event)
+        if type(event) is StateChanged and (host := self.hosts.get(topic_id)) is not None:
+            # Protocol 1.6: the topic list is live for watching windows, busy badges too.
+            self._topics_changed("changed", topic_id, host.topic_info())
         if self.tracing is not None:
             host = self.hosts.get(topic_id) if type(event) is TurnStarted else None
             self.tracing.topic_event(topic_id, event, host.info.assistant if host else "")
