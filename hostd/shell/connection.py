@@ -172,8 +172,7 @@ class Connection:
         #: trio time the current partial frame started (inf: none pending).
         self._partial_since = math.inf
         self._codec: Codec[ClientMessage] | None = None
-        #: What its client writes and is sent: picked by its first frame (`hello`). A plain
-        #: attribute: the fan-out reads it per window for every event.
+        #: Picked by the first frame (`hello`); a plain attribute: read per window per event.
         self.encoding: Encoding = "msgpack"
         self.client_name = ""
         self.welcomed = False
@@ -268,10 +267,9 @@ class Connection:
         """A topic event frame in this connection's encoding (`wake=False`: `flush` follows)."""
         # Runs once per window for every event of a streaming topic: `_enqueue` written out.
         size = len(frame)
-        event_bytes = self._event_bytes
         # An event bigger than the whole budget still goes out on an empty queue: the limit
         # bounds how far a window lags, not how big one event may be.
-        if event_bytes and event_bytes + size > self.max_queue_bytes:
+        if self._event_bytes and self._event_bytes + size > self.max_queue_bytes:
             self._fell_behind()
             return
         if trace.ENABLED:
@@ -279,7 +277,7 @@ class Connection:
             self._trace_keys.append((stream.topic_id, stream.last_seq))
         self._queue.append((frame, True))
         self._queued_bytes += size
-        self._event_bytes = event_bytes + size
+        self._event_bytes += size
         if wake:
             self._wake_writer()
 
@@ -327,13 +325,9 @@ class Connection:
         so frames leave in the pipe read's own scheduler pass, not one pass later. Never
         blocks or raises: a broken socket aborts the connection, as in the writer."""
         queue = self._queue
-        if not queue:
-            return
-        if not (self._sending or self._closing or self._fd < 0):
+        if queue and not (self._sending or self._closing or self._fd < 0):
             data, traced = self._take()
-            # `_try_write`, written out: this runs once per window for every pipe read of a
-            # streaming topic.
-            try:
+            try:  # `_try_write` written out: this runs per window for every read of a stream
                 sent = os.write(self._fd, data)
             except BlockingIOError:
                 sent = 0
@@ -348,7 +342,8 @@ class Connection:
             self._queued_bytes += len(data) - sent
             self._frames_sent -= 1  # the writer counts the rest again
             self._trace_keys[:0] = traced
-        self._wake_writer()
+        if queue:
+            self._wake_writer()
 
     def _take(self) -> tuple[bytes, Sequence[tuple[str, int]]]:
         # Runs once per window per pipe read of a streaming topic, usually for one frame:
