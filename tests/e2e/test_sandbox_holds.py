@@ -63,7 +63,9 @@ async def test_a_long_confined_turn_and_an_idle_confined_session_survive(
     home: Path, user_home: Path
 ) -> None:
     """Real time on purpose: the defect was trio's 10 s worker idle timeout (the bounded
-    variant with a tiny timeout is tests/shell/test_child_trees.py)."""
+    variant with a tiny timeout is tests/shell/test_child_trees.py). Each wait is longer than
+    that timeout with a few seconds to spare, no more: the driver was killed ~10 s after its
+    start, in the middle of the first turn."""
     project = home / "project"
     project.mkdir()
     with trio.fail_after(180):
@@ -74,9 +76,9 @@ async def test_a_long_confined_turn_and_an_idle_confined_session_survive(
                     driver="scripted", working_dir=str(project),
                     options={"sandbox": "confined", "chunk_rate": 0},
                 )
-                first = await answer(c, t.id, "/text started |\n/sleep 40\n/whoami")
+                first = await answer(c, t.id, "/text started |\n/sleep 16\n/whoami")
                 assert first.startswith("started |"), first
-                await trio.sleep(16)  # an idle confined session older than 15 s
+                await trio.sleep(13)  # idle for longer than trio's 10 s worker timeout
                 second = await answer(c, t.id, "/whoami")
                 # The same driver process answered both (no cold restart in between).
                 assert second == first.removeprefix("started |"), (first, second)
