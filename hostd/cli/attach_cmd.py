@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hostd.cli.common import run_client
+from hostd.cli.common import driver_label, run_client
 from hostd.cli.topic_cmds import StreamPrinter, print_row
 from hostd_protocol.client_messages import (
     MessageRow,
@@ -31,7 +31,7 @@ def header(snap: Snapshot) -> str:
     """`topic ID "title" (driver/model): state`, one line."""
     t = snap.topic
     title = f" {t.title!r}" if t.title else ""
-    target = "/".join(x for x in (t.driver or t.assistant, t.model) if x)
+    target = "/".join(x for x in (driver_label(t), t.model) if x)
     where = f" ({target})" if target else ""
     state = "answering" if snap.active_turn_id and t.state == "idle" else t.state
     return f"topic {t.id}{title}{where}: {state}"

@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hostd.cli.answers_cmd import answer_label
-from hostd.cli.common import terminal_safe
+from hostd.cli.common import driver_label, terminal_safe
 from hostd_protocol.client_messages import ApprovalInfo, MessageRow, TopicInfo, scheduled_by
 from hostd_protocol.common import (
     ApprovalOption,
@@ -341,7 +341,7 @@ def render_status_line(
     shown = "awaiting approval" if approvals_open and state != "closed" else state
     label, style = _STATE_STYLE.get(shown, (shown, "bold"))
     line = Text()
-    line.append(terminal_safe(topic.driver) or "no driver", style="bold")
+    line.append(terminal_safe(driver_label(topic, "default driver")), style="bold")
     if topic.model:
         line.append(f" · {terminal_safe(topic.model)}")
     line.append(" · ")

@@ -21,6 +21,7 @@ from hostd_protocol.common import PlanChunk
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hostd_protocol.client_messages import TopicInfo
     from hostd_protocol.errors import HostdError
 
 _console: Console | None = None
@@ -75,6 +76,15 @@ class TerminalSafe:
 
 #: A plan entry's checkbox in plain text, by status.
 PLAN_BOXES = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+def driver_label(topic: TopicInfo, default: str = "") -> str:
+    """What a topic runs on, as every command shows it: its driver, else `@assistant` when its
+    assistant picks the driver (the topic's own driver field is empty then), else `default`
+    (the default assistant's driver)."""
+    if topic.driver:
+        return topic.driver
+    return f"@{topic.assistant}" if topic.assistant else default
 
 
 def plan_checklist(plan: PlanChunk) -> str:

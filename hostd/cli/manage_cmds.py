@@ -13,7 +13,16 @@ import sys
 import time
 from collections.abc import Iterator
 
-from hostd.cli.common import fail, out, paths_from, print_json, request, terminal_safe, text_table
+from hostd.cli.common import (
+    driver_label,
+    fail,
+    out,
+    paths_from,
+    print_json,
+    request,
+    terminal_safe,
+    text_table,
+)
 from hostd_protocol.client_messages import (
     DeleteTopic,
     GetTopic,
@@ -143,7 +152,7 @@ def markdown_lines(topic: TopicInfo, rows: list[MessageRow]) -> Iterator[str]:
     """A topic as Markdown: a header, then each message under its role."""
     yield f"# {topic.title or topic.id}"
     yield ""
-    facts = [f"topic `{topic.id}`", f"driver `{topic.driver or 'default'}`"]
+    facts = [f"topic `{topic.id}`", f"driver `{driver_label(topic, 'default')}`"]
     if topic.model:
         facts.append(f"model `{topic.model}`")
     if topic.working_dir:

@@ -13,6 +13,7 @@ from hostd.cli.common import (
     Output,
     TerminalSafe,
     console,
+    driver_label,
     fail,
     out,
     parse_options,
@@ -38,7 +39,6 @@ from hostd_protocol.client_messages import (
     SendResult,
     Snapshot,
     TopicDeleted,
-    TopicInfo,
     TopicListResult,
     TopicResult,
     TurnEnded,
@@ -78,18 +78,12 @@ def cmd_topics(args: argparse.Namespace) -> int:
         out().print("no topics yet; create one with `hostd new`", markup=False)
         return 0
     rows = [
-        (t.id, t.title, _driver(t), t.model, t.state, _when(t.updated_at), _short(t.working_dir))
+        (t.id, t.title, driver_label(t), t.model, t.state, _when(t.updated_at), _short(t.working_dir))
         for t in result.topics
     ]
     headers = ("id", "title", "driver", "model", "state", "updated", "working dir")
     out().print(text_table(headers, rows), markup=False)
     return 0
-
-
-def _driver(t: TopicInfo) -> str:
-    """The driver column: a topic whose assistant picks the driver shows `@assistant` (its
-    own driver field is empty then), so no row reads as if it had none."""
-    return t.driver or (f"@{t.assistant}" if t.assistant else "")
 
 
 def cmd_new(args: argparse.Namespace) -> int:

@@ -255,6 +255,10 @@ def test_compacting_status_and_marker() -> None:
     usage = Usage(input_tokens=120_000, output_tokens=900, cost_usd=0.0123)
     line = render_status_line(TOPIC, "compacting", usage=usage)
     assert screen(line) == "scripted · m-1 · ● compacting · 120.0k in / 900 out · $0.0123"
+    # A topic whose assistant picks the driver says so; one with neither runs the default.
+    by_assistant = TopicInfo(id="t2", assistant="reviewer")
+    assert screen(render_status_line(by_assistant, "idle")) == "@reviewer · ● idle"
+    assert screen(render_status_line(TopicInfo(id="t3"), "idle")) == "default driver · ● idle"
     marker = MessageRow(
         id="m1",
         topic_id="t1",

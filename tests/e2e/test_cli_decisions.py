@@ -61,6 +61,7 @@ def test_a_driver_that_needs_a_model_is_refused_at_new_without_one(hostd: Hostd)
     local = hostd.ok("new", "--assistant", "local").strip()
     (listed,) = [r for r in hostd.ok("topics").splitlines() if r.startswith(local)]
     assert listed.split()[1] == "@local"  # the assistant picks the driver: said so
+    assert "driver `@local`" in hostd.ok("export", local, "--format", "md")  # not `default`
     hostd.ok("new", "--driver", "openai", "--model", "llama3")
     # An extra answer by such a driver is refused the same way, nothing sent.
     tid = hostd.ok("new", "--driver", "scripted").strip()
