@@ -129,6 +129,19 @@ test("nothing listening: DaemonNotRunning naming the socket", async () => {
     assert.ok(e instanceof DaemonNotRunning);
     assert.ok(e instanceof ConnectionBroken);
     assert.equal(e.details["socket"], "/tmp/no-such-dir/hostd.sock");
+    // In words, as the Python clients say it, not an errno name.
+    assert.match(e.message, /hostd is not running \(no socket at \/tmp\/no-such-dir\/hostd\.sock\)/);
+    return true;
+  });
+  // A daemon of `--home H`: the fix names that home; a home that is a file is one clear line.
+  await assert.rejects(connect({ home: "/tmp/no-such-home" }), (e: unknown) => {
+    assert.ok(e instanceof DaemonNotRunning);
+    assert.match(e.message, /start it with `hostd serve --detach --home \/tmp\/no-such-home`/);
+    return true;
+  });
+  await assert.rejects(connect({ home: "/etc/passwd" }), (e: unknown) => {
+    assert.ok(e instanceof ConnectionBroken);
+    assert.match(e.message, /^cannot reach hostd at \/etc\/passwd\/run\/hostd\.sock: not a directory; /);
     return true;
   });
 });

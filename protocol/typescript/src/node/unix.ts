@@ -4,7 +4,7 @@
  */
 import { existsSync, lstatSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 
 import {
   AccessDenied,
@@ -16,6 +16,7 @@ import {
 } from "../errors.js";
 import { bodyText, DEFAULT_MAX_FRAME_SIZE, encodeFrame, FrameDecoder } from "../framing.js";
 import type { ConnectOptions, Transport, TransportHandlers } from "../transport.js";
+import { SOCKET_NAME } from "./paths.js";
 
 export class UnixSocketTransport implements Transport {
   private handlers: TransportHandlers | null = null;
@@ -157,16 +158,38 @@ export async function connectUnix(path: string, options: ConnectOptions = {}): P
   }
 }
 
+/** What a connect's error codes mean, in words (Node gives only the code). */
+const CONNECT_ERRORS: Record<string, string> = {
+  ENOTDIR: "not a directory",
+  EACCES: "permission denied",
+  ENAMETOOLONG: "the path is too long for a Unix socket",
+  ENOTSOCK: "not a socket",
+};
+
+/** ` --home H` when `path` is `H/run/hostd.sock`, the socket of a daemon started with `--home H`
+ * (the platform's folders end in `hostd/hostd.sock` or `hostd-<uid>/hostd.sock`), else "". */
+function homeOf(path: string): string {
+  const run = dirname(path);
+  return basename(path) === SOCKET_NAME && basename(run) === "run" ? ` --home ${dirname(run)}` : "";
+}
+
 function mapConnectError(exc: unknown, path: string): unknown {
   const code = (exc as { errno?: string }).errno;
   if (code === undefined) return exc; // the abort reason
+  // In a user's words, as the Python clients say it (hostd.client.sync_wire.unreachable).
   if (code === "ENOENT" || code === "ECONNREFUSED") {
+    const why = code === "ENOENT" ? "no socket" : "its socket refuses connections: a daemon that stopped without removing it";
+    const home = homeOf(path);
     return new DaemonNotRunning(
-      `hostd is not running (${code} on ${path}); start it with \`hostd serve --detach\``,
+      `hostd is not running (${why} at ${path}); start it with \`hostd serve --detach${home}\``,
       { socket: path },
     );
   }
-  return new ConnectionBroken(`could not connect to ${path}: ${code}`, { socket: path });
+  const why = CONNECT_ERRORS[code] ?? code;
+  return new ConnectionBroken(
+    `cannot reach hostd at ${path}: ${why}; point HOSTD_HOME (or home) at a folder of your own`,
+    { socket: path },
+  );
 }
 
 /** One connect attempt; rejects with `{errno}` (a Node error code) or the abort reason. */
