@@ -180,7 +180,20 @@ export function connectWebSocket(
       signal?.removeEventListener("abort", onAbort);
       reject(new ConnectionBroken(`could not open the WebSocket ${urlForDisplay(url)}: ${why}`));
     };
-    ws.addEventListener("error", () => failed("connection error"));
+    ws.addEventListener("error", (ev: unknown) => failed(openError(ev)));
     ws.addEventListener("close", (ev: { code: number }) => failed(`closed with code ${ev.code}`));
   });
+}
+
+/** Why an opening WebSocket failed. A browser says nothing ("connection error"); Node's `ws`
+ * names the HTTP answer, and `hostd web` answers 401 to a token that is not its own (an old
+ * URL after a restart on another port, or a typo): say what to do then. */
+function openError(ev: unknown): string {
+  const said = (ev as { message?: unknown } | null)?.message;
+  if (typeof said !== "string" || !said) return "connection error";
+  if (/\b401\b/.test(said)) {
+    return "the gateway refused the token (HTTP 401): use the URL `hostd web` printed, or read it again from `web-url` in the daemon's runtime folder";
+  }
+  if (/ECONNREFUSED/.test(said)) return "nothing listens there: start `hostd web`, or use the port it printed";
+  return said;
 }

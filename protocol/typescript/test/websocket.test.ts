@@ -102,8 +102,22 @@ test("a binary WebSocket message is a MalformedFrame", async () => {
 test("a refused WebSocket is a ConnectionBroken naming the URL", async () => {
   await assert.rejects(connectWebSocket("ws://127.0.0.1:9/", { WebSocket: WS }), {
     name: "ConnectionBroken",
-    message: /^could not open the WebSocket ws:\/\/127\.0\.0\.1:9\//,
+    message: /^could not open the WebSocket ws:\/\/127\.0\.0\.1:9\/: nothing listens there: start `hostd web`/,
   });
+});
+
+test("a token the gateway refuses (401) says so and what to do, not 'connection error'", async () => {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0, verifyClient: (_info, done) => done(false, 401) });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    await assert.rejects(connectWebSocket(`ws://127.0.0.1:${port}/ws?token=old`, { WebSocket: WS }), {
+      name: "ConnectionBroken",
+      message: /: the gateway refused the token \(HTTP 401\): use the URL `hostd web` printed/,
+    });
+  } finally {
+    server.close();
+  }
 });
 
 test("the browser entry (dist/index.js) imports nothing from Node", () => {
