@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import AbstractAsyncContextManager
 
@@ -56,6 +57,12 @@ def cmd_acp(args: argparse.Namespace) -> int:
 
     # stdout carries JSON-RPC only: anything printed by mistake goes to stderr.
     sys.stdout = sys.stderr
+    if not os.isatty(0):
+        # Started by an editor: Ctrl-C in a terminal reaches the whole foreground process group,
+        # a terminal editor (acpx) included, which turns it into session/cancel for us; dying
+        # on the signal would lose that cancel (the answer would go on). The editor ends us by
+        # closing our input (or SIGTERM). At a terminal a person typing Ctrl-C means quit.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         trio.run(main)
     except BaseException as exc:
