@@ -219,7 +219,7 @@ def check_policy(policy: SandboxPolicy, working_dir: str, mounts: SandboxMounts)
         if hidden and _within(hidden, wd):
             raise SandboxUnavailable(
                 f"a confined driver cannot work in {wd}: it contains {hidden}, which the "
-                "sandbox hides; give the topic a project folder (hostd new --cwd DIR)"
+                "sandbox hides; give the topic a project folder (hostd new --working-dir DIR)"
             )
 
 
