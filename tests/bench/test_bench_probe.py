@@ -37,6 +37,8 @@ def test_round_rows_split_the_loop_by_store_batches() -> None:
     assert rows["loop wall / CPU while it had work, during store batches"] == 2.0
     assert rows["loop not running while it had work, outside store batches (ms)"] == 0
     assert rows["loop wall / CPU while it had work, outside store batches"] == 1.0
+    assert rows["loop's longest run stretch (ms)"] == 2
+    assert rows["loop's longest run stretch, its CPU (ms)"] == 1
 
 
 def test_a_daemon_without_the_probe_gives_no_record(tmp_path: Path) -> None:

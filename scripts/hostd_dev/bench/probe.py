@@ -56,9 +56,11 @@ def round_rows(rec: Record, start: int, end: int) -> dict[str, float]:
     starts = [s for s, _ in batches]
     wall = {True: 0, False: 0}
     cpu = {True: 0, False: 0}
+    longest = (0, 0)
     for s, w, c in rec.stretches:
         if not start <= s < end:
             continue
+        longest = max(longest, (w, c))
         i = bisect.bisect_right(starts, s + w) - 1  # the last batch starting before it ends
         during = i >= 0 and batches[i][1] > s
         wall[during] += w
@@ -69,4 +71,8 @@ def round_rows(rec: Record, start: int, end: int) -> dict[str, float]:
         rows[f"loop wall / CPU while it had work, {name}"] = (
             round(wall[during] / cpu[during], 2) if cpu[during] else 0.0
         )
+    # The loop's longest run without waiting for I/O, and its CPU: a stall of the daemon
+    # itself shows here (a round's max latency far above this was not the daemon's loop).
+    rows["loop's longest run stretch (ms)"] = longest[0] / ms
+    rows["loop's longest run stretch, its CPU (ms)"] = longest[1] / ms
     return rows
