@@ -19,9 +19,10 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: 
 
 def problem(env: os._Environ[str] | dict[str, str] = os.environ) -> str | None:
     """Why the app cannot run here (one line with the fix), or None."""
-    if sys.platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
-        return ("no graphical display (DISPLAY / WAYLAND_DISPLAY unset): run hostd app in a desktop "
-                "session, or under xvfb-run")
+    from hostd.cli.common import NO_DISPLAY, no_display
+
+    if no_display(env):
+        return f"{NO_DISPLAY}: run hostd app in a desktop session, or under xvfb-run"
     if sys.platform.startswith("linux") and not env.get("WAYLAND_DISPLAY"):
         import ctypes.util
 

@@ -11,8 +11,9 @@ whole command may take (docs/benchmarks.md, "cli"). The streaming commands use
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostd.shell.paths import Paths
@@ -76,6 +77,17 @@ class TerminalSafe:
 
 #: A plan entry's checkbox in plain text, by status.
 PLAN_BOXES = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+def no_display(env: Mapping[str, str] | None = None) -> bool:
+    """No window can open here: Linux with neither DISPLAY nor WAYLAND_DISPLAY (an ssh
+    session, a container, CI); `hostd app` and `hostd web --app/--open` say so in one line."""
+    env = os.environ if env is None else env
+    return sys.platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+#: What `no_display` means, for messages.
+NO_DISPLAY = "no graphical display (DISPLAY / WAYLAND_DISPLAY unset)"
 
 
 def driver_label(topic: TopicInfo, default: str = "") -> str:

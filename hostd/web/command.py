@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:  # type: 
 def cmd_web(args: argparse.Namespace) -> int:
     import trio
 
-    from hostd.cli.common import fail, paths_from
+    from hostd.cli.common import NO_DISPLAY, fail, no_display, paths_from
     from hostd.web import STATIC_DIR
     from hostd.web.gateway import Gateway, run_until_signal
     from hostd.web.security import port_token
@@ -68,6 +69,12 @@ def cmd_web(args: argparse.Namespace) -> int:
         print(f"hostd web: {gateway.url}", flush=True)
         print(f"hostd web: the URL is also in {token_file} (mode 0600); Ctrl-C stops",
               file=sys.stderr, flush=True)
+        if (args.app or args.open) and no_display() and not (args.open and os.environ.get("BROWSER")):
+            # A browser started here would die at once, unseen (or a text browser would take
+            # over this terminal); $BROWSER is the user's own choice and goes ahead.
+            print(f"hostd web: cannot open a window: {NO_DISPLAY}; open the URL above in a "
+                  "browser", file=sys.stderr, flush=True)
+            return
         if args.app:
             from hostd.web.app_window import find_chromium, open_app_window, write_redirect
 
@@ -82,7 +89,9 @@ def cmd_web(args: argparse.Namespace) -> int:
         if args.open or args.app:
             import webbrowser
 
-            webbrowser.open(gateway.url)
+            if not webbrowser.open(gateway.url):
+                print("hostd web: no browser found to open the page; open the URL above in one",
+                      file=sys.stderr, flush=True)
 
     try:
         trio.run(lambda: run_until_signal(

@@ -108,7 +108,7 @@ def test_app_opens_a_chromium_app_window_without_the_token_on_its_command_line(h
     fake = bin_dir / "chromium"  # found before the machine's own (PATH order)
     fake.write_text(f'#!/bin/sh\nprintf %s "$*" > {home / "browser-args"}\n')
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:/bin", "HOSTD_WEB_BROWSER": ""}
+    env = {**os.environ, "PATH": f"{bin_dir}:/bin", "HOSTD_WEB_BROWSER": "", "DISPLAY": ":0"}
     url, arg, page = run_web_app(home, env)
     token = url.split("token=", 1)[1]
     assert arg == f"--app={(home / 'run' / 'web-open.html').resolve().as_uri()}"
@@ -126,3 +126,21 @@ def test_find_chromium_takes_the_family_in_order_or_the_named_one(tmp_path: Path
     assert find_chromium({"PATH": str(tmp_path)}) == str(tmp_path / "microsoft-edge")
     named = {"PATH": str(tmp_path), "HOSTD_WEB_BROWSER": str(tmp_path / "vivaldi")}
     assert find_chromium(named) == str(tmp_path / "vivaldi")
+
+
+def test_app_with_no_display_says_so_instead_of_opening_nothing(home: Path) -> None:
+    # Found from outside: with no DISPLAY, `hostd web --app` started chromium, which died
+    # unseen, and said nothing; the page is still served.
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--home", str(home), "web", "--app"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline()  # printed in the same callback, just before the rest
+    proc.terminate()
+    rest, said = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert url.startswith("hostd web: http://127.0.0.1:"), url
+    assert ("hostd web: cannot open a window: no graphical display (DISPLAY / WAYLAND_DISPLAY "
+            "unset); open the URL above in a browser\n") in said, said
