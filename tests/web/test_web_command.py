@@ -139,7 +139,7 @@ def test_app_with_no_display_says_so_instead_of_opening_nothing(home: Path) -> N
     assert proc.stdout is not None
     url = proc.stdout.readline()  # printed in the same callback, just before the rest
     proc.terminate()
-    rest, said = proc.communicate(timeout=30)
+    _, said = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert url.startswith("hostd web: http://127.0.0.1:"), url
     assert ("hostd web: cannot open a window: no graphical display (DISPLAY / WAYLAND_DISPLAY "
