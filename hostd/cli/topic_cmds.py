@@ -131,18 +131,26 @@ def message_text(args: argparse.Namespace) -> str | int:
             # into lone surrogates that no request can carry.
             text = sys.stdin.buffer.read().decode("utf-8")
         except UnicodeDecodeError as exc:
-            return fail(f"cannot read the message from stdin: {exc} (send text, not binary data)")
+            return fail(_not_text("the message from stdin", exc))
     elif args.file is not None:
         try:
             with open(source, encoding="utf-8") as fh:
                 text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            return fail(f"cannot read {source}: {exc}")
+        except UnicodeDecodeError as exc:
+            return fail(_not_text(source, exc))
+        except OSError as exc:
+            return fail(f"cannot read {source}: {exc.strerror or exc}")
     else:
         text = source
     if not text.strip():
         return fail("the message is empty")
     return text
+
+
+def _not_text(what: str, exc: UnicodeDecodeError) -> str:
+    """A message that is not UTF-8 text, in a user's words (not the codec's)."""
+    return (f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}): send text; images go with --image")
 
 
 def cmd_send(args: argparse.Namespace) -> int:

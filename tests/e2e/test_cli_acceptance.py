@@ -168,7 +168,8 @@ def test_bytes_that_are_not_text_are_one_line_errors(hostd: Hostd) -> None:
     )
     line = one_line_error(subprocess.CompletedProcess(
         binary.args, binary.returncode, binary.stdout.decode(), binary.stderr.decode()))
-    assert line.startswith("hostd: cannot read the message from stdin: 'utf-8' codec"), line
+    assert line == ("hostd: the message from stdin is not UTF-8 text (byte 0xff at offset 0): "
+                    "send text; images go with --image"), line
     for args in (("send", tid, b"caf\xe9"), ("rename", tid, b"caf\xe9"), ("new", "--title", b"\xff")):
         argv = [os.fsencode(a) if isinstance(a, str) else a for a in hostd.argv(*args)]  # type: ignore[arg-type]
         proc = subprocess.run(argv, env=hostd.env, cwd=hostd.project, capture_output=True,
