@@ -56,7 +56,10 @@ class WriterThread:
 
         def job() -> None:
             result.append(outcome.capture(fn, *args))
-            token.run_sync_soon(done.set)
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass  # the loop is gone (the process is exiting): nobody waits any more
 
         self._jobs.put(job)
         with trio.CancelScope(shield=True):
