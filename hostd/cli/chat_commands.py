@@ -28,13 +28,13 @@ HELP = """\
   [bold cyan]/discard N[/bold cyan]     drop unsent message N
   [bold cyan]/send N[/bold cyan]        send unsent message N now (stops the running answer)
   [bold cyan]/edit N[/bold cyan]        put unsent message N back on the input line
-  [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny [reason])
+  [bold cyan]y[/bold cyan] / [bold cyan]n[/bold cyan]          allow once / deny a tool approval (also /allow, /deny \\[reason])
   [bold cyan]/regenerate[/bold cyan]    answer the last message again (asks before it stops a running answer)
   [bold cyan]/undo[/bold cyan]          remove the last message and its answer (asks before it stops one)
   [bold cyan]/fork [N][/bold cyan]      copy this topic up to row N (U2, A2, or 2: message 2 and its
                  answer; default: the last finished row) into a new topic and chat there
   [bold cyan]/also T ...[/bold cyan]    more models answer each message (T: DRIVER, DRIVER/MODEL, /MODEL, @ASSISTANT)
-  [bold cyan]/image PATH[/bold cyan]   send an image (PNG, JPEG, GIF, WebP) with the next message
+  [bold cyan]/image PATH[/bold cyan]    send an image (PNG, JPEG, GIF, WebP) with the next message
                  (/image lists them, /image clear drops them)
   [bold cyan]/choose N[/bold cyan]      continue from answer N of the last message with several answers
   [bold cyan]/stop N[/bold cyan]        stop only answer N of the running message with several answers

@@ -7,6 +7,7 @@ roll, an approval prompt, the compacting status, and the human failure panels.""
 from __future__ import annotations
 
 import io
+import re
 
 import msgspec
 from rich.console import Console, RenderableType
@@ -511,3 +512,15 @@ def test_a_plan_is_a_checklist_and_only_the_newest_is_shown() -> None:
     assert "[ ] add tests" in out
     assert "1/3 done" in out
     assert out.index("Reading.") < out.index("[x] read the config")
+
+
+def test_the_chat_help_shows_every_word_and_lines_its_descriptions_up() -> None:
+    """`/help` as the terminal shows it: rich markup took "[reason]" for a tag and dropped
+    it, and /image's description started one column left of the others."""
+    from hostd.cli.chat_commands import HELP
+
+    shown = Text.from_markup(HELP).plain  # what rich shows, before wrapping to a width
+    assert "(also /allow, /deny [reason])" in shown
+    commands = [ln for ln in shown.splitlines() if ln.startswith("  /")]
+    starts = {re.match(r"  \S.*?\s{2,}(\S)", ln).start(1) for ln in commands}  # type: ignore[union-attr]
+    assert len(starts) == 1, commands
