@@ -138,6 +138,17 @@ class DriverSpec(msgspec.Struct, frozen=True, kw_only=True):
     #: runs with its whole environment, keys included): refused from a window unless an
     #: assistant file has the same value.
     assistant_only: tuple[str, ...] = ()
+    #: A list option naming where the tool loads the working folder's own configuration
+    #: (claude-code `setting_sources`): a repository's settings can run programs on the
+    #: host and send the key elsewhere, and a repository is data only. `folder_values` are
+    #: the list items that load it (null: all of them). The driver's default leaves them
+    #: out; a confined topic with its own network (key behind the credential proxy, programs
+    #: in the sandbox) gets `confined_folder_values` when the option is not set. From a
+    #: window they are refused on any other topic, unless an assistant file has the same value
+    #: (`hostd.shell.drivers.window_options`).
+    folder_option: str = ""
+    folder_values: tuple[str, ...] = ()
+    confined_folder_values: tuple[str, ...] = ()
 
     def env_names(self, options: Mapping[str, Any]) -> list[str]:
         """The variables this driver gets for these options: `env` plus those `env_options`

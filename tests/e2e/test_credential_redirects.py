@@ -1,6 +1,7 @@
 """A socket client may not point the daemon's credential elsewhere: a topic's `env` option
 (claude-code) that sets ANTHROPIC_BASE_URL, a proxy, a CA bundle, a preload or a config
-location, or a `cli_path` (a program run with the key), is refused when the topic is
+location, a `cli_path` (a program run with the key), or `setting_sources` loading the
+working folder's own settings (env, hooks) on an unconfined topic, is refused when the topic is
 created and when a message brings it as a per-message option, through the wire, with the
 real daemon and the real driver spec. An assistant file (only the local user writes those)
 may set them (hostd/shell/drivers/window_options.py)."""
@@ -37,6 +38,9 @@ async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> N
     )
     (assistants / "own-cli.toml").write_text(
         'driver = "claude-code"\n[options]\ncli_path = "/opt/my/claude"\n'
+    )
+    (assistants / "trusted-repo.toml").write_text(
+        'driver = "claude-code"\n[options]\nsetting_sources = ["user", "project", "local"]\n'
     )
     with trio.fail_after(60):
         d = await daemon_proc.start(home, env=_env(home))
@@ -82,11 +86,38 @@ async def test_a_window_cannot_redirect_the_daemon_s_credential(home: Path) -> N
                 assert info.value.message == cli_refusal
                 await c.create_topic(driver="claude-code", working_dir=work,
                                      options={"cli_path": "/opt/my/claude"})
+                # A working folder's own settings (env, hooks) load only as an assistant
+                # file says: a window may not ask for them on an unconfined topic.
+                for sources, shown in (
+                    (["project"], "['project']"),
+                    (["user", "local"], "['user', 'local']"),
+                    (None, "null"),
+                ):
+                    with pytest.raises(PermissionDenied) as info:
+                        await c.create_topic(driver="claude-code", working_dir=work,
+                                             options={"setting_sources": sources})
+                    assert info.value.message == (
+                        f"setting_sources {shown} is not allowed for driver 'claude-code' "
+                        "from a window on a topic that is not confined (network none or "
+                        "loopback): the working folder's settings could run programs with "
+                        "the daemon's credentials or send them elsewhere; for a folder you "
+                        "trust set `setting_sources` in the [options] of an assistant in the "
+                        "config dir's assistants/ (`hostd paths` shows where), or use "
+                        'sandbox = "confined"'
+                    )
+                await c.create_topic(driver="claude-code", working_dir=work,
+                                     options={"setting_sources": ["user"]})
+                await c.create_topic(assistant="trusted-repo", working_dir=work)
+                await c.create_topic(
+                    driver="claude-code", working_dir=work,
+                    options={"setting_sources": ["user", "project", "local"]},
+                )
                 # Per-message options go through the same rule: refused, nothing stored.
                 topic = await c.create_topic(driver="claude-code", working_dir=work)
                 for options, message in (
                     ({"cli_path": "/tmp/evil"}, cli_refusal),
                     ({"env": {"HTTPS_PROXY": "http://127.0.0.1:9"}}, None),
+                    ({"setting_sources": ["project"]}, None),
                 ):
                     with pytest.raises(PermissionDenied) as info:
                         await c.send(topic.id, "hi", options=options)

@@ -11,9 +11,11 @@ Rules this module guards:
   Claude config dir as `CLAUDE_CONFIG_DIR`, so the login and its token refreshes stay one
   (see `credentials`); the transcripts then live where `claude` keeps its own.
 - The user's own settings (`settings.json` of the config dir: hooks, permission rules, env)
-  are not loaded by default (`setting_sources` = project + local): user hooks would run
-  beside hostd's steering hooks and user permission rules would bypass hostd's approvals.
-  The project's `CLAUDE.md` and `.claude/settings.json` load, as in `claude`.
+  are not loaded by default: user hooks would run beside hostd's steering hooks and user
+  permission rules would bypass hostd's approvals. Nor, by default, the working folder's
+  `.claude/settings.json` / `settings.local.json`: a repository's env and hooks would run
+  with the key, unasked (SDK mode has no trust question). A confined topic gets project +
+  local from the host (`SPEC.folder_option`); an assistant file may opt a folder in.
 - The CLI never inherits the driver's environment by accident: the SDK merges
   `os.environ` under `ClaudeAgentOptions.env`, so every variable that matters is set here
   explicitly.
@@ -68,9 +70,10 @@ class ClaudeCodeOptions(msgspec.Struct, frozen=True, kw_only=True):
     disallowed_tools: list[str] = []
     max_turns: int | None = None
     #: CLI setting sources ("user", "project", "local"); None loads all, as the CLI does.
-    #: Default: project and local only (user hooks and rules would fight hostd's).
+    #: Default: none (user hooks and rules would fight hostd's; a repository's settings
+    #: would run with the key). The host gives a confined topic project + local (`SPEC`).
     setting_sources: list[Literal["user", "project", "local"]] | None = msgspec.field(
-        default_factory=lambda: ["project", "local"]
+        default_factory=list
     )
     add_dirs: list[str] = []
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None

@@ -49,7 +49,8 @@ OPTIONS_HELP: tuple[tuple[str, str], ...] = (
     ("disallowed_tools", "tools the CLI may not use (list)"),
     ("max_turns", "agent-loop limit per turn"),
     ("setting_sources", 'settings files to load: subset of ["user", "project", "local"] '
-     '(default ["project", "local"]; null: all)'),
+     '(default []; confined: ["project", "local"]; "project"/"local"/null only from '
+     "an assistant file on an unconfined topic)"),
     ("add_dirs", "extra directories the CLI may access (list)"),
     ("effort", "low, medium, high, xhigh, max"),
     ("cli_path", "another claude executable instead of the bundled one (assistant files "
@@ -82,6 +83,12 @@ SPEC = DriverSpec(
     # Another `claude` executable runs with the daemon's key in its environment: a window
     # may not pick one (an assistant file may).
     assistant_only=("cli_path",),
+    # A repository's `.claude/settings.json` / `settings.local.json` (env, hooks, key
+    # helper) would run with the daemon's key, unasked in SDK mode: not loaded unless an
+    # assistant file says so, or the topic is confined (the key stays behind the proxy).
+    folder_option="setting_sources",
+    folder_values=("project", "local"),
+    confined_folder_values=("project", "local"),
     images=True,  # image blocks in the user message
     # Claude Code's permission modes, switched per message (`Send.options`).
     modes=(

@@ -29,7 +29,11 @@ from hostd.shell.drivers.pipe_hub import PipeHub
 from hostd.shell.drivers.reaper import GroupReaper
 from hostd.shell.drivers.sandbox import Sandbox
 from hostd.shell.drivers.session import DriverSession, driver_env
-from hostd.shell.drivers.window_options import ConfiguredValues, check_window_options
+from hostd.shell.drivers.window_options import (
+    ConfiguredValues,
+    check_window_options,
+    folder_default,
+)
 from hostd_protocol.child_process import Limits
 from hostd_protocol.common import PROTOCOL_VERSION, SessionSource
 from hostd_protocol.driver_messages import Init
@@ -88,7 +92,7 @@ class SessionSpawner:
             working_dir=opts.working_dir,
             resume_token=token,
             system_prompt=opts.system_prompt,
-            options=driver_options(opts.options),
+            options=driver_options(folder_default(spec, opts.options)),
             state_dir=opts.state_dir,
             fork_from=fork_from,
             report_model_calls=self.report_model_calls,

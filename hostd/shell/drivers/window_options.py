@@ -26,6 +26,14 @@ value instead. Checked when a topic is created, when a message is accepted (its 
 options over the topic's), before a `Send` reaches a driver, and before a process starts (a
 topic stored before a rule, a fork, an assistant file removed since).
 
+- `DriverSpec.folder_option` (claude-code `setting_sources`): loading the working folder's
+  own settings (`folder_values`: "project", "local"; null loads all). A repository's
+  `.claude/settings.json` can set `ANTHROPIC_BASE_URL` or run hooks with the key in their
+  environment, unasked: a repository is data only. Off by default (the driver's default);
+  a confined topic with its own network (not "shared") gets `confined_folder_values`
+  (`folder_default`: the key is a placeholder behind the credential proxy and hooks run in
+  the sandbox). From a window only on such a topic.
+
 - `DriverSpec.secret_options` (openai `mcp_servers`): a server entry holding a `${NAME}`
   reference to a secret only as an assistant file defines that server (the same entry):
   else a window would pick the URL or program the secret goes to. `secret_file_options`
@@ -39,6 +47,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from hostd.core.redaction import is_credential_name
+from hostd.core.sandbox_policy import policy_of, proxies_credentials
 from hostd.shell.drivers.secrets import file_references
 from hostd_protocol.driver_spec import DriverSpec
 from hostd_protocol.errors import PermissionDenied
@@ -49,6 +58,7 @@ __all__ = [
     "REDIRECT_ENV_ENDINGS",
     "ConfiguredValues",
     "check_window_options",
+    "folder_default",
     "redirects_credential",
 ]
 
@@ -114,6 +124,7 @@ def check_window_options(
     if not options:
         return
     _check_assistant_only(spec, options, configured)
+    _check_folder_option(spec, options, configured)
     _check_env_options(spec, options, configured)
     _check_env_table(spec, options, configured)
     _check_secret_servers(spec, options, configured)
@@ -139,6 +150,52 @@ def _check_assistant_only(
             f"`{option} = {value!r}` in the [options] of {_WHERE}",
             details={"driver": spec.name, "option": option},
         )
+
+
+def _loads_folder(spec: DriverSpec, options: Mapping[str, Any]) -> bool:
+    """The options set `spec.folder_option` to load the working folder's own settings."""
+    if not spec.folder_option or spec.folder_option not in options:
+        return False
+    value = options[spec.folder_option]
+    if value is None:  # null: every source, the folder's included
+        return True
+    return isinstance(value, list) and any(v in spec.folder_values for v in value)
+
+
+def _check_folder_option(
+    spec: DriverSpec, options: Mapping[str, Any], configured: ConfiguredValues
+) -> None:
+    if not _loads_folder(spec, options) or _kept_out(options):
+        return
+    option = spec.folder_option
+    value = options[option]
+    if value in configured(option):
+        return
+    shown = "null" if value is None else repr(value)
+    raise PermissionDenied(
+        f"{option} {shown} is not allowed for driver {spec.name!r} from a window on a topic "
+        "that is not confined (network none or loopback): the working folder's settings could run programs with the "
+        f"daemon's credentials or send them elsewhere; for a folder you trust set `{option}` "
+        f"in the [options] of {_WHERE}, or use sandbox = \"confined\"",
+        details={"driver": spec.name, "option": option},
+    )
+
+
+def _kept_out(options: Mapping[str, Any]) -> bool:
+    """Confined with its own network (`proxies_credentials`): the key stays behind the
+    credential proxy and the folder's programs run in the sandbox. Under `network =
+    "shared"` a key is readable in the sandbox and the host's network is reachable."""
+    return proxies_credentials(policy_of(options))
+
+
+def folder_default(spec: DriverSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` (a session's merged options) with `spec.folder_option` set to
+    `spec.confined_folder_values` when the topic is `_kept_out` and the option is not set: the
+    driver's own default leaves the folder's settings out."""
+    out = dict(options)
+    if spec.folder_option and spec.folder_option not in out and _kept_out(out):
+        out[spec.folder_option] = list(spec.confined_folder_values)
+    return out
 
 
 def _check_env_options(
