@@ -105,6 +105,17 @@ class Pane:
             )
 
 
+def in_order(screen: str, *texts: str) -> bool:
+    """Whether every text is on the screen, each after the one before."""
+    at = 0
+    for text in texts:
+        found = screen.find(text, at)
+        if found < 0:
+            return False
+        at = found + len(text)
+    return True
+
+
 def chat_command(d: DemoDaemon, *args: str) -> str:
     home = d.paths.home
     argv = " ".join([sys.executable, "-m", "hostd", "chat", *args])
@@ -125,15 +136,24 @@ async def test_chat_in_tmux_type_steer_stop_approve_quit(daemon: DemoDaemon) -> 
             await pane.wait_for("U1  you ❯ hello there", "⚙ Read", "running…", "● answering")
             # Type while it answers: a steer; the answer rolls into A1a / U2 / A2.
             await pane.keys("steer now", "Enter")
-            screen = await pane.wait_for(
-                "steer landed: A1a closed, U2 placed, A2 continues",
-                "You said: steer now",
-                "Finished the answer.",
-                "● idle",
+            # One capture must hold all of it: under load tmux can be read mid-redraw, with
+            # the live region's top rows erased and the bottom ones still there.
+            rolled = ("A1a assistant", "U2  you ❯ steer now", "A2  assistant")
+            await pane.wait_until(
+                lambda s: in_order(s, *rolled)
+                and all(
+                    t in s
+                    for t in (
+                        "steer landed: A1a closed, U2 placed, A2 continues",
+                        "You said: steer now",
+                        "Finished the answer.",
+                        "● idle",
+                        "✓ done",  # the tool panel got its result
+                    )
+                ),
+                10,
+                "the rolled answer A1a / U2 / A2, idle",
             )
-            assert screen.index("A1a assistant") < screen.index("U2  you ❯ steer now")
-            assert screen.index("U2  you ❯ steer now") < screen.index("A2  assistant")
-            assert "✓ done" in screen  # the tool panel got its result
 
             # A long answer, a steer it never takes, then Ctrl-C: stopped, steer -> draft.
             await pane.keys("//wait", "Enter")
